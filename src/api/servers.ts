@@ -1,0 +1,250 @@
+/** The server registry and lifecycle REST API under `/api/mcp/servers`, plus install. */
+import { z } from 'zod';
+import type { EgressGuard } from '../egress/index.js';
+import { GatehouseError } from '../errors.js';
+import { toolPolicySchema } from '../policy/tool-policy.js';
+import type { Catalog } from '../registry/catalog.js';
+import { deriveServerId, serverIdSchema } from '../registry/ids.js';
+import { type ResolvedManifest, resolveInstallUrl } from '../registry/manifest.js';
+import type { NewServer } from '../registry/records.js';
+import { secretInputSchema } from '../registry/secret-values.js';
+import type { Registry } from '../registry/service.js';
+import { listAnswer, pageQuery } from './lists.js';
+import { upstreamHeaders, upstreamUrl } from './ops.js';
+import { defineRoute, type RouteDeclaration } from './route.js';
+import { groupName } from './tokens.js';
+
+const MANAGERS = ['admin', 'operator'] as const;
+
+const idParams = z.strictObject({ id: serverIdSchema });
+const headerMap = z.record(z.string(), secretInputSchema);
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'not an environment variable name');
+const envMap = z.record(envName, secretInputSchema);
+const authSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('none') }),
+  z.strictObject({ type: z.literal('bearer'), token: secretInputSchema }),
+]);
+const argList = z.array(z.string().max(4096)).max(256);
+const command = z.string().min(1).max(1024);
+const exposure = z.array(groupName).max(64);
+
+/** Header names are checked like the conduit's (no transport-owned headers); values may be env references. */
+const checkHeaderNames = (headers: Record<string, unknown>, ctx: z.RefinementCtx) => {
+  const names = Object.fromEntries(Object.keys(headers).map((k) => [k, 'x']));
+  const parsed = upstreamHeaders.safeParse(names);
+  if (!parsed.success) for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
+};
+
+const manifestSchema = z
+  .strictObject({
+    id: serverIdSchema.optional(),
+    name: z.string().trim().min(1).max(200),
+    description: z.string().max(4000).optional(),
+    transport: z.enum(['streamable-http', 'stdio']),
+    url: upstreamUrl.optional(),
+    command: command.optional(),
+    args: argList.optional(),
+    headers: headerMap.superRefine(checkHeaderNames).optional(),
+    env: envMap.optional(),
+    auth: authSchema.optional(),
+    enabled: z.boolean().optional(),
+    privateNetwork: z.boolean().optional(),
+    trustNewTools: z.boolean().optional(),
+    exposure: exposure.optional(),
+    toolPolicy: toolPolicySchema.optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.transport === 'streamable-http' && !m.url)
+      ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for streamable-http' });
+    if (m.transport === 'stdio' && !m.command)
+      ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for stdio' });
+    if (m.transport === 'stdio' && (m.url || m.headers || m.auth)) {
+      ctx.addIssue({ code: 'custom', path: ['transport'], message: 'stdio servers take command, args and env' });
+    }
+    if (m.transport === 'streamable-http' && (m.command || m.args)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['transport'],
+        message: 'streamable-http servers take url, headers and auth',
+      });
+    }
+  });
+
+const installBody = z
+  .strictObject({
+    url: z.string().min(1).max(2048).optional(),
+    manifest: manifestSchema.optional(),
+    preset: z.string().min(1).max(256).optional(),
+    /** With `url` or `preset`: the id to install under instead of the derived one. */
+    id: serverIdSchema.optional(),
+  })
+  .refine((b) => [b.url, b.manifest, b.preset].filter((v) => v !== undefined).length === 1, {
+    message: 'give exactly one of url, manifest, preset',
+  });
+
+const configBody = z.strictObject({
+  env: z.record(envName, secretInputSchema.nullable()).optional(),
+  headers: z.record(z.string(), secretInputSchema.nullable()).superRefine(checkHeaderNames).optional(),
+  enabled: z.boolean().optional(),
+  url: upstreamUrl.optional(),
+  command: command.optional(),
+  args: argList.optional(),
+  auth: authSchema.optional(),
+  privateNetwork: z.boolean().optional(),
+  trustNewTools: z.boolean().optional(),
+});
+
+function fromManifest(manifest: ResolvedManifest, id: string | undefined): NewServer {
+  return {
+    id: id ?? manifest.id ?? deriveServerId(manifest.name),
+    name: manifest.name,
+    description: manifest.description ?? null,
+    transport: manifest.transport,
+    url: manifest.url ?? null,
+    command: manifest.command ?? null,
+    args: manifest.args ?? [],
+    spec: manifest.spec ?? null,
+    sourceKind: manifest.sourceKind,
+    sourceUrl: manifest.sourceUrl ?? null,
+    options: manifest.envRequired.length > 0 ? { envRequired: manifest.envRequired } : {},
+  } as NewServer;
+}
+
+export interface ServerRouteDeps {
+  registry: Registry;
+  catalog: Catalog;
+  /** Fetches manifests; public-address rules apply. */
+  guard: EgressGuard;
+}
+
+export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): RouteDeclaration[] {
+  return [
+    defineRoute({
+      method: 'GET',
+      url: '/api/mcp/servers',
+      summary: 'Installed MCP servers with their status (last handshake) and state (runtime now).',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_list', tier: 'autonomousRead' },
+      query: pageQuery,
+      async handler({ query }) {
+        const { servers, total } = await registry.list(query);
+        return listAnswer('servers', servers, total);
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      url: '/api/mcp/servers/:id',
+      summary: 'One server with its discovered tools, prompts, resources and pins.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_get', tier: 'autonomousRead' },
+      params: idParams,
+      handler: ({ params }) => registry.detail(params.id),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/mcp/install',
+      summary: 'Install a server from a URL or spec, a full manifest, or a catalog preset.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_install', tier: 'gated' },
+      body: installBody,
+      status: 201,
+      async handler({ body, principal }) {
+        let input: NewServer;
+        if (body.manifest) {
+          if (body.manifest.privateNetwork && principal?.role !== 'admin') {
+            throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
+          }
+          const { id, ...rest } = body.manifest;
+          input = { ...rest, id: body.id ?? id ?? deriveServerId(rest.name), sourceKind: 'manifest' };
+        } else if (body.preset) {
+          input = { ...fromManifest(catalog.toManifest(catalog.preset(body.preset)), body.id), sourceKind: 'preset' };
+        } else {
+          const resolved = await resolveInstallUrl(body.url as string, guard, body.id ? { id: body.id } : {});
+          input = fromManifest(resolved, body.id);
+        }
+        serverIdSchema.parse(input.id);
+        return { installed: await registry.install(input, principal) };
+      },
+    }),
+    defineRoute({
+      method: 'DELETE',
+      url: '/api/mcp/servers/:id',
+      summary: 'Uninstall a server: its record, pins and events go.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_uninstall', tier: 'gated' },
+      params: idParams,
+      async handler({ params, principal }) {
+        await registry.uninstall(params.id, principal);
+        return { uninstalled: params.id };
+      },
+    }),
+    defineRoute({
+      method: 'PATCH',
+      url: '/api/mcp/servers/:id/config',
+      summary:
+        'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools; null removes a key.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_config_write', tier: 'autonomousWrite' },
+      params: idParams,
+      body: configBody,
+      handler: async ({ params, body, principal }) => ({
+        server: await registry.configure(params.id, body, principal),
+      }),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/mcp/servers/:id/test',
+      summary: 'Handshake: connect, list tools, prompts and resources; store status and pins; classify every tool.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_test', tier: 'autonomousWrite' },
+      params: idParams,
+      handler: ({ params, principal }) => registry.test(params.id, principal),
+    }),
+    defineRoute({
+      method: 'PATCH',
+      url: '/api/mcp/servers/:id/tools',
+      summary: 'Replace the whole tool policy: mode, include, exclude, allow, gated, blocked, defaultTier.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_tools_write', tier: 'gated' },
+      params: idParams,
+      body: toolPolicySchema,
+      handler: async ({ params, body, principal }) => ({
+        server: await registry.setToolPolicy(params.id, body, principal),
+      }),
+    }),
+    defineRoute({
+      method: 'PATCH',
+      url: '/api/mcp/servers/:id/exposure',
+      summary: 'Which client groups see the server.',
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_exposure_write', tier: 'gated' },
+      params: idParams,
+      body: z.strictObject({ groups: exposure }),
+      handler: async ({ params, body, principal }) => ({
+        server: await registry.setExposure(params.id, body.groups, principal),
+      }),
+    }),
+    defineRoute({
+      method: 'GET',
+      url: '/api/mcp/servers/:id/logs',
+      summary: "The server's recent events, newest first, each with a kind.",
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_server_logs', tier: 'autonomousRead' },
+      params: idParams,
+      query: z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) }),
+      async handler({ params, query }) {
+        const events = await registry.logs(params.id, query.limit);
+        return { server: params.id, events, count: events.length };
+      },
+    }),
+  ];
+}

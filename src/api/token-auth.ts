@@ -1,0 +1,40 @@
+/**
+ * The gateway's authenticator: bearer → SHA-256 → the live token cache. The
+ * cache is rebuilt only when the store's `tokens` version moves, so a revoked
+ * token is refused on the next request of every process. Looking up a hash
+ * leaks nothing about the token (no prefix comparison of the secret itself).
+ */
+import { hashToken } from '../secrets/tokens.js';
+import type { Store } from '../store/db.js';
+import type { TokenRecord, TokenStore } from '../store/tokens.js';
+import { type Authenticator, bearerToken, type Principal } from './auth.js';
+
+export interface TokenPrincipal extends Principal {
+  rateLimit: number | null;
+  maxConcurrent: number | null;
+}
+
+function toPrincipal(record: TokenRecord): TokenPrincipal {
+  return {
+    id: record.id,
+    name: record.name,
+    role: record.role,
+    groups: record.groups,
+    rateLimit: record.rateLimit,
+    maxConcurrent: record.maxConcurrent,
+  };
+}
+
+export function tokenAuthenticator(store: Store, tokens: TokenStore): Authenticator {
+  let cache: { version: string; byHash: Map<string, TokenPrincipal> } | undefined;
+  return async (request) => {
+    const token = bearerToken(request);
+    if (token === undefined) return undefined;
+    const version = store.version('tokens');
+    if (cache?.version !== version) {
+      const records = await tokens.activeByHash();
+      cache = { version, byHash: new Map([...records].map(([hash, record]) => [hash, toPrincipal(record)])) };
+    }
+    return cache.byHash.get(hashToken(token));
+  };
+}

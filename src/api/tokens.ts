@@ -1,0 +1,118 @@
+/** Bearer tokens: create (shown once), list (never the token), update limits, revoke. */
+import { z } from 'zod';
+import type { AuditLog } from '../audit/log.js';
+import type { EventHub } from '../audit/stream.js';
+import { GatehouseError } from '../errors.js';
+import type { TokenRecord, TokenStore } from '../store/tokens.js';
+import { listAnswer, pageQuery } from './lists.js';
+import { defineRoute, type RouteDeclaration } from './route.js';
+
+export const groupName = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'group names are lower-case letters, digits, - and _');
+const limitValue = z.number().int().min(1).max(1_000_000).nullable();
+
+const createBody = z.strictObject({
+  role: z.enum(['admin', 'operator', 'agent', 'ops']),
+  name: z.string().trim().min(1).max(100),
+  groups: z.array(groupName).max(64).optional(),
+  rateLimit: limitValue.optional(),
+  maxConcurrent: limitValue.optional(),
+});
+const updateBody = z.strictObject({
+  groups: z.array(groupName).max(64).optional(),
+  rateLimit: limitValue.optional(),
+  maxConcurrent: limitValue.optional(),
+});
+const idParams = z.strictObject({ id: z.string().min(1).max(64) });
+
+export function publicToken(record: TokenRecord) {
+  const { id, name, role, groups, rateLimit, maxConcurrent, source, createdAt, lastUsedAt } = record;
+  return { id, name, role, groups, rateLimit, maxConcurrent, source, createdAt, lastUsedAt };
+}
+
+export function tokenRoutes(deps: { tokens: TokenStore; audit: AuditLog; events: EventHub }): RouteDeclaration[] {
+  const { tokens, audit, events } = deps;
+  return [
+    defineRoute({
+      method: 'POST',
+      url: '/api/tokens',
+      summary: 'Create a bearer token; the answer is the only time the token is shown.',
+      scope: 'tokens',
+      access: ['admin'],
+      mcp: { exclude: 'an agent could mint itself credentials' },
+      body: createBody,
+      status: 201,
+      async handler({ body, principal }) {
+        if (body.groups && body.role !== 'agent') {
+          throw new GatehouseError('validation_error', 'Only agent tokens carry groups.', {
+            issues: [{ path: 'body.groups', message: 'only agent tokens carry groups' }],
+          });
+        }
+        const { record, token } = await tokens.create({ ...body, source: 'api' });
+        await audit.recordAdmin({
+          action: 'token.create',
+          actor: principal,
+          data: { id: record.id, role: record.role },
+        });
+        await events.publish('token.changed', { id: record.id, change: 'created' });
+        return { ...publicToken(record), token };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      url: '/api/tokens',
+      summary: 'List live tokens (never the tokens themselves).',
+      scope: 'tokens',
+      access: ['admin'],
+      mcp: { tool: 'token_list', tier: 'autonomousRead' },
+      query: pageQuery,
+      async handler({ query }) {
+        const { tokens: records, total } = await tokens.list(query);
+        return listAnswer('tokens', records.map(publicToken), total);
+      },
+    }),
+    defineRoute({
+      method: 'PATCH',
+      url: '/api/tokens/:id',
+      summary: "Change a token's groups or its rate and concurrency limits.",
+      scope: 'tokens',
+      access: ['admin'],
+      mcp: { exclude: 'an agent could widen its own limits or groups' },
+      params: idParams,
+      body: updateBody,
+      async handler({ params, body, principal }) {
+        const existing = await tokens.get(params.id);
+        if (!existing) throw new GatehouseError('not_found', `No token ${params.id}.`);
+        if (body.groups && existing.role !== 'agent') {
+          throw new GatehouseError('validation_error', 'Only agent tokens carry groups.', {
+            issues: [{ path: 'body.groups', message: 'only agent tokens carry groups' }],
+          });
+        }
+        const record = await tokens.update(params.id, body);
+        await audit.recordAdmin({
+          action: 'token.update',
+          actor: principal,
+          data: { id: params.id, fields: Object.keys(body) },
+        });
+        await events.publish('token.changed', { id: params.id, change: 'updated' });
+        return publicToken(record as TokenRecord);
+      },
+    }),
+    defineRoute({
+      method: 'DELETE',
+      url: '/api/tokens/:id',
+      summary: 'Revoke a token; it is refused from the next request on.',
+      scope: 'tokens',
+      access: ['admin'],
+      mcp: { exclude: 'an agent could lock out its operators' },
+      params: idParams,
+      async handler({ params, principal }) {
+        if (!(await tokens.revoke(params.id))) throw new GatehouseError('not_found', `No token ${params.id}.`);
+        await audit.recordAdmin({ action: 'token.revoke', actor: principal, data: { id: params.id } });
+        await events.publish('token.changed', { id: params.id, change: 'revoked' });
+        return { revoked: params.id };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,71 @@
+/**
+ * Assembles a Fastify app from its parts, without listening: the CLI listens,
+ * tests use `inject()` or port 0. Every error leaves as the catalogue's
+ * envelope `{"error": {"code", "message", ...}}`.
+ */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Authenticator } from './api/auth.js';
+import { type RouteDeclaration, registerRoutes } from './api/route.js';
+import type { Config } from './config.js';
+import { GatehouseError, isGatehouseError } from './errors.js';
+import type { Logger } from './logging.js';
+
+export interface AppParts {
+  config: Pick<Config, 'maxBodySize'>;
+  logger: Logger;
+  authenticate: Authenticator;
+  routes: readonly RouteDeclaration[];
+}
+
+/** Maps Fastify's own failures (body parsing, limits) onto the catalogue. */
+function toGatehouseError(error: FastifyError): GatehouseError {
+  if (isGatehouseError(error)) return error;
+  const status = error.statusCode ?? 500;
+  if (status === 413) return new GatehouseError('payload_too_large');
+  if (status === 415) return new GatehouseError('unsupported_media_type');
+  if (status === 429) return new GatehouseError('rate_limited');
+  if (status >= 400 && status < 500) {
+    // Fastify's own messages here describe the body's shape, never its content.
+    return new GatehouseError('validation_error', error.message, {
+      issues: [{ path: 'body', message: error.message }],
+    });
+  }
+  return new GatehouseError('internal_error');
+}
+
+export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: parts.logger as FastifyBaseLogger,
+    bodyLimit: parts.config.maxBodySize,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    genReqId: () => randomUUID(),
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  // JSON only: a text/plain body would otherwise reach the routes as a string.
+  app.removeContentTypeParser('text/plain');
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    request.principal = await parts.authenticate(request);
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const mapped = toGatehouseError(error);
+    if (mapped.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+    else request.log.info({ code: mapped.code }, 'request refused');
+    if (mapped.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+    return reply.code(mapped.status).send(mapped.toBody());
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const error = new GatehouseError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
+    return reply.code(error.status).send(error.toBody());
+  });
+
+  registerRoutes(app, parts.routes);
+  return app;
+}

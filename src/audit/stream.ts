@@ -1,0 +1,115 @@
+/**
+ * The event stream behind `GET /api/mcp/stream`: every event is a row with a
+ * monotonic id (so `Last-Event-ID` can resume), announced to every process
+ * through the store's message channel, and fanned out to live subscribers.
+ */
+import type { Store } from '../store/db.js';
+import { nowIso, parseJson } from '../store/json.js';
+
+export type StreamEventType =
+  | 'server.changed'
+  | 'server.status'
+  | 'server.event'
+  | 'tool.called'
+  | 'tool.quarantined'
+  | 'tool.approved'
+  | 'approval.created'
+  | 'approval.decided'
+  | 'settings.changed'
+  | 'token.changed';
+
+export interface StreamEvent {
+  id: number;
+  type: StreamEventType;
+  at: string;
+  data: Record<string, unknown>;
+}
+
+const RETAINED_EVENTS = 10_000;
+const PRUNE_EVERY = 500;
+
+export class EventHub {
+  private readonly listeners = new Set<(event: StreamEvent) => void>();
+  private lastSeen = 0;
+  private catchingUp: Promise<void> | undefined;
+  private again = false;
+  private published = 0;
+  private readonly unsubscribe: () => void;
+
+  private constructor(private readonly store: Store) {
+    this.unsubscribe = store.subscribe('gatehouse_events', () => void this.catchUp());
+  }
+
+  static async open(store: Store): Promise<EventHub> {
+    const hub = new EventHub(store);
+    const last = await store.db
+      .selectFrom('stream_events')
+      .select((eb) => eb.fn.max('id').as('id'))
+      .executeTakeFirst();
+    hub.lastSeen = Number(last?.id ?? 0);
+    return hub;
+  }
+
+  /** Records an event and announces it; subscribers in every process receive it once. */
+  async publish(type: StreamEventType, data: Record<string, unknown>): Promise<void> {
+    await this.store.db
+      .insertInto('stream_events')
+      .values({ type, data: JSON.stringify(data), at: nowIso() })
+      .execute();
+    await this.store.publish('gatehouse_events', type);
+    if (++this.published % PRUNE_EVERY === 0) await this.prune();
+  }
+
+  subscribe(listener: (event: StreamEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Events after `id` (for Last-Event-ID resume), oldest first. */
+  async since(id: number, limit = 1000): Promise<StreamEvent[]> {
+    const rows = await this.store.db
+      .selectFrom('stream_events')
+      .selectAll()
+      .where('id', '>', id)
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({
+      id: Number(row.id),
+      type: row.type as StreamEventType,
+      at: row.at,
+      data: parseJson<Record<string, unknown>>(row.data, {}),
+    }));
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.listeners.clear();
+  }
+
+  /** Reads everything newer than the last event delivered; one reader at a time, re-run if poked meanwhile. */
+  private async catchUp(): Promise<void> {
+    if (this.catchingUp) {
+      this.again = true;
+      return this.catchingUp;
+    }
+    this.catchingUp = (async () => {
+      do {
+        this.again = false;
+        const events = await this.since(this.lastSeen).catch(() => []);
+        for (const event of events) {
+          this.lastSeen = event.id;
+          for (const listener of this.listeners) listener(event);
+        }
+      } while (this.again);
+    })().finally(() => {
+      this.catchingUp = undefined;
+    });
+    return this.catchingUp;
+  }
+
+  private async prune(): Promise<void> {
+    const cutoff = this.lastSeen - RETAINED_EVENTS;
+    if (cutoff > 0) await this.store.db.deleteFrom('stream_events').where('id', '<', cutoff).execute();
+  }
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+/** The `gatehouse` command. */
+import { Command, Option } from 'commander';
+import { type Config, loadConfig, SETTINGS, type SettingKey } from '../config.js';
+import { isGatehouseError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { runConduit } from './conduit.js';
+import { runServe } from './serve.js';
+import { addTokenCommands } from './token.js';
+
+/** Adds one `--flag` per setting, so every setting can be given on the command line. */
+function withSettingFlags(command: Command, keys: readonly SettingKey[]): Command {
+  for (const key of keys) {
+    const def = SETTINGS[key];
+    const isBoolean = 'default' in def && typeof def.default === 'boolean';
+    const option = new Option(isBoolean ? `--${def.flag}` : `--${def.flag} <value>`, def.description);
+    command.addOption(option);
+  }
+  return command;
+}
+
+function configFrom(flags: Record<string, unknown>): Config {
+  return loadConfig({ env: process.env, flags });
+}
+
+export function buildCli(): Command {
+  const program = new Command('gatehouse')
+    .description('Gatehouse: the MCP gateway between AI agents and their tools.')
+    .version(VERSION)
+    .showHelpAfterError();
+
+  const conduitKeys: SettingKey[] = [
+    'host',
+    'port',
+    'toolToken',
+    'listTimeoutMs',
+    'callTimeoutMs',
+    'allowPrivateNetworks',
+    'allowHttp',
+    'maxBodySize',
+    'maxResponseSize',
+    'sessionMode',
+    'poolMaxSize',
+    'poolIdleMs',
+    'logLevel',
+  ];
+  withSettingFlags(
+    program
+      .command('conduit')
+      .description(
+        'Run the stateless operations plane (a drop-in for hadrontool-mcp): /ops/list-tools, /ops/call-tool.',
+      ),
+    conduitKeys,
+  ).action(async (flags: Record<string, unknown>) => {
+    await runConduit(configFrom(flags));
+  });
+
+  const serveKeys: SettingKey[] = [
+    'host',
+    'port',
+    'dataDir',
+    'databaseUrl',
+    'secretKey',
+    'adminToken',
+    'opsEnabled',
+    'catalog',
+    'secretEnvPrefix',
+    'listTimeoutMs',
+    'callTimeoutMs',
+    'allowPrivateNetworks',
+    'allowHttp',
+    'maxBodySize',
+    'maxResponseSize',
+    'sessionMode',
+    'poolMaxSize',
+    'poolIdleMs',
+    'logLevel',
+  ];
+  withSettingFlags(
+    program
+      .command('serve')
+      .description('Run the full gateway: registry, tokens, settings, sealed secrets, audit (SQLite or PostgreSQL).'),
+    serveKeys,
+  ).action(async (flags: Record<string, unknown>) => {
+    await runServe(configFrom(flags));
+  });
+
+  addTokenCommands(program, configFrom);
+  return program;
+}
+
+async function main(): Promise<void> {
+  try {
+    await buildCli().parseAsync(process.argv);
+  } catch (error) {
+    if (isGatehouseError(error)) {
+      process.stderr.write(`gatehouse: ${error.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    throw error;
+  }
+}
+
+await main();

@@ -1,0 +1,64 @@
+/** `gatehouse token create|list|revoke`: bootstrap commands that open the store directly. */
+import type { Command } from 'commander';
+import type { Role } from '../api/auth.js';
+import { publicToken } from '../api/tokens.js';
+import type { Config } from '../config.js';
+import { GatehouseError } from '../errors.js';
+import { openStore } from '../store/db.js';
+import { TokenStore } from '../store/tokens.js';
+
+const ROLES: readonly Role[] = ['admin', 'operator', 'agent', 'ops'];
+
+async function withTokens<T>(config: Config, fn: (tokens: TokenStore) => Promise<T>): Promise<T> {
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  try {
+    return await fn(new TokenStore(store));
+  } finally {
+    await store.close();
+  }
+}
+
+export function addTokenCommands(program: Command, configOf: (flags: Record<string, unknown>) => Config): void {
+  const token = program
+    .command('token')
+    .description('Create, list and revoke bearer tokens (opens the store directly).');
+  const storeFlags = (c: Command) =>
+    c.option('--data-dir <dir>', 'data folder of the SQLite store').option('--database-url <url>', 'PostgreSQL URL');
+
+  storeFlags(
+    token
+      .command('create')
+      .description('Create a token; it is printed once.')
+      .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
+      .requiredOption('--name <name>', 'who or what uses it, e.g. claude-laptop')
+      .option('--groups <groups>', 'agent groups, comma-separated (default: default)'),
+  ).action(async (flags: { role: string; name: string; groups?: string; dataDir?: string; databaseUrl?: string }) => {
+    if (!ROLES.includes(flags.role as Role)) {
+      throw new GatehouseError('validation_error', `--role must be one of ${ROLES.join(', ')}.`);
+    }
+    const groups = flags.groups
+      ?.split(',')
+      .map((g) => g.trim())
+      .filter(Boolean);
+    const created = await withTokens(configOf(flags), (tokens) =>
+      tokens.create({ name: flags.name, role: flags.role as Role, groups, source: 'cli' }),
+    );
+    process.stdout.write(`${JSON.stringify({ ...publicToken(created.record), token: created.token }, null, 2)}\n`);
+  });
+
+  storeFlags(token.command('list').description('List live tokens (never the tokens themselves).')).action(
+    async (flags: { dataDir?: string; databaseUrl?: string }) => {
+      const { tokens } = await withTokens(configOf(flags), (t) => t.list({ limit: 500, offset: 0 }));
+      for (const t of tokens)
+        process.stdout.write(`${t.id}\t${t.role}\t${t.name}\t${t.groups.join(',')}\t${t.createdAt}\n`);
+    },
+  );
+
+  storeFlags(token.command('revoke').description('Revoke a token by id.').argument('<id>')).action(
+    async (id: string, flags: { dataDir?: string; databaseUrl?: string }) => {
+      const revoked = await withTokens(configOf(flags), (t) => t.revoke(id));
+      if (!revoked) throw new GatehouseError('not_found', `No live token ${id}.`);
+      process.stdout.write(`revoked ${id}\n`);
+    },
+  );
+}

@@ -1,0 +1,88 @@
+/**
+ * `gatehouse conduit`: the stateless operations plane alone — no database, no
+ * secrets at rest. A drop-in for hadrontool-mcp: same routes, same environment.
+ */
+import type { FastifyInstance } from 'fastify';
+import { conduitAuthenticator } from './api/auth.js';
+import { opsRoutes } from './api/ops.js';
+import { systemRoutes } from './api/system.js';
+import { buildApp } from './app.js';
+import { type Config, isLoopbackHost } from './config.js';
+import { createEgressGuard, type EgressGuard, type Resolver } from './egress/index.js';
+import { GatehouseError } from './errors.js';
+import { createLogger, type Logger } from './logging.js';
+import { UpstreamPool } from './upstream/index.js';
+
+export interface ConduitDeps {
+  logger?: Logger;
+  /** Test seam: the egress guard's DNS resolver. */
+  resolver?: Resolver;
+}
+
+export interface Conduit {
+  app: FastifyInstance;
+  guard: EgressGuard;
+  pool: UpstreamPool;
+}
+
+/** Refuses configurations that would expose the operations plane to anyone who can reach the port. */
+export function assertConduitExposure(config: Config): void {
+  if (config.toolToken !== undefined) return;
+  if (config.nodeEnv === 'production') {
+    throw new GatehouseError(
+      'validation_error',
+      'MCP_TOOL_TOKEN (or GATEHOUSE_TOOL_TOKEN) is required when NODE_ENV=production.',
+    );
+  }
+  if (!isLoopbackHost(config.host)) {
+    throw new GatehouseError(
+      'validation_error',
+      `Refusing to bind ${config.host} without a token: anyone on the network could use the conduit. ` +
+        'Set MCP_TOOL_TOKEN, or bind 127.0.0.1.',
+    );
+  }
+}
+
+export function createEgressFromConfig(config: Config, resolver?: Resolver): EgressGuard {
+  return createEgressGuard({
+    policy: config.allowPrivateNetworks ? 'any' : 'public',
+    allowHttp: config.allowHttp,
+    maxResponseBytes: config.maxResponseSize,
+    ...(config.nodeEnv === 'test' ? { testPublicAddresses: config.testPublicAddresses } : {}),
+    ...(resolver ? { resolver } : {}),
+  });
+}
+
+export async function createConduit(config: Config, deps: ConduitDeps = {}): Promise<Conduit> {
+  assertConduitExposure(config);
+  const logger = deps.logger ?? createLogger(config);
+  const guard = createEgressFromConfig(config, deps.resolver);
+  const pool = new UpstreamPool({
+    fetch: guard.fetch,
+    sessionMode: config.sessionMode,
+    poolMaxSize: config.poolMaxSize,
+    poolIdleMs: config.poolIdleMs,
+    listTimeoutMs: config.listTimeoutMs,
+    callTimeoutMs: config.callTimeoutMs,
+    logger,
+  });
+  const app = await buildApp({
+    config,
+    logger,
+    authenticate: conduitAuthenticator(config.toolToken),
+    routes: [
+      ...systemRoutes({
+        operations: ['list-tools', 'call-tool'],
+        transports: ['streamable-http'],
+        capabilities: () => ['ops'],
+        infoRoles: ['ops'],
+      }),
+      ...opsRoutes(pool),
+    ],
+  });
+  app.addHook('onClose', async () => {
+    await pool.close();
+    await guard.close();
+  });
+  return { app, guard, pool };
+}

@@ -1,0 +1,369 @@
+/**
+ * One schema for every setting Gatehouse reads at start.
+ *
+ * Each setting has one canonical environment name (`GATEHOUSE_*`), optional
+ * aliases (the names hadrontool-mcp used, so the conduit is a drop-in), and a
+ * `--flag`. Precedence: flag > canonical env > alias env > default. Values are
+ * validated once; the result is frozen and passed down, never re-read.
+ */
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { GatehouseError } from './errors.js';
+
+const MB = 1024 * 1024;
+
+/** `"true"`/`"1"`/`"yes"` and their opposites; anything else is an error. */
+const boolish = z.union([z.boolean(), z.string()]).transform((value, ctx) => {
+  if (typeof value === 'boolean') return value;
+  const v = value.trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(v)) return true;
+  if (['false', '0', 'no', 'off', ''].includes(v)) return false;
+  ctx.addIssue({ code: 'custom', message: `expected true or false, got "${value}"` });
+  return z.NEVER;
+});
+
+const positiveInt = (max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(1).max(max);
+
+/** Byte sizes as a number or with a unit: `2mb`, `512kb`, `16MB`, `1048576`. */
+export function parseByteSize(value: string | number): number | undefined {
+  if (typeof value === 'number') return Number.isInteger(value) && value > 0 ? value : undefined;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$/i.exec(value);
+  if (!match) return undefined;
+  const units: Record<string, number> = { b: 1, kb: 1024, mb: MB, gb: 1024 * MB };
+  const bytes = Math.floor(Number(match[1]) * (units[(match[2] ?? 'b').toLowerCase()] ?? 1));
+  return bytes > 0 ? bytes : undefined;
+}
+
+const byteSize = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const bytes = parseByteSize(value);
+  if (bytes === undefined) {
+    ctx.addIssue({ code: 'custom', message: `expected a size such as 2mb or 1048576, got "${value}"` });
+    return z.NEVER;
+  }
+  return bytes;
+});
+
+const hostSchema = z
+  .string()
+  .min(1)
+  .refine((h) => isIP(h) !== 0 || /^[A-Za-z0-9.-]+$/.test(h), 'expected an IP address or host name');
+
+const addressList = z
+  .string()
+  .transform((s) =>
+    s
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean),
+  )
+  .refine((list) => list.every((a) => isIP(a) !== 0), 'expected a comma-separated list of IP addresses');
+
+interface SettingDef {
+  /** Canonical environment variable. */
+  env: string;
+  /** Older or drop-in names, read when the canonical one is unset. */
+  aliases?: readonly string[];
+  /** Command-line flag without the leading dashes. */
+  flag: string;
+  schema: z.ZodType;
+  default?: unknown;
+  description: string;
+}
+
+export const SETTINGS = {
+  host: {
+    env: 'GATEHOUSE_HOST',
+    aliases: ['HOST'],
+    flag: 'host',
+    schema: hostSchema,
+    default: '127.0.0.1',
+    description: 'Address to bind. Loopback by default; a non-loopback bind needs a token.',
+  },
+  port: {
+    env: 'GATEHOUSE_PORT',
+    aliases: ['PORT'],
+    flag: 'port',
+    schema: z.coerce.number().int().min(0).max(65535),
+    default: 8080,
+    description: 'Port to listen on (0 picks a free one).',
+  },
+  toolToken: {
+    env: 'GATEHOUSE_TOOL_TOKEN',
+    aliases: ['MCP_TOOL_TOKEN'],
+    flag: 'tool-token',
+    schema: z.string().min(16, 'must be at least 16 characters'),
+    description: 'Conduit bearer token for /ops/* and /info. Required when NODE_ENV=production.',
+  },
+  listTimeoutMs: {
+    env: 'GATEHOUSE_LIST_TIMEOUT_MS',
+    aliases: ['MCP_LIST_TIMEOUT_MS'],
+    flag: 'list-timeout-ms',
+    schema: positiveInt(600_000),
+    default: 25_000,
+    description: 'Deadline for an upstream tools/list, connect included.',
+  },
+  callTimeoutMs: {
+    env: 'GATEHOUSE_CALL_TIMEOUT_MS',
+    aliases: ['MCP_CALL_TIMEOUT_MS'],
+    flag: 'call-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 55_000,
+    description: 'Deadline for an upstream tools/call, connect included.',
+  },
+  allowPrivateNetworks: {
+    env: 'GATEHOUSE_ALLOW_PRIVATE_NETWORKS',
+    aliases: ['MCP_ALLOW_PRIVATE_NETWORKS'],
+    flag: 'allow-private-networks',
+    schema: boolish,
+    default: false,
+    description: 'Disable the egress guard entirely (development only).',
+  },
+  allowHttp: {
+    env: 'GATEHOUSE_ALLOW_HTTP',
+    aliases: ['MCP_ALLOW_HTTP'],
+    flag: 'allow-http',
+    schema: boolish,
+    default: false,
+    description: 'Allow plain http:// to public upstream addresses.',
+  },
+  maxBodySize: {
+    env: 'GATEHOUSE_MAX_BODY_SIZE',
+    aliases: ['MAX_BODY_SIZE'],
+    flag: 'max-body-size',
+    schema: byteSize,
+    default: '2mb',
+    description: 'Largest accepted request body; larger bodies get 413 before parsing.',
+  },
+  maxResponseSize: {
+    env: 'GATEHOUSE_MAX_RESPONSE_SIZE',
+    aliases: ['MCP_MAX_RESPONSE_SIZE'],
+    flag: 'max-response-size',
+    schema: byteSize,
+    default: '16mb',
+    description: 'Cap on the raw bytes of one upstream response, enforced while it streams.',
+  },
+  sessionMode: {
+    env: 'GATEHOUSE_SESSION_MODE',
+    aliases: ['MCP_SESSION_MODE'],
+    flag: 'session-mode',
+    schema: z.enum(['pooled', 'fresh']),
+    default: 'pooled',
+    description: 'pooled: reuse one upstream connection per (url, headers); fresh: connect, call, close.',
+  },
+  poolMaxSize: {
+    env: 'GATEHOUSE_POOL_MAX_SIZE',
+    flag: 'pool-max-size',
+    schema: positiveInt(10_000),
+    default: 256,
+    description: 'Most pooled upstream connections kept open at once (least recently used goes first).',
+  },
+  poolIdleMs: {
+    env: 'GATEHOUSE_POOL_IDLE_MS',
+    flag: 'pool-idle-ms',
+    schema: positiveInt(86_400_000),
+    default: 300_000,
+    description: 'A pooled upstream connection unused this long is closed.',
+  },
+  logLevel: {
+    env: 'GATEHOUSE_LOG_LEVEL',
+    aliases: ['LOG_LEVEL'],
+    flag: 'log-level',
+    schema: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    default: 'info',
+    description: 'Log verbosity (pino levels).',
+  },
+  dataDir: {
+    env: 'GATEHOUSE_DATA_DIR',
+    flag: 'data-dir',
+    schema: z.string().min(1),
+    default: './.gatehouse',
+    description: 'Folder for the embedded SQLite store and the secret key file.',
+  },
+  databaseUrl: {
+    env: 'GATEHOUSE_DATABASE_URL',
+    flag: 'database-url',
+    schema: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// URL'),
+    description: 'PostgreSQL instead of SQLite; replicas sharing one database share one state.',
+  },
+  secretKey: {
+    env: 'GATEHOUSE_SECRET_KEY',
+    flag: 'secret-key',
+    schema: z
+      .string()
+      .refine(
+        (k) => /^[0-9a-f]{64}$/i.test(k) || Buffer.from(k, 'base64').length === 32,
+        'expected 32 bytes as 64 hex or base64',
+      ),
+    description: 'Key sealing upstream secrets (32 bytes, hex or base64). Required with PostgreSQL.',
+  },
+  adminToken: {
+    env: 'GATEHOUSE_ADMIN_TOKEN',
+    flag: 'admin-token',
+    schema: z.string().min(24, 'must be at least 24 characters'),
+    description: 'Bootstrap admin token to create on first start instead of a generated one.',
+  },
+  opsEnabled: {
+    env: 'GATEHOUSE_OPS_ENABLED',
+    flag: 'ops-enabled',
+    schema: boolish,
+    default: false,
+    description: 'Mount the conduit routes (/ops/*) inside gatehouse serve, for ops tokens.',
+  },
+  catalog: {
+    env: 'GATEHOUSE_CATALOG',
+    flag: 'catalog',
+    schema: z.string().min(1),
+    description: 'A catalog JSON file to use instead of the bundled one.',
+  },
+  secretEnvPrefix: {
+    env: 'GATEHOUSE_SECRET_ENV_PREFIX',
+    flag: 'secret-env-prefix',
+    schema: z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'expected an upper-case variable prefix'),
+    default: 'MCP_SECRET_',
+    description: 'Env references ({"env": "NAME"}) may only name variables with this prefix.',
+  },
+  testPublicAddresses: {
+    env: 'GATEHOUSE_TEST_PUBLIC_ADDRESSES',
+    flag: 'test-public-addresses',
+    schema: addressList,
+    default: '',
+    description: 'Test seam, honoured only when NODE_ENV=test: loopback addresses the egress guard treats as public.',
+  },
+} as const satisfies Record<string, SettingDef>;
+
+export type SettingKey = keyof typeof SETTINGS;
+
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly toolToken: string | undefined;
+  readonly listTimeoutMs: number;
+  readonly callTimeoutMs: number;
+  readonly allowPrivateNetworks: boolean;
+  readonly allowHttp: boolean;
+  readonly maxBodySize: number;
+  readonly maxResponseSize: number;
+  readonly sessionMode: 'pooled' | 'fresh';
+  readonly poolMaxSize: number;
+  readonly poolIdleMs: number;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly dataDir: string;
+  readonly databaseUrl: string | undefined;
+  readonly secretKey: string | undefined;
+  readonly adminToken: string | undefined;
+  readonly opsEnabled: boolean;
+  readonly catalog: string | undefined;
+  readonly secretEnvPrefix: string;
+  readonly testPublicAddresses: readonly string[];
+  readonly nodeEnv: string;
+}
+
+/** Names that used to exist or that people guess; each points at the right one. */
+const RENAMED: Record<string, string> = {
+  GATEHOUSE_TOKEN_CONDUIT: 'GATEHOUSE_TOOL_TOKEN',
+  GATEHOUSE_BIND: 'GATEHOUSE_HOST',
+  GATEHOUSE_LISTEN_PORT: 'GATEHOUSE_PORT',
+  GATEHOUSE_ALLOW_PRIVATE: 'GATEHOUSE_ALLOW_PRIVATE_NETWORKS',
+  GATEHOUSE_BODY_LIMIT: 'GATEHOUSE_MAX_BODY_SIZE',
+};
+
+/**
+ * `GATEHOUSE_*` variables read by other parts of Gatehouse (the CLI client, later
+ * issues' settings) and so not unknown here.
+ */
+const OTHER_KNOWN_ENV = new Set(['GATEHOUSE_URL', 'GATEHOUSE_TOKEN']);
+
+function closest(name: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestScore = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const score = editDistance(name, candidate);
+    if (score < bestScore) {
+      bestScore = score;
+      best = candidate;
+    }
+  }
+  return bestScore <= Math.max(3, Math.floor(name.length / 3)) ? best : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0] as number;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const tmp = row[j] as number;
+      row[j] = Math.min((row[j] as number) + 1, (row[j - 1] as number) + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = tmp;
+    }
+  }
+  return row[b.length] as number;
+}
+
+export interface ConfigSources {
+  env?: Record<string, string | undefined>;
+  /** Parsed flags keyed by setting key (camelCase) or flag name. */
+  flags?: Record<string, unknown>;
+}
+
+/** Reads, validates and freezes the configuration. Throws `validation_error` naming every bad setting. */
+export function loadConfig(sources: ConfigSources = {}): Config {
+  const env = sources.env ?? process.env;
+  const flags = sources.flags ?? {};
+  const problems: string[] = [];
+
+  const canonical = Object.values(SETTINGS).map((s) => s.env as string);
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith('GATEHOUSE_') || canonical.includes(name) || OTHER_KNOWN_ENV.has(name)) continue;
+    const hint = RENAMED[name] ?? closest(name, canonical);
+    problems.push(`${name} is not a Gatehouse setting${hint ? `; did you mean ${hint}?` : ''}`);
+  }
+
+  const values: Record<string, unknown> = {};
+  for (const [key, def] of Object.entries(SETTINGS) as [SettingKey, SettingDef][]) {
+    let raw: unknown;
+    let source: string | undefined;
+    const flagValue = flags[key] ?? flags[def.flag];
+    if (flagValue !== undefined) {
+      raw = flagValue;
+      source = `--${def.flag}`;
+    } else if (env[def.env] !== undefined && env[def.env] !== '') {
+      raw = env[def.env];
+      source = def.env;
+    } else {
+      for (const alias of def.aliases ?? []) {
+        if (env[alias] !== undefined && env[alias] !== '') {
+          raw = env[alias];
+          source = alias;
+          break;
+        }
+      }
+    }
+    if (raw === undefined) raw = def.default;
+    if (raw === undefined) {
+      values[key] = undefined;
+      continue;
+    }
+    const parsed = def.schema.safeParse(raw);
+    if (parsed.success) values[key] = parsed.data;
+    else problems.push(`${source ?? key}: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+  }
+
+  const nodeEnv = env.NODE_ENV ?? 'development';
+  if (nodeEnv !== 'test' && Array.isArray(values.testPublicAddresses) && values.testPublicAddresses.length > 0) {
+    problems.push('GATEHOUSE_TEST_PUBLIC_ADDRESSES is a test seam and is refused unless NODE_ENV=test');
+  }
+
+  if (problems.length > 0) {
+    throw new GatehouseError('validation_error', `Invalid configuration:\n  - ${problems.join('\n  - ')}`, {
+      issues: problems.map((message) => ({ path: 'config', message })),
+    });
+  }
+  return Object.freeze({ ...values, nodeEnv }) as unknown as Config;
+}
+
+/** True for addresses that only this machine can reach. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}

@@ -1,0 +1,180 @@
+/** The egress guard: every outbound HTTP request and TCP probe Gatehouse makes to an upstream goes through one. */
+import { connect as netConnect } from 'node:net';
+import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
+import { findGatehouseError, GatehouseError } from '../errors.js';
+import { capBody, responseTooLarge } from './body.js';
+import type { NetworkPolicy } from './classify.js';
+import { guardedConnector } from './connector.js';
+import { toEgressError } from './network-errors.js';
+import {
+  type AddressRules,
+  assertLiteralAllowed,
+  guardedLookup,
+  type Resolver,
+  resolveAllowed,
+  systemResolver,
+} from './rules.js';
+import { bareHost, defaultPort, isIpLiteral, parseTarget, schemeError } from './target.js';
+
+export interface EgressOptions {
+  /** Default `public`. */
+  policy?: NetworkPolicy;
+  /** Plain http to a public address; default false. `private` and `any` always allow http. */
+  allowHttp?: boolean;
+  /** Default: `dns.promises.lookup(host, { all: true, verbatim: true })`. */
+  resolver?: Resolver;
+  /** Test seam: loopback addresses treated as public. Honoured only when `NODE_ENV=test`. */
+  testPublicAddresses?: readonly string[];
+  /** Cap on one response body; default 16 MiB. */
+  maxResponseBytes?: number;
+  /** Default 10 s. */
+  connectTimeoutMs?: number;
+}
+
+export interface EgressGuard {
+  readonly policy: NetworkPolicy;
+  /** Validates a URL: address class first, then scheme. Resolves to the parsed URL or throws GatehouseError. */
+  check(url: string | URL): Promise<URL>;
+  /** fetch-compatible (usable as the MCP SDK's `fetch` option): check, pinned connect, no redirects, capped body. */
+  fetch(input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  /** TCP connect probe obeying the same address rules (the registry's reachability probe). */
+  probeTcp(url: string | URL, timeoutMs: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
+  const policy = options.policy ?? 'public';
+  const rules: AddressRules = {
+    policy,
+    testPublic: process.env.NODE_ENV === 'test' ? [...(options.testPublicAddresses ?? [])] : [],
+    resolver: options.resolver ?? systemResolver,
+  };
+  const allowHttp = policy !== 'public' || options.allowHttp === true;
+  const maxBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  // One agent per guard so connections are kept alive and reused. Deadlines belong to the caller's AbortSignal
+  // (list/call timeouts reach an hour), so undici's own 300 s header/body timers are off.
+  const agent = new Agent({ connect: guardedConnector(rules, connectTimeoutMs), headersTimeout: 0, bodyTimeout: 0 });
+  const lookup = policy === 'any' ? undefined : guardedLookup(rules);
+  let closed: Promise<void> | undefined;
+
+  /**
+   * Address class first, then scheme. Literals are judged here; names are resolved here only when `resolveNames`
+   * (check) or when the scheme is refused anyway (a blocked target must say so whatever the scheme). Otherwise the
+   * name is judged at connect time, on the answer the socket actually uses.
+   */
+  async function admit(url: URL, resolveNames: boolean): Promise<void> {
+    const host = bareHost(url);
+    const refusedScheme = schemeError(url, allowHttp);
+    if (policy !== 'any' && host !== '') {
+      if (isIpLiteral(host)) assertLiteralAllowed(rules, host);
+      else if (resolveNames || refusedScheme) {
+        try {
+          await resolveAllowed(rules, host);
+        } catch (err) {
+          if (!refusedScheme || findGatehouseError(err)?.code === 'private_network_blocked') throw err;
+        }
+      }
+    }
+    if (refusedScheme) throw refusedScheme;
+  }
+
+  async function check(input: string | URL): Promise<URL> {
+    const url = parseTarget(input);
+    await admit(url, true);
+    return url;
+  }
+
+  async function guardedFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const { url, requestInit } = splitRequest(input, init);
+    await admit(url, false);
+    const host = bareHost(url);
+    let response: UndiciResponse;
+    try {
+      response = await undiciFetch(url, {
+        ...(requestInit as object),
+        redirect: 'manual',
+        dispatcher: agent,
+      });
+    } catch (err) {
+      throw toEgressError(err, host);
+    }
+    return bound(response, host);
+  }
+
+  /** Refuses redirects and over-long bodies, and wraps the body in the streaming cap. */
+  async function bound(response: UndiciResponse, host: string): Promise<Response> {
+    if ((response.status >= 300 && response.status < 400) || response.type === 'opaqueredirect') {
+      await response.body?.cancel().catch(() => {});
+      throw new GatehouseError(
+        'upstream_protocol_error',
+        `The upstream answered with a redirect (${response.status}); redirects are not followed.`,
+        { reason: 'redirect_refused', status: response.status },
+      );
+    }
+    const declared = Number(response.headers.get('content-length'));
+    if (Number.isFinite(declared) && declared > maxBytes) {
+      await response.body?.cancel().catch(() => {});
+      throw responseTooLarge(maxBytes);
+    }
+    if (!response.body) return response as unknown as Response;
+    const capped = new UndiciResponse(capBody(response.body, maxBytes, host), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+    Object.defineProperty(capped, 'url', { value: response.url });
+    return capped as unknown as Response;
+  }
+
+  async function probeTcp(input: string | URL, timeoutMs: number): Promise<boolean> {
+    const url = parseTarget(input);
+    await admit(url, false);
+    return new Promise<boolean>((resolve, reject) => {
+      const socket = netConnect({ host: bareHost(url), port: defaultPort(url), lookup });
+      const finish = (result: boolean | GatehouseError) => {
+        clearTimeout(timer);
+        socket.destroy();
+        if (result instanceof GatehouseError) reject(result);
+        else resolve(result);
+      };
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      socket.once('connect', () => finish(true));
+      // A policy refusal from the lookup is an error; an unreachable target is just `false`.
+      socket.on('error', (err) => {
+        const refused = findGatehouseError(err);
+        finish(refused?.code === 'private_network_blocked' ? refused : false);
+      });
+    });
+  }
+
+  return {
+    policy,
+    check,
+    fetch: guardedFetch,
+    probeTcp,
+    close() {
+      // destroy, not close: a caller's open event stream would otherwise keep shutdown waiting forever.
+      closed ??= agent.destroy();
+      return closed;
+    },
+  };
+}
+
+/** Accepts a Request from any fetch implementation: undici's fetch would not recognise the global one's class. */
+function splitRequest(input: string | URL | Request, init?: RequestInit): { url: URL; requestInit?: RequestInit } {
+  if (typeof input === 'string' || input instanceof URL) return { url: parseTarget(input), requestInit: init };
+  const fromRequest: RequestInit & { duplex?: 'half' } = {
+    method: input.method,
+    headers: input.headers,
+    signal: input.signal,
+  };
+  if (input.body) {
+    fromRequest.body = input.body;
+    fromRequest.duplex = 'half';
+  }
+  return { url: parseTarget(input.url), requestInit: { ...fromRequest, ...init } };
+}

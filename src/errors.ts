@@ -1,0 +1,121 @@
+/**
+ * The one catalogue of Gatehouse error codes.
+ *
+ * Every failure that crosses a boundary (REST, MCP surface, CLI) is a
+ * `GatehouseError` with a code from this table. Codes are stable strings that
+ * are never reused for another meaning; add new ones, never rename.
+ *
+ * - `status`: the HTTP status a REST route answers with.
+ * - `mcp`: how an MCP surface reports it. `"result"` means a tool result with
+ *   `isError: true` and `{"status":"error","error":{code,message}}` (a refusal
+ *   the agent should read); a number is the JSON-RPC error code of a protocol
+ *   error (e.g. -32602 for something the caller may not even see).
+ * - `message`: the default human message; call sites may give a more precise one.
+ */
+export interface ErrorSpec {
+  readonly status: number;
+  readonly mcp: 'result' | number;
+  readonly message: string;
+}
+
+const JSONRPC_INVALID_PARAMS = -32602;
+const JSONRPC_INTERNAL = -32603;
+
+export const ERROR_CATALOGUE = {
+  // Input and identity
+  validation_error: { status: 400, mcp: 'result', message: 'The request is invalid.' },
+  unauthorized: { status: 401, mcp: JSONRPC_INVALID_PARAMS, message: 'A valid bearer token is required.' },
+  forbidden: { status: 403, mcp: 'result', message: 'This token may not do that.' },
+  not_found: { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'No such resource.' },
+  method_not_allowed: { status: 405, mcp: JSONRPC_INVALID_PARAMS, message: 'Method not allowed.' },
+  payload_too_large: { status: 413, mcp: 'result', message: 'The request body is larger than the limit.' },
+  unsupported_media_type: {
+    status: 415,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The request body must be application/json.',
+  },
+  rate_limited: { status: 429, mcp: 'result', message: 'Too many requests; retry later.' },
+
+  // Egress guard
+  private_network_blocked: {
+    status: 400,
+    mcp: 'result',
+    message: 'The upstream address is on a private, loopback, link-local or otherwise non-public network.',
+  },
+
+  // Upstream MCP servers
+  upstream_unreachable: { status: 502, mcp: 'result', message: 'The upstream MCP server could not be reached.' },
+  upstream_protocol_error: {
+    status: 502,
+    mcp: 'result',
+    message: 'The upstream MCP server answered with something that is not valid MCP.',
+  },
+  upstream_timeout: { status: 504, mcp: 'result', message: 'The upstream MCP server did not answer in time.' },
+
+  // Server registry
+  'mcp.not_found': { status: 404, mcp: 'result', message: 'No MCP server is installed with that id.' },
+  'mcp.already_installed': { status: 409, mcp: 'result', message: 'An MCP server with that id is already installed.' },
+  'mcp.tools_invalid': { status: 400, mcp: 'result', message: 'The tool policy is invalid.' },
+  'mcp.manifest_invalid': { status: 400, mcp: 'result', message: 'The manifest is not a valid MCP server manifest.' },
+  'mcp.spec_unsupported': { status: 400, mcp: 'result', message: 'That install spec is not supported.' },
+  'mcp.preset_not_found': { status: 404, mcp: 'result', message: 'No catalog entry has that name.' },
+  'mcp.secret_ref_refused': {
+    status: 400,
+    mcp: 'result',
+    message: 'An env reference may only name variables with the configured secret prefix.',
+  },
+  conflict: { status: 409, mcp: 'result', message: 'The request conflicts with the current state.' },
+
+  // Gatehouse itself
+  internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** Extra, non-secret facts attached to an error envelope (e.g. `reason`, `issues`). */
+export type ErrorDetails = Record<string, unknown>;
+
+export class GatehouseError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: ErrorDetails | undefined;
+
+  constructor(code: ErrorCode, message?: string, details?: ErrorDetails, options?: { cause?: unknown }) {
+    super(message ?? ERROR_CATALOGUE[code].message, options);
+    this.name = 'GatehouseError';
+    this.code = code;
+    this.status = ERROR_CATALOGUE[code].status;
+    this.details = details;
+  }
+
+  /** The REST body: `{"error": {"code", "message", ...details}}`. */
+  toBody(): { error: { code: ErrorCode; message: string } & ErrorDetails } {
+    return { error: { ...this.details, code: this.code, message: this.message } };
+  }
+}
+
+export function isGatehouseError(value: unknown): value is GatehouseError {
+  return value instanceof GatehouseError;
+}
+
+/** Finds a GatehouseError anywhere in an error's `cause` chain (SDKs wrap what they catch). */
+export function findGatehouseError(value: unknown): GatehouseError | undefined {
+  const seen = new Set<unknown>();
+  let current: unknown = value;
+  while (current && typeof current === 'object' && !seen.has(current)) {
+    if (current instanceof GatehouseError) return current;
+    seen.add(current);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+export interface ValidationIssue {
+  path: string;
+  message: string;
+}
+
+export function validationError(issues: ValidationIssue[], message?: string, details?: ErrorDetails): GatehouseError {
+  const summary = message ?? `Invalid request: ${issues.map((i) => `${i.path || '(body)'}: ${i.message}`).join('; ')}`;
+  return new GatehouseError('validation_error', summary, { ...details, issues });
+}

@@ -1,0 +1,186 @@
+/**
+ * `gatehouse serve`: the full gateway assembled from its parts — store,
+ * sealing key, tokens, settings, audit, event stream, egress guards, upstream
+ * pools, registry — behind one Fastify app. No listening here: the CLI
+ * listens, tests inject or use port 0.
+ */
+import type { FastifyInstance } from 'fastify';
+import { catalogRoutes } from './api/catalog.js';
+import { opsRoutes } from './api/ops.js';
+import { serverRoutes } from './api/servers.js';
+import { settingsRoutes } from './api/settings.js';
+import { streamRoutes } from './api/stream.js';
+import { type Capability, systemRoutes } from './api/system.js';
+import { tokenAuthenticator } from './api/token-auth.js';
+import { tokenRoutes } from './api/tokens.js';
+import { buildApp } from './app.js';
+import { AuditLog } from './audit/log.js';
+import { EventHub } from './audit/stream.js';
+import type { Config } from './config.js';
+import { createEgressGuard, type EgressGuard, type NetworkPolicy, type Resolver } from './egress/index.js';
+import { createLogger, type Logger } from './logging.js';
+import { loadCatalog } from './registry/catalog.js';
+import { createHandshaker } from './registry/handshake.js';
+import { ServerStore } from './registry/records.js';
+import { Registry } from './registry/service.js';
+import { StateProbe } from './registry/state.js';
+import { loadSealKey } from './secrets/key.js';
+import { SettingsService } from './settings/service.js';
+import { openStore, type Store } from './store/db.js';
+import { nowIso } from './store/json.js';
+import { TokenStore } from './store/tokens.js';
+import { UpstreamPool } from './upstream/index.js';
+
+export interface GatewayDeps {
+  logger?: Logger;
+  /** Test seam: the egress guards' DNS resolver. */
+  resolver?: Resolver;
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  store: Store;
+  registry: Registry;
+  settings: SettingsService;
+  tokens: TokenStore;
+  events: EventHub;
+  audit: AuditLog;
+  /** The admin token created by this start (first start only), to print once. */
+  bootstrapToken: string | undefined;
+}
+
+/** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
+class Guards {
+  private readonly byPolicy = new Map<NetworkPolicy, EgressGuard>();
+  constructor(
+    private readonly config: Config,
+    private readonly resolver: Resolver | undefined,
+  ) {}
+  /** The global development switch turns the guard off for every server. */
+  for(privateNetwork: boolean): EgressGuard {
+    const policy: NetworkPolicy = this.config.allowPrivateNetworks ? 'any' : privateNetwork ? 'private' : 'public';
+    let guard = this.byPolicy.get(policy);
+    if (!guard) {
+      guard = createEgressGuard({
+        policy,
+        allowHttp: this.config.allowHttp,
+        maxResponseBytes: this.config.maxResponseSize,
+        ...(this.config.nodeEnv === 'test' ? { testPublicAddresses: this.config.testPublicAddresses } : {}),
+        ...(this.resolver ? { resolver: this.resolver } : {}),
+      });
+      this.byPolicy.set(policy, guard);
+    }
+    return guard;
+  }
+  async close(): Promise<void> {
+    await Promise.all([...this.byPolicy.values()].map((g) => g.close()));
+  }
+}
+
+export async function createGateway(config: Config, deps: GatewayDeps = {}): Promise<Gateway> {
+  const logger = deps.logger ?? createLogger(config);
+  const catalog = await loadCatalog(config.catalog);
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  try {
+    const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
+    const tokens = new TokenStore(store);
+    const bootstrapToken = await tokens.bootstrapAdmin(config.adminToken);
+    const settings = new SettingsService(store);
+    const audit = new AuditLog(store);
+    const events = await EventHub.open(store);
+    const guards = new Guards(config, deps.resolver);
+    const pools = new Map<boolean, UpstreamPool>();
+    const poolFor = (privateNetwork: boolean): UpstreamPool => {
+      let pool = pools.get(privateNetwork);
+      if (!pool) {
+        pool = new UpstreamPool({
+          fetch: guards.for(privateNetwork).fetch,
+          sessionMode: config.sessionMode,
+          poolMaxSize: config.poolMaxSize,
+          poolIdleMs: config.poolIdleMs,
+          listTimeoutMs: config.listTimeoutMs,
+          callTimeoutMs: config.callTimeoutMs,
+          logger,
+        });
+        pools.set(privateNetwork, pool);
+      }
+      return pool;
+    };
+    const probe = new StateProbe({ guardFor: (p) => guards.for(p) });
+    const handshaker = createHandshaker({ poolFor, timeoutMs: config.listTimeoutMs });
+    const registry = new Registry(
+      store,
+      new ServerStore(store, key, config.secretEnvPrefix),
+      audit,
+      events,
+      handshaker,
+      probe,
+    );
+
+    const capabilities = async (): Promise<Capability[]> => [
+      'registry',
+      ...(config.opsEnabled ? (['ops'] as const) : []),
+    ];
+    const opsAuditor = {
+      record(event: {
+        operation: string;
+        url: string;
+        tool?: string;
+        principal?: { id: string; name: string } | undefined;
+        outcome: string;
+        latencyMs: number;
+      }) {
+        const target = new URL(event.url);
+        audit.enqueue({
+          at: nowIso(),
+          kind: 'ops',
+          action: event.operation,
+          actor_id: event.principal?.id ?? null,
+          actor_name: event.principal?.name ?? null,
+          server_id: null,
+          tool: event.tool ?? null,
+          verdict: null,
+          approval_id: null,
+          outcome: event.outcome,
+          latency_ms: event.latencyMs,
+          request_bytes: null,
+          response_bytes: null,
+          args_digest: null,
+          // Origin and path only: a query string or userinfo may carry credentials.
+          data: JSON.stringify({ upstream: `${target.origin}${target.pathname}` }),
+        });
+      },
+    };
+
+    const app = await buildApp({
+      config,
+      logger,
+      authenticate: tokenAuthenticator(store, tokens),
+      routes: [
+        ...systemRoutes({
+          operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
+          transports: ['streamable-http', 'stdio'],
+          capabilities,
+          infoRoles: ['admin', 'operator', 'agent', 'ops'],
+        }),
+        ...tokenRoutes({ tokens, audit, events }),
+        ...settingsRoutes({ settings, audit, events }),
+        ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
+        ...catalogRoutes({ catalog, guard: guards.for(false) }),
+        ...streamRoutes(events),
+        ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
+      ],
+    });
+    app.addHook('onClose', async () => {
+      events.close();
+      await audit.flush();
+      await Promise.all([...pools.values()].map((p) => p.close()));
+      await guards.close();
+      await store.close();
+    });
+    return { app, store, registry, settings, tokens, events, audit, bootstrapToken };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * Pins in the store. The first successful handshake pins every tool it sees;
+ * later handshakes compare and never re-pin: a changed definition is
+ * quarantined (`changed`), a tool that first appears later is quarantined
+ * (`new`) unless the server trusts new tools, an oversized schema is
+ * quarantined (`schema_too_large`). Only an operator's approval re-pins.
+ */
+import type { Kysely, Transaction } from 'kysely';
+import { nowIso, parseJson } from '../store/json.js';
+import type { Database, ToolPinTable } from '../store/schema.js';
+import { pinHash, pinnedDefinition, schemaTooLarge, type ToolDefinition } from './pins.js';
+
+export type QuarantineReason = 'changed' | 'new' | 'schema_too_large';
+
+export interface PinChange {
+  tool: string;
+  change: 'pinned' | 'quarantined' | 'released';
+  reason?: QuarantineReason;
+}
+
+export interface PinView {
+  tool: string;
+  state: 'pinned' | 'quarantined';
+  reason: QuarantineReason | null;
+  pinHash: string | null;
+  pendingHash: string | null;
+  definition: ToolDefinition | null;
+  pendingDefinition: ToolDefinition | null;
+  firstSeenAt: string;
+  updatedAt: string;
+  approvedBy: string | null;
+}
+
+export function toPinView(row: ToolPinTable): PinView {
+  return {
+    tool: row.tool_name,
+    state: row.state as PinView['state'],
+    reason: (row.reason as QuarantineReason | null) ?? null,
+    pinHash: row.pin_hash || null,
+    pendingHash: row.pending_hash,
+    definition: row.pin_hash ? parseJson<ToolDefinition | null>(row.definition, null) : null,
+    pendingDefinition: parseJson<ToolDefinition | null>(row.pending_definition, null),
+    firstSeenAt: row.first_seen_at,
+    updatedAt: row.updated_at,
+    approvedBy: row.approved_by,
+  };
+}
+
+/** Compares a handshake's tools with the pins and records what changed, inside the caller's transaction. */
+export async function reconcilePins(
+  trx: Transaction<Database>,
+  serverId: string,
+  tools: readonly ToolDefinition[],
+  options: { firstHandshake: boolean; trustNewTools: boolean },
+): Promise<PinChange[]> {
+  const at = nowIso();
+  const existing = new Map(
+    (await trx.selectFrom('tool_pins').selectAll().where('server_id', '=', serverId).execute()).map((r) => [
+      r.tool_name,
+      r,
+    ]),
+  );
+  const changes: PinChange[] = [];
+  for (const tool of tools) {
+    const definition = JSON.stringify(pinnedDefinition(tool));
+    const hash = pinHash(tool);
+    const tooLarge = schemaTooLarge(tool);
+    const row = existing.get(tool.name);
+    if (!row) {
+      const trusted = options.firstHandshake || options.trustNewTools;
+      const quarantine: QuarantineReason | null = tooLarge ? 'schema_too_large' : trusted ? null : 'new';
+      await trx
+        .insertInto('tool_pins')
+        .values({
+          server_id: serverId,
+          tool_name: tool.name,
+          pin_hash: quarantine ? '' : hash,
+          definition: quarantine ? 'null' : definition,
+          state: quarantine ? 'quarantined' : 'pinned',
+          reason: quarantine,
+          pending_hash: quarantine ? hash : null,
+          pending_definition: quarantine ? definition : null,
+          first_seen_at: at,
+          updated_at: at,
+          approved_by: null,
+        })
+        .execute();
+      changes.push(
+        quarantine
+          ? { tool: tool.name, change: 'quarantined', reason: quarantine }
+          : { tool: tool.name, change: 'pinned' },
+      );
+      continue;
+    }
+    if (hash === row.pin_hash && !tooLarge) {
+      // Matches what was approved (again): nothing pending any more.
+      if (row.state !== 'pinned') {
+        await trx
+          .updateTable('tool_pins')
+          .set({ state: 'pinned', reason: null, pending_hash: null, pending_definition: null, updated_at: at })
+          .where('server_id', '=', serverId)
+          .where('tool_name', '=', tool.name)
+          .execute();
+        changes.push({ tool: tool.name, change: 'released' });
+      }
+      continue;
+    }
+    if (row.state === 'quarantined' && row.pending_hash === hash) continue; // already waiting for review
+    const reason: QuarantineReason = tooLarge
+      ? 'schema_too_large'
+      : row.pin_hash
+        ? 'changed'
+        : ((row.reason as QuarantineReason) ?? 'new');
+    await trx
+      .updateTable('tool_pins')
+      .set({ state: 'quarantined', reason, pending_hash: hash, pending_definition: definition, updated_at: at })
+      .where('server_id', '=', serverId)
+      .where('tool_name', '=', tool.name)
+      .execute();
+    changes.push({ tool: tool.name, change: 'quarantined', reason });
+  }
+  return changes;
+}
+
+export async function listPins(db: Kysely<Database>, serverId: string): Promise<PinView[]> {
+  const rows = await db
+    .selectFrom('tool_pins')
+    .selectAll()
+    .where('server_id', '=', serverId)
+    .orderBy('tool_name')
+    .execute();
+  return rows.map(toPinView);
+}
+
+/** Pin states keyed by tool name, for the verdicts of one server. */
+export async function pinStates(db: Kysely<Database>, serverId: string): Promise<Map<string, PinView>> {
+  return new Map((await listPins(db, serverId)).map((p) => [p.tool, p]));
+}

@@ -1,0 +1,255 @@
+/**
+ * The registry: every change to a server record goes through here, so each
+ * one writes its audit event, its server event and its stream event.
+ */
+import type { Principal } from '../api/auth.js';
+import type { AuditLog } from '../audit/log.js';
+import type { EventHub } from '../audit/stream.js';
+import { GatehouseError, isGatehouseError } from '../errors.js';
+import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
+import { assertToolPolicy, classifyTool, type ToolPolicy } from '../policy/tool-policy.js';
+import type { Store } from '../store/db.js';
+import { nowIso, parseJson } from '../store/json.js';
+import type { ServerTable } from '../store/schema.js';
+import type { Handshaker } from './handshake.js';
+import {
+  type ConfigPatch,
+  type DiscoveredTool,
+  type NewServer,
+  type ServerDetail,
+  type ServerStore,
+  type ServerView,
+  toDetail,
+} from './records.js';
+import type { StateProbe } from './state.js';
+
+export type ToolVerdict = 'allow' | 'gated' | 'blocked' | 'quarantined' | 'excluded';
+
+export interface TestResult {
+  ok: boolean;
+  latencyMs: number;
+  discoveredTools: DiscoveredTool[];
+  discoveredToolsCount: number;
+  verdicts: Record<string, ToolVerdict>;
+  error: { code: string; message: string } | null;
+}
+
+export interface ServerEvent {
+  id: number;
+  kind: string;
+  message: string;
+  data: unknown;
+  at: string;
+}
+
+/** The verdict of each tool: the policy, with quarantine on top (a hidden tool stays hidden). */
+export function verdictsFor(
+  policy: ToolPolicy,
+  tools: readonly { name: string }[],
+  pins: Map<string, PinView>,
+): Record<string, ToolVerdict> {
+  const verdicts: Record<string, ToolVerdict> = {};
+  for (const tool of tools) {
+    const verdict = classifyTool(policy, tool.name);
+    verdicts[tool.name] =
+      verdict !== 'excluded' && pins.get(tool.name)?.state === 'quarantined' ? 'quarantined' : verdict;
+  }
+  return verdicts;
+}
+
+export class Registry {
+  constructor(
+    private readonly store: Store,
+    readonly records: ServerStore,
+    private readonly audit: AuditLog,
+    private readonly events: EventHub,
+    private readonly handshaker: Handshaker,
+    private readonly probe: StateProbe,
+  ) {}
+
+  async install(input: NewServer, actor: Principal | undefined): Promise<ServerDetail> {
+    const installed = await this.records.insert(input);
+    await this.changed('server.install', installed.id, actor, {
+      transport: installed.transport,
+      sourceKind: installed.sourceKind,
+    });
+    return installed;
+  }
+
+  async uninstall(id: string, actor: Principal | undefined): Promise<void> {
+    await this.records.remove(id);
+    await this.store.db.deleteFrom('server_events').where('server_id', '=', id).execute();
+    this.probe.forget(id);
+    await this.audit.recordAdmin({ action: 'server.uninstall', actor, serverId: id });
+    await this.events.publish('server.changed', { id, change: 'uninstalled' });
+  }
+
+  async list(page: { limit: number; offset: number }): Promise<{ servers: ServerView[]; total: number }> {
+    const { servers, total } = await this.records.list(page);
+    const withState = await Promise.all(servers.map(async (s) => ({ ...s, state: await this.probe.stateOf(s) })));
+    return { servers: withState, total };
+  }
+
+  async detail(id: string): Promise<ServerDetail & { state: string; pins: PinView[] }> {
+    const server = await this.records.get(id);
+    return { ...server, state: await this.probe.stateOf(server), pins: await listPins(this.store.db, id) };
+  }
+
+  async configure(id: string, patch: ConfigPatch, actor: Principal | undefined): Promise<ServerDetail> {
+    if (patch.privateNetwork !== undefined && actor?.role !== 'admin') {
+      throw new GatehouseError('forbidden', 'Only an admin may change privateNetwork.');
+    }
+    const updated = await this.records.patchConfig(id, patch);
+    this.probe.forget(id);
+    // Names of the changed fields and keys only: values may be secrets.
+    const fields = Object.fromEntries(
+      Object.entries(patch).map(([field, value]) => [
+        field,
+        value && typeof value === 'object' && !Array.isArray(value) ? Object.keys(value) : true,
+      ]),
+    );
+    await this.changed('server.configure', id, actor, { fields });
+    return updated;
+  }
+
+  async setToolPolicy(id: string, policy: ToolPolicy, actor: Principal | undefined): Promise<ServerDetail> {
+    assertToolPolicy(policy);
+    const updated = await this.records.setToolPolicy(id, policy);
+    await this.changed('server.tools', id, actor, { policy });
+    return updated;
+  }
+
+  async setExposure(id: string, groups: string[], actor: Principal | undefined): Promise<ServerDetail> {
+    const updated = await this.records.setExposure(id, groups);
+    await this.changed('server.exposure', id, actor, { groups });
+    return updated;
+  }
+
+  /** The handshake: connect, list tools/prompts/resources, store the status, reconcile the pins. */
+  async test(id: string, actor: Principal | undefined): Promise<TestResult> {
+    const row = await this.records.getRow(id);
+    const started = performance.now();
+    let outcome: Awaited<ReturnType<Handshaker['handshake']>> | GatehouseError;
+    try {
+      outcome = await this.handshaker.handshake(row, this.records.connectionOf(row));
+    } catch (error) {
+      outcome = isGatehouseError(error)
+        ? error
+        : new GatehouseError('internal_error', 'The handshake failed unexpectedly.');
+    }
+    const latencyMs = Math.round(performance.now() - started);
+    const policy = toDetail(row).toolPolicy;
+
+    if (outcome instanceof GatehouseError) {
+      const lastError = `${outcome.code}: ${outcome.message}`;
+      await this.records.update(id, (r) => {
+        r.status = 'failed';
+        r.last_error = lastError;
+        r.last_tested_at = nowIso();
+        r.latency_ms = latencyMs;
+      });
+      await this.serverEvent(id, 'handshake', `Handshake failed: ${lastError}`, { ok: false, code: outcome.code });
+      await this.audit.recordAdmin({
+        action: 'server.test',
+        actor,
+        serverId: id,
+        data: { ok: false, code: outcome.code },
+      });
+      await this.events.publish('server.status', { id, status: 'failed', lastError });
+      const known = parseJson<DiscoveredTool[]>(row.discovered_tools, []);
+      return {
+        ok: false,
+        latencyMs,
+        discoveredTools: known,
+        discoveredToolsCount: known.length,
+        verdicts: verdictsFor(policy, known, await pinStates(this.store.db, id)),
+        error: { code: outcome.code, message: outcome.message },
+      };
+    }
+
+    const result = outcome;
+    let pinChanges: Awaited<ReturnType<typeof reconcilePins>> = [];
+    await this.records.update(
+      id,
+      (r) => {
+        r.status = 'connected';
+        r.last_error = null;
+        r.last_tested_at = nowIso();
+        r.latency_ms = latencyMs;
+        r.protocol_era = result.era;
+        r.discover = result.discover === undefined ? null : JSON.stringify(result.discover);
+        r.discovered_tools = JSON.stringify(result.tools);
+        r.discovered_prompts = JSON.stringify(result.prompts);
+        r.discovered_resources = JSON.stringify(result.resources);
+      },
+      async (trx, r: ServerTable) => {
+        pinChanges = await reconcilePins(trx, id, result.tools, {
+          firstHandshake: r.pinned_at === null,
+          trustNewTools: r.trust_new_tools === 1,
+        });
+        if (r.pinned_at === null)
+          await trx.updateTable('servers').set({ pinned_at: nowIso() }).where('id', '=', id).execute();
+      },
+    );
+    const quarantined = pinChanges.filter((c) => c.change === 'quarantined');
+    await this.serverEvent(id, 'handshake', `Connected: ${result.tools.length} tools in ${latencyMs} ms.`, {
+      ok: true,
+      tools: result.tools.length,
+      quarantined: quarantined.map((q) => q.tool),
+    });
+    await this.audit.recordAdmin({
+      action: 'server.test',
+      actor,
+      serverId: id,
+      data: { ok: true, tools: result.tools.length },
+    });
+    await this.events.publish('server.status', { id, status: 'connected', discoveredToolsCount: result.tools.length });
+    for (const q of quarantined)
+      await this.events.publish('tool.quarantined', { server: id, tool: q.tool, reason: q.reason });
+    return {
+      ok: true,
+      latencyMs,
+      discoveredTools: result.tools,
+      discoveredToolsCount: result.tools.length,
+      verdicts: verdictsFor(policy, result.tools, await pinStates(this.store.db, id)),
+      error: null,
+    };
+  }
+
+  async logs(id: string, limit: number): Promise<ServerEvent[]> {
+    await this.records.getRow(id);
+    const rows = await this.store.db
+      .selectFrom('server_events')
+      .selectAll()
+      .where('server_id', '=', id)
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      id: Number(r.id),
+      kind: r.kind,
+      message: r.message,
+      data: parseJson(r.data, null),
+      at: r.at,
+    }));
+  }
+
+  async serverEvent(id: string, kind: string, message: string, data?: Record<string, unknown>): Promise<void> {
+    await this.store.db
+      .insertInto('server_events')
+      .values({ server_id: id, kind, message, data: data ? JSON.stringify(data) : null, at: nowIso() })
+      .execute();
+    await this.events.publish('server.event', { id, kind, message });
+  }
+
+  private async changed(
+    action: string,
+    id: string,
+    actor: Principal | undefined,
+    data: Record<string, unknown>,
+  ): Promise<void> {
+    await this.audit.recordAdmin({ action, actor, serverId: id, data });
+    await this.serverEvent(id, 'config', `${action} by ${actor?.name ?? 'system'}`, { action });
+    await this.events.publish('server.changed', { id, change: action });
+  }
+}

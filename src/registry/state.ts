@@ -1,0 +1,45 @@
+/**
+ * `state`: what the runtime sees now. URL servers get a 1.5 s TCP probe that
+ * obeys the egress guard's address rules, cached for 10 s; stdio servers report
+ * their process state (the supervisor's, once there is one).
+ */
+import type { EgressGuard } from '../egress/index.js';
+import type { ServerView } from './records.js';
+
+export type UrlState = 'reachable' | 'unreachable' | 'disabled';
+export type StdioState = 'starting' | 'running' | 'stopping' | 'stopped' | 'crashed' | 'backoff';
+
+const PROBE_TIMEOUT_MS = 1500;
+const CACHE_MS = 10_000;
+
+export interface StateProbeOptions {
+  guardFor(privateNetwork: boolean): EgressGuard;
+  /** The process state of a stdio server; `stopped` when nothing supervises it. */
+  stdioState?: (id: string) => StdioState;
+}
+
+export class StateProbe {
+  private readonly cache = new Map<string, { url: string; at: number; state: Promise<UrlState> }>();
+
+  constructor(private readonly options: StateProbeOptions) {}
+
+  async stateOf(server: Pick<ServerView, 'id' | 'transport' | 'url' | 'enabled' | 'privateNetwork'>): Promise<string> {
+    if (server.transport === 'stdio') return this.options.stdioState?.(server.id) ?? 'stopped';
+    if (!server.enabled) return 'disabled';
+    const url = server.url ?? '';
+    const cached = this.cache.get(server.id);
+    if (cached && cached.url === url && Date.now() - cached.at < CACHE_MS) return cached.state;
+    const state = this.options
+      .guardFor(server.privateNetwork)
+      .probeTcp(url, PROBE_TIMEOUT_MS)
+      .then((ok): UrlState => (ok ? 'reachable' : 'unreachable'))
+      // A target the guard refuses is not reachable for Gatehouse, whatever the network says.
+      .catch((): UrlState => 'unreachable');
+    this.cache.set(server.id, { url, at: Date.now(), state });
+    return state;
+  }
+
+  forget(id: string): void {
+    this.cache.delete(id);
+  }
+}

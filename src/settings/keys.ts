@@ -1,0 +1,44 @@
+/**
+ * Platform settings: store-backed key/value rows, validated per key, with
+ * defaults. Later issues add their keys here, the same way.
+ */
+import { z } from 'zod';
+
+export const ACCESS_LEVELS = ['off', 'read', 'write'] as const;
+export type AccessLevel = (typeof ACCESS_LEVELS)[number];
+
+const access = (max: AccessLevel) =>
+  z.enum(ACCESS_LEVELS).refine((level) => ACCESS_LEVELS.indexOf(level) <= ACCESS_LEVELS.indexOf(max), {
+    message: `this scope goes no higher than "${max}"`,
+  });
+
+export const SETTING_KEYS = {
+  'mcp.hubEnabled': { schema: z.boolean(), default: true, description: 'Serve the agent hub at /mcp.' },
+  'mcp.adminEnabled': { schema: z.boolean(), default: false, description: 'Serve the admin surface at /mcp/admin.' },
+  'mcp.scope.servers': { schema: access('write'), default: 'off', description: 'Agent access to server management.' },
+  'mcp.scope.approvals': { schema: access('read'), default: 'off', description: 'Agent access to the approval queue.' },
+  'mcp.scope.audit': { schema: access('read'), default: 'off', description: 'Agent access to the audit trail.' },
+  'mcp.scope.settings': { schema: access('read'), default: 'off', description: 'Agent access to settings.' },
+  'mcp.scope.tokens': { schema: access('read'), default: 'off', description: 'Agent access to the token list.' },
+  'audit.payloads': {
+    schema: z.enum(['metadata', 'data']),
+    default: 'metadata',
+    description: 'What the audit trail records of a call: metadata only, or arguments and results too (redacted).',
+  },
+  'hub.rateLimit': {
+    schema: z.number().int().min(1).max(1_000_000),
+    default: 600,
+    description: 'Tool calls per minute per token unless the token sets its own.',
+  },
+} as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
+
+export type SettingName = keyof typeof SETTING_KEYS;
+export type Settings = { readonly [K in SettingName]: z.output<(typeof SETTING_KEYS)[K]['schema']> };
+
+export const DEFAULT_SETTINGS: Settings = Object.freeze(
+  Object.fromEntries(Object.entries(SETTING_KEYS).map(([key, def]) => [key, def.default])),
+) as Settings;
+
+export function isSettingName(key: string): key is SettingName {
+  return Object.hasOwn(SETTING_KEYS, key);
+}

@@ -1,0 +1,222 @@
+/**
+ * Opens the store: embedded SQLite (WAL, in the data folder) by default,
+ * PostgreSQL when a `postgres://` URL is given (several replicas share it).
+ * Also keeps a cheap change version per topic, so caches (settings) re-read
+ * only when some process committed a change — never on a blind TTL.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  Kysely,
+  PostgresDialect,
+  SqliteDialect,
+  SqliteDriver,
+  sql,
+} from 'kysely';
+import pg from 'pg';
+import { GatehouseError } from '../errors.js';
+import { migrate } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** Topics whose readers cache: a write to one bumps its version everywhere. */
+export type ChangeTopic = 'settings' | 'tokens' | 'servers';
+
+const CHANGE_CHANNEL = 'gatehouse_changes';
+
+/** Channels for cross-process messages besides cache versions. */
+export type MessageChannel = 'gatehouse_events';
+const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events'];
+
+/** In-process listeners per channel, shared by both store kinds. */
+class Listeners {
+  private readonly byChannel = new Map<MessageChannel, Set<(payload: string) => void>>();
+  add(channel: MessageChannel, listener: (payload: string) => void): () => void {
+    let set = this.byChannel.get(channel);
+    if (!set) {
+      set = new Set();
+      this.byChannel.set(channel, set);
+    }
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+  emit(channel: MessageChannel, payload: string): void {
+    for (const listener of this.byChannel.get(channel) ?? []) {
+      try {
+        listener(payload);
+      } catch {
+        // one failing listener must not starve the others
+      }
+    }
+  }
+}
+
+export interface Store {
+  readonly kind: StoreKind;
+  readonly db: Kysely<Database>;
+  /** Where the data lives, for messages: a file path or the database URL without its password. */
+  readonly location: string;
+  /**
+   * A value that changes whenever any process commits a change to `topic` (SQLite may also change it on
+   * unrelated commits by other processes, which only costs a re-read). Compare, never interpret.
+   */
+  version(topic: ChangeTopic): string;
+  /** Announces a committed change to `topic` to this and every other process. */
+  changed(topic: ChangeTopic): Promise<void>;
+  /**
+   * Cross-process messages (PostgreSQL NOTIFY; within one process on SQLite, which has no replicas).
+   * `publish` is best effort: a listener that was down re-reads from the table it is told about.
+   */
+  publish(channel: MessageChannel, payload: string): Promise<void>;
+  subscribe(channel: MessageChannel, listener: (payload: string) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** better-sqlite3's driver, but transactions take the write lock up front (`BEGIN IMMEDIATE`), so two
+ * processes writing the same file wait for each other (busy_timeout) instead of failing on lock upgrade. */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly database: SqliteDatabase.Database) {
+    super({ database });
+  }
+  override createDriver() {
+    return new ImmediateSqliteDriver({ database: this.database });
+  }
+}
+
+export interface StoreOptions {
+  dataDir: string;
+  databaseUrl?: string | undefined;
+}
+
+export async function openStore(options: StoreOptions): Promise<Store> {
+  const store = options.databaseUrl ? await openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  try {
+    await migrate(store.db, store.kind);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return store;
+}
+
+function openSqlite(dataDir: string): Store {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const file = join(dataDir, 'gatehouse.db');
+  let raw: SqliteDatabase.Database;
+  try {
+    raw = new SqliteDatabase(file, { timeout: 10_000 });
+  } catch (error) {
+    throw new GatehouseError('internal_error', `Cannot open the SQLite store at ${file}.`, undefined, { cause: error });
+  }
+  raw.pragma('journal_mode = WAL');
+  // FULL: a commit is on disk before it is acknowledged, so not even a power cut loses an acknowledged write.
+  raw.pragma('synchronous = FULL');
+  raw.pragma('foreign_keys = ON');
+  const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(raw) });
+  const local = new Map<ChangeTopic, number>();
+  const listeners = new Listeners();
+  return {
+    kind: 'sqlite',
+    publish: async (channel, payload) => listeners.emit(channel, payload),
+    subscribe: (channel, listener) => listeners.add(channel, listener),
+    db,
+    location: file,
+    // data_version changes when another connection (another process) commits; `local` covers our own writes.
+    version: (topic) => `${raw.pragma('data_version', { simple: true })}:${local.get(topic) ?? 0}`,
+    changed: async (topic) => {
+      local.set(topic, (local.get(topic) ?? 0) + 1);
+    },
+    close: () => db.destroy(),
+  };
+}
+
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'postgres://(unparseable URL)';
+  }
+}
+
+async function openPostgres(url: string): Promise<Store> {
+  // int8 (counts, bigserial ids) as numbers: every value Gatehouse stores there is far below 2^53.
+  pg.types.setTypeParser(20, (value: string) => Number(value));
+  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
+  pool.on('error', () => {}); // an idle client's failure surfaces on the next query instead of crashing
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  try {
+    await sql`select 1`.execute(db);
+  } catch (error) {
+    await db.destroy();
+    throw new GatehouseError('internal_error', `Cannot reach PostgreSQL at ${redactUrl(url)}.`, undefined, {
+      cause: error,
+    });
+  }
+
+  const counters = new Map<ChangeTopic, number>();
+  let listening = false;
+  let epoch = 0;
+  let closed = false;
+  let listener: pg.Client | undefined;
+  const listeners = new Listeners();
+
+  const bumpAll = () => {
+    for (const topic of ['settings', 'tokens', 'servers'] as const) counters.set(topic, (counters.get(topic) ?? 0) + 1);
+  };
+  const listen = async (): Promise<void> => {
+    if (closed) return;
+    const client = new pg.Client({ connectionString: url });
+    client.on('notification', (message) => {
+      if (message.channel === CHANGE_CHANNEL) {
+        const topic = message.payload as ChangeTopic;
+        counters.set(topic, (counters.get(topic) ?? 0) + 1);
+      } else listeners.emit(message.channel as MessageChannel, message.payload ?? '');
+    });
+    client.on('error', () => {
+      listening = false;
+      client.end().catch(() => {});
+      if (!closed) setTimeout(() => void listen().catch(() => {}), 500).unref();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${CHANGE_CHANNEL}`);
+    for (const channel of MESSAGE_CHANNELS) await client.query(`LISTEN ${channel}`);
+    listener = client;
+    listening = true;
+    // Anything may have changed while we were not listening.
+    bumpAll();
+  };
+  await listen();
+
+  return {
+    kind: 'postgres',
+    db,
+    location: redactUrl(url),
+    // While the LISTEN connection is down nothing can be trusted: every call returns a fresh value.
+    version: (topic) => (listening ? `${counters.get(topic) ?? 0}` : `down:${++epoch}`),
+    changed: async (topic) => {
+      counters.set(topic, (counters.get(topic) ?? 0) + 1);
+      await sql`select pg_notify(${CHANGE_CHANNEL}, ${topic})`.execute(db);
+    },
+    publish: async (channel, payload) => {
+      await sql`select pg_notify(${channel}, ${payload})`.execute(db);
+    },
+    subscribe: (channel, listener) => listeners.add(channel, listener),
+    close: async () => {
+      closed = true;
+      await listener?.end().catch(() => {});
+      await db.destroy();
+    },
+  };
+}

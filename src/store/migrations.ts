@@ -1,0 +1,192 @@
+/**
+ * Versioned schema migrations. They run at start inside one transaction that
+ * first takes a cross-process lock (SQLite: `BEGIN IMMEDIATE`, PostgreSQL: an
+ * advisory transaction lock), so processes starting together apply each
+ * migration exactly once. Append new migrations; never edit an applied one.
+ */
+import { type Kysely, sql } from 'kysely';
+import type { StoreKind } from './db.js';
+import type { Database } from './schema.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: migrations create tables the typed schema does not know yet
+type AnyDb = Kysely<any>;
+
+export interface Migration {
+  version: number;
+  name: string;
+  up(db: AnyDb, kind: StoreKind): Promise<void>;
+}
+
+function idColumn(kind: StoreKind) {
+  return kind === 'postgres' ? sql`bigserial primary key` : sql`integer primary key autoincrement`;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'control plane: meta, tokens, settings, servers, pins, events, audit',
+    async up(db, kind) {
+      await db.schema
+        .createTable('gatehouse_meta')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('tokens')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('role', 'text', (c) => c.notNull())
+        .addColumn('groups', 'text', (c) => c.notNull())
+        .addColumn('hash', 'text', (c) => c.notNull().unique())
+        .addColumn('rate_limit', 'integer')
+        .addColumn('max_concurrent', 'integer')
+        .addColumn('source', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('settings')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('updated_by', 'text')
+        .execute();
+      await db.schema
+        .createTable('servers')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('description', 'text')
+        .addColumn('transport', 'text', (c) => c.notNull())
+        .addColumn('url', 'text')
+        .addColumn('command', 'text')
+        .addColumn('args', 'text', (c) => c.notNull())
+        .addColumn('headers', 'text', (c) => c.notNull())
+        .addColumn('env', 'text', (c) => c.notNull())
+        .addColumn('auth', 'text', (c) => c.notNull())
+        .addColumn('enabled', 'integer', (c) => c.notNull())
+        .addColumn('private_network', 'integer', (c) => c.notNull())
+        .addColumn('trust_new_tools', 'integer', (c) => c.notNull())
+        .addColumn('exposure', 'text', (c) => c.notNull())
+        .addColumn('tool_policy', 'text', (c) => c.notNull())
+        .addColumn('options', 'text', (c) => c.notNull())
+        .addColumn('policy_version', 'integer', (c) => c.notNull())
+        .addColumn('pinned_at', 'text')
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('last_error', 'text')
+        .addColumn('last_tested_at', 'text')
+        .addColumn('latency_ms', 'integer')
+        .addColumn('protocol_era', 'text')
+        .addColumn('discover', 'text')
+        .addColumn('discovered_tools', 'text', (c) => c.notNull())
+        .addColumn('discovered_prompts', 'text', (c) => c.notNull())
+        .addColumn('discovered_resources', 'text', (c) => c.notNull())
+        .addColumn('spec', 'text')
+        .addColumn('source_kind', 'text', (c) => c.notNull())
+        .addColumn('source_url', 'text')
+        .addColumn('author', 'text')
+        .addColumn('installed_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('tool_pins')
+        .addColumn('server_id', 'text', (c) => c.notNull().references('servers.id').onDelete('cascade'))
+        .addColumn('tool_name', 'text', (c) => c.notNull())
+        .addColumn('pin_hash', 'text', (c) => c.notNull())
+        .addColumn('definition', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text')
+        .addColumn('pending_hash', 'text')
+        .addColumn('pending_definition', 'text')
+        .addColumn('first_seen_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('approved_by', 'text')
+        .addPrimaryKeyConstraint('tool_pins_pk', ['server_id', 'tool_name'])
+        .execute();
+      await db.schema
+        .createTable('server_events')
+        .addColumn('id', idColumn(kind))
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('message', 'text', (c) => c.notNull())
+        .addColumn('data', 'text')
+        .addColumn('at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('server_events_by_server').on('server_events').columns(['server_id', 'id']).execute();
+      await db.schema
+        .createTable('audit_events')
+        .addColumn('id', idColumn(kind))
+        .addColumn('at', 'text', (c) => c.notNull())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('action', 'text', (c) => c.notNull())
+        .addColumn('actor_id', 'text')
+        .addColumn('actor_name', 'text')
+        .addColumn('server_id', 'text')
+        .addColumn('tool', 'text')
+        .addColumn('verdict', 'text')
+        .addColumn('approval_id', 'text')
+        .addColumn('outcome', 'text')
+        .addColumn('latency_ms', 'integer')
+        .addColumn('request_bytes', 'integer')
+        .addColumn('response_bytes', 'integer')
+        .addColumn('args_digest', 'text')
+        .addColumn('data', 'text')
+        .execute();
+      await db.schema.createIndex('audit_events_by_time').on('audit_events').columns(['at']).execute();
+      await db.schema
+        .createTable('stream_events')
+        .addColumn('id', idColumn(kind))
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('data', 'text', (c) => c.notNull())
+        .addColumn('at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
+];
+
+const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"
+
+/** Applies every pending migration under a cross-process lock; returns the versions applied now. */
+export async function migrate(db: Kysely<Database>, kind: StoreKind): Promise<number[]> {
+  const anyDb = db as AnyDb;
+  await anyDb.schema
+    .createTable('gatehouse_migrations')
+    .ifNotExists()
+    .addColumn('version', 'integer', (c) => c.primaryKey())
+    .addColumn('name', 'text', (c) => c.notNull())
+    .addColumn('applied_at', 'text', (c) => c.notNull())
+    .execute()
+    .catch(async (error: unknown) => {
+      // Two PostgreSQL processes can race on CREATE TABLE IF NOT EXISTS; the loser sees a duplicate.
+      const exists = await anyDb
+        .selectFrom('gatehouse_migrations')
+        .select('version')
+        .limit(1)
+        .execute()
+        .then(
+          () => true,
+          () => false,
+        );
+      if (!exists) throw error;
+    });
+
+  return db.transaction().execute(async (trx) => {
+    if (kind === 'postgres') await sql`select pg_advisory_xact_lock(${ADVISORY_LOCK_ID})`.execute(trx);
+    const applied = new Set(
+      (await trx.selectFrom('gatehouse_migrations').select('version').execute()).map((r) => Number(r.version)),
+    );
+    const now: number[] = [];
+    for (const migration of MIGRATIONS) {
+      if (applied.has(migration.version)) continue;
+      await migration.up(trx as AnyDb, kind);
+      await trx
+        .insertInto('gatehouse_migrations')
+        .values({ version: migration.version, name: migration.name, applied_at: new Date().toISOString() })
+        .execute();
+      now.push(migration.version);
+    }
+    return now;
+  });
+}
+
+export const LATEST_MIGRATION = Math.max(...MIGRATIONS.map((m) => m.version));

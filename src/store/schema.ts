@@ -1,0 +1,142 @@
+/**
+ * Table types for Kysely. Both databases store the same shapes: timestamps as
+ * ISO-8601 text (sorts and compares the same everywhere), booleans as 0/1
+ * integers, lists and maps as JSON text.
+ */
+import type { Generated } from 'kysely';
+
+export interface MetaTable {
+  key: string;
+  value: string;
+}
+
+export interface MigrationTable {
+  version: number;
+  name: string;
+  applied_at: string;
+}
+
+export interface TokenTable {
+  id: string;
+  name: string;
+  role: string;
+  groups: string;
+  /** SHA-256 hex of the token; the token itself is shown once and never stored. */
+  hash: string;
+  rate_limit: number | null;
+  max_concurrent: number | null;
+  source: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface SettingTable {
+  key: string;
+  value: string;
+  updated_at: string;
+  updated_by: string | null;
+}
+
+export interface ServerTable {
+  id: string;
+  name: string;
+  description: string | null;
+  transport: string;
+  url: string | null;
+  command: string | null;
+  args: string;
+  /** `{name: {sealed} | {env}}` for each; sealed values are AES-256-GCM blobs bound to the record. */
+  headers: string;
+  env: string;
+  auth: string;
+  enabled: number;
+  private_network: number;
+  trust_new_tools: number;
+  exposure: string;
+  tool_policy: string;
+  /** Later issues' per-server fields (pathArgs, workspaceRoots, lazyStart, …) live in this JSON map. */
+  options: string;
+  policy_version: number;
+  /** When the first successful handshake pinned the tools; later new tools are quarantined. */
+  pinned_at: string | null;
+  status: string;
+  last_error: string | null;
+  last_tested_at: string | null;
+  latency_ms: number | null;
+  protocol_era: string | null;
+  discover: string | null;
+  discovered_tools: string;
+  discovered_prompts: string;
+  discovered_resources: string;
+  spec: string | null;
+  source_kind: string;
+  source_url: string | null;
+  author: string | null;
+  installed_at: string;
+  updated_at: string;
+}
+
+export interface ToolPinTable {
+  server_id: string;
+  tool_name: string;
+  pin_hash: string;
+  definition: string;
+  /** `pinned` or `quarantined`. */
+  state: string;
+  /** Why it is quarantined: `changed`, `new`, `schema_too_large`. */
+  reason: string | null;
+  pending_hash: string | null;
+  pending_definition: string | null;
+  first_seen_at: string;
+  updated_at: string;
+  approved_by: string | null;
+}
+
+export interface ServerEventTable {
+  id: Generated<number>;
+  server_id: string;
+  kind: string;
+  message: string;
+  data: string | null;
+  at: string;
+}
+
+export interface AuditEventTable {
+  id: Generated<number>;
+  at: string;
+  /** `admin` for control-plane changes, `call` for tool calls, `ops` for conduit operations. */
+  kind: string;
+  action: string;
+  actor_id: string | null;
+  actor_name: string | null;
+  server_id: string | null;
+  tool: string | null;
+  verdict: string | null;
+  approval_id: string | null;
+  outcome: string | null;
+  latency_ms: number | null;
+  request_bytes: number | null;
+  response_bytes: number | null;
+  args_digest: string | null;
+  data: string | null;
+}
+
+export interface StreamEventTable {
+  id: Generated<number>;
+  type: string;
+  data: string;
+  at: string;
+}
+
+export interface Database {
+  gatehouse_meta: MetaTable;
+  gatehouse_migrations: MigrationTable;
+  tokens: TokenTable;
+  settings: SettingTable;
+  servers: ServerTable;
+  tool_pins: ToolPinTable;
+  server_events: ServerEventTable;
+  audit_events: AuditEventTable;
+  stream_events: StreamEventTable;
+}

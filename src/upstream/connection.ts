@@ -1,0 +1,126 @@
+/**
+ * One connected MCP client for one upstream target (URL + headers): the SDK `Client` over our
+ * traced Streamable HTTP transport, connected with a remembered era verdict or by negotiating.
+ */
+import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
+import { isTransportFailure } from './map-error.js';
+import type { NormalizedTarget } from './target.js';
+import { currentScope, traced, tracedFetch } from './trace.js';
+import { TracedHttpTransport } from './transport.js';
+import type { UpstreamLogger } from './types.js';
+
+const CLIENT_INFO = { name: 'gatehouse', version: '0.1.0' };
+/** How long a closing connection waits for the upstream to acknowledge the session DELETE. */
+const TERMINATE_WAIT_MS = 1_000;
+
+export interface OpenOptions {
+  target: NormalizedTarget;
+  fetch: FetchLike;
+  /** A remembered era verdict; without one the client probes (`server/discover`, then `initialize`). */
+  prior: PriorDiscovery | undefined;
+  timeoutMs: number;
+  /** Aborting it abandons the connect (the transport is closed). */
+  signal?: AbortSignal;
+  logger: UpstreamLogger;
+}
+
+export class Connection {
+  /** The transport reported a failure: hand it out no more. */
+  broken = false;
+  private ready = false;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    readonly client: Client,
+    readonly transport: TracedHttpTransport,
+    readonly target: NormalizedTarget,
+    private readonly logger: UpstreamLogger,
+  ) {}
+
+  static async open(options: OpenOptions): Promise<Connection> {
+    const { target, prior, signal } = options;
+    const transport = new TracedHttpTransport(new URL(target.url), {
+      fetch: tracedFetch(options.fetch),
+      // `manual`: every redirect reaches the SDK as a response and fails the request; none is followed.
+      requestInit: { headers: target.headers, redirect: 'manual' },
+    });
+    const client = new Client(CLIENT_INFO, {
+      versionNegotiation: { mode: 'auto' },
+      // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
+      inputRequired: { autoFulfill: false },
+    });
+    const connection = new Connection(client, transport, target, options.logger);
+    client.onerror = (error) => connection.noteError(error);
+    const abandon = () => void connection.close();
+    signal?.addEventListener('abort', abandon, { once: true });
+    try {
+      signal?.throwIfAborted();
+      await traced(() =>
+        client.connect(transport, { timeout: options.timeoutMs, ...(signal && { signal }), ...(prior && { prior }) }),
+      );
+    } catch (error) {
+      await connection.close();
+      throw error;
+    } finally {
+      signal?.removeEventListener('abort', abandon);
+    }
+    connection.ready = true;
+    return connection;
+  }
+
+  get era(): 'modern' | 'legacy' {
+    return this.client.getProtocolEra() === 'modern' ? 'modern' : 'legacy';
+  }
+
+  get sessionId(): string | undefined {
+    return this.transport.sessionId;
+  }
+
+  get closed(): boolean {
+    return this.closing !== undefined;
+  }
+
+  /** The verdict to remember for this URL. */
+  verdict(): PriorDiscovery {
+    const discover = this.client.getDiscoverResult();
+    return this.era === 'modern' && discover ? { kind: 'modern', discover } : { kind: 'legacy' };
+  }
+
+  /** Ends the session politely (DELETE, bounded wait) and closes. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.ready && this.transport.sessionId !== undefined) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([
+          this.transport.terminateSession().catch(() => {}),
+          new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, TERMINATE_WAIT_MS);
+          }),
+        ]);
+        clearTimeout(timer);
+      }
+      // A client that never finished connecting may not own its transport yet: close that directly.
+      if (this.client.transport) await this.client.close().catch(() => {});
+      else await this.transport.close().catch(() => {});
+    })();
+    return this.closing;
+  }
+
+  /** Out-of-band SDK errors: attribute them to the request in flight, and retire a failing connection. */
+  private noteError(error: Error): void {
+    const scope = currentScope();
+    if (scope?.requestId !== undefined) scope.noted ??= error;
+    if (!this.ready || this.closing || this.broken) return;
+    // A bare SSE disconnect outside a request is the GET stream; the SDK reconnects it by itself.
+    const inRequest = scope?.requestId !== undefined;
+    const gaveUp = /^(Failed to reconnect SSE stream|Maximum reconnection attempts)/.test(error.message);
+    const standaloneDrop = !inRequest && /^SSE stream disconnected/.test(error.message);
+    if ((gaveUp || isTransportFailure(error)) && !standaloneDrop) {
+      this.broken = true;
+      this.logger.debug(
+        { upstream: new URL(this.target.url).origin, error: error.name },
+        'upstream connection retired',
+      );
+    }
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * One deadline per operation, covering connect and the request(s): it aborts its signal when the
+ * time is up or the caller's signal aborts, and `race` makes sure the operation returns then even
+ * where the SDK does not listen (its connect-time probe takes a timeout but no signal).
+ */
+import { GatehouseError } from '../errors.js';
+
+export type DeadlineExpiry = 'timeout' | 'cancelled';
+
+export class Deadline {
+  readonly signal: AbortSignal;
+  private readonly controller = new AbortController();
+  private readonly endsAt: number;
+  private readonly timer: NodeJS.Timeout;
+  private expiry: DeadlineExpiry | undefined;
+  private readonly detach: () => void;
+
+  constructor(
+    readonly ms: number,
+    caller?: AbortSignal,
+  ) {
+    this.endsAt = Date.now() + ms;
+    this.signal = this.controller.signal;
+    this.timer = setTimeout(() => this.expire('timeout'), ms);
+    this.timer.unref();
+    const onCallerAbort = () => this.expire('cancelled');
+    if (caller?.aborted) onCallerAbort();
+    caller?.addEventListener('abort', onCallerAbort, { once: true });
+    this.detach = () => caller?.removeEventListener('abort', onCallerAbort);
+  }
+
+  /** Why the deadline fired, if it has. */
+  get expired(): DeadlineExpiry | undefined {
+    return this.expiry;
+  }
+
+  /** Milliseconds left, at least 1 (an SDK timeout of 0 would mean its default). */
+  remaining(): number {
+    return Math.max(1, this.endsAt - Date.now());
+  }
+
+  /** The typed error for an expired deadline. */
+  error(cause?: unknown): GatehouseError {
+    return this.expiry === 'cancelled'
+      ? new GatehouseError(
+          'upstream_timeout',
+          'The request was cancelled before the upstream answered.',
+          {
+            reason: 'cancelled',
+          },
+          { cause },
+        )
+      : new GatehouseError(
+          'upstream_timeout',
+          `The upstream MCP server did not answer within ${this.ms} ms.`,
+          {
+            timeoutMs: this.ms,
+          },
+          { cause },
+        );
+  }
+
+  /** Settles with `work`, or rejects with the deadline's error as soon as it fires. */
+  race<T>(work: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.expiry) {
+        work.catch(() => {});
+        reject(this.error());
+        return;
+      }
+      const onAbort = () => reject(this.error());
+      this.signal.addEventListener('abort', onAbort, { once: true });
+      work.then(resolve, reject).finally(() => this.signal.removeEventListener('abort', onAbort));
+    });
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.detach();
+  }
+
+  private expire(why: DeadlineExpiry): void {
+    if (this.expiry) return;
+    this.expiry = why;
+    clearTimeout(this.timer);
+    this.controller.abort(this.error());
+  }
+}

@@ -1,0 +1,223 @@
+/**
+ * Every failure out of this module is a catalogue error. What the SDK, undici and the egress guard
+ * throw is mapped here, and nothing an upstream said (bodies, error messages) is put in a message:
+ * the original is kept as `cause` for logs only.
+ *
+ * - a GatehouseError anywhere in the cause chain (the egress guard's) is returned as is;
+ * - refused, reset, DNS, TLS, closed mid-response → `upstream_unreachable`;
+ * - timeouts → `upstream_timeout`;
+ * - anything the upstream said that is not usable MCP → `upstream_protocol_error` with a `reason`
+ *   (and `status` / `rpcCode` where there is one).
+ */
+import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
+import { type ErrorDetails, findGatehouseError, GatehouseError } from '../errors.js';
+
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'EAI_NONAME',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EPIPE',
+  'ETIMEDOUT',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+]);
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/;
+
+/** JSON-RPC codes that mean "this request does not fit this server's protocol era". */
+const ERA_RPC_CODES = new Set([-32022, -32600]);
+
+function chain(error: unknown): unknown[] {
+  const out: unknown[] = [];
+  let current = error;
+  while (current !== null && current !== undefined && out.length < 16 && !out.includes(current)) {
+    out.push(current);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return out;
+}
+
+const codeOf = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
+const nameOf = (error: unknown): string => (error instanceof Error ? error.name : '');
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : '');
+
+/** The JSON-RPC error code in an HTTP error body, if the body is a JSON-RPC error. */
+function rpcCodeInBody(error: SdkHttpError): number | undefined {
+  const text = error.data?.text;
+  if (typeof text !== 'string' || text.length > 65_536) return undefined;
+  try {
+    const code = (JSON.parse(text) as { error?: { code?: unknown } })?.error?.code;
+    return typeof code === 'number' ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const protocolError = (message: string, details: ErrorDetails, cause: unknown) =>
+  new GatehouseError('upstream_protocol_error', message, details, { cause });
+
+function fromHttpStatus(error: SdkHttpError): GatehouseError {
+  const status = error.status;
+  if (status >= 300 && status < 400) {
+    return protocolError(
+      'The upstream answered with a redirect, which is not followed.',
+      { reason: 'redirect_refused', status },
+      error,
+    );
+  }
+  const rpcCode = rpcCodeInBody(error);
+  return protocolError(
+    `The upstream answered HTTP ${status}.`,
+    { reason: 'http_status', status, ...(rpcCode !== undefined && { rpcCode }) },
+    error,
+  );
+}
+
+/** Maps any failure to the catalogue (see the module comment). */
+export function toUpstreamError(error: unknown): GatehouseError {
+  const found = findGatehouseError(error);
+  if (found) return found;
+  const links = chain(error);
+
+  for (const link of links) {
+    const code = codeOf(link);
+    if (typeof code === 'string' && TIMEOUT_CODES.has(code)) {
+      return new GatehouseError('upstream_timeout', undefined, { reason: 'network_timeout' }, { cause: error });
+    }
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || TLS_CODE.test(code))) {
+      const reason = TLS_CODE.test(code) ? 'tls' : 'network';
+      return new GatehouseError('upstream_unreachable', undefined, { reason }, { cause: error });
+    }
+  }
+  // undici's generic failures ("fetch failed" before a response, "terminated" mid-body).
+  if (links.some((l) => nameOf(l) === 'TypeError' && /^(fetch failed|terminated)$/.test(messageOf(l)))) {
+    return new GatehouseError('upstream_unreachable', undefined, { reason: 'network' }, { cause: error });
+  }
+
+  if (error instanceof SdkHttpError) return fromHttpStatus(error);
+  if (error instanceof ProtocolError) {
+    const reason = error.code === -32022 ? 'unsupported_protocol_version' : 'rpc_error';
+    return protocolError('The upstream answered with a JSON-RPC error.', { reason, rpcCode: error.code }, error);
+  }
+  if (error instanceof SdkError) {
+    switch (error.code) {
+      case SdkErrorCode.RequestTimeout:
+        return new GatehouseError('upstream_timeout', undefined, undefined, { cause: error });
+      case SdkErrorCode.ConnectionClosed:
+      case SdkErrorCode.NotConnected:
+      case SdkErrorCode.SendFailed:
+        return new GatehouseError('upstream_unreachable', undefined, { reason: 'connection_closed' }, { cause: error });
+      case SdkErrorCode.ClientHttpUnexpectedContent:
+        return protocolError(
+          'The upstream answered with a content type MCP does not use.',
+          { reason: 'unexpected_content_type' },
+          error,
+        );
+      case SdkErrorCode.InvalidResult:
+        return protocolError(
+          'The upstream answered with a result of the wrong shape.',
+          { reason: 'invalid_result' },
+          error,
+        );
+      case SdkErrorCode.UnsupportedResultType:
+      case SdkErrorCode.InputRequiredRoundsExceeded:
+        return protocolError(
+          'The upstream asked for client input, which Gatehouse does not provide.',
+          { reason: 'input_required' },
+          error,
+        );
+      case SdkErrorCode.EraNegotiationFailed:
+        // The probe wraps what really happened (a refused connection, garbage, a 5xx) as its cause.
+        if (error.cause !== undefined) return toUpstreamError(error.cause);
+        return protocolError(
+          'No protocol version could be agreed with the upstream.',
+          { reason: 'era_negotiation_failed' },
+          error,
+        );
+      default:
+        break;
+    }
+  }
+  if (nameOf(error) === 'UnauthorizedError') {
+    return protocolError(
+      'The upstream requires authorization (HTTP 401).',
+      { reason: 'http_status', status: 401 },
+      error,
+    );
+  }
+  if (error instanceof SyntaxError) {
+    return protocolError('The upstream answered with something that is not JSON.', { reason: 'invalid_json' }, error);
+  }
+  if (nameOf(error) === 'ZodError' || nameOf(error) === '$ZodError') {
+    return protocolError(
+      'The upstream answered with something that is not a JSON-RPC message.',
+      { reason: 'invalid_message' },
+      error,
+    );
+  }
+  return protocolError('The upstream exchange failed in an unexpected way.', { reason: 'unexpected' }, error);
+}
+
+/** A 2025-era upstream no longer knows the session the request carried (it restarted, or expired it). */
+export function isSessionLost(error: unknown, sessionId: string | undefined): boolean {
+  return sessionId !== undefined && error instanceof SdkHttpError && error.status === 404;
+}
+
+/**
+ * The failure a remembered era verdict produces when the server changed era: a modern request to a
+ * 2025-era server (HTTP 400/404/405/406/415), an `initialize` to a modern-only one (-32022), or no
+ * modern version left in common.
+ */
+export function isEraMismatch(error: unknown): boolean {
+  if (findGatehouseError(error)) return false;
+  if (error instanceof SdkHttpError) {
+    const rpcCode = rpcCodeInBody(error);
+    return [400, 404, 405, 406, 415].includes(error.status) || (rpcCode !== undefined && ERA_RPC_CODES.has(rpcCode));
+  }
+  if (error instanceof ProtocolError) return ERA_RPC_CODES.has(error.code);
+  return error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed && error.cause === undefined;
+}
+
+/**
+ * Whether a connection survives this failure. A JSON-RPC error, a result the SDK rejected, or our own
+ * pagination verdict leave the connection sound; anything at transport level (or garbage on the wire,
+ * or a response the egress guard cut) retires it.
+ */
+export function keepsConnection(error: unknown): boolean {
+  if (error instanceof ProtocolError) return true;
+  if (error instanceof SdkError) {
+    return [
+      SdkErrorCode.InvalidResult,
+      SdkErrorCode.UnsupportedResultType,
+      SdkErrorCode.InputRequiredRoundsExceeded,
+    ].includes(error.code);
+  }
+  return findGatehouseError(error)?.details?.reason === 'repeated_cursor';
+}
+
+/** Errors the SDK reports out of band (`onerror`) that say the connection itself is failing. */
+export function isTransportFailure(error: unknown): boolean {
+  if (findGatehouseError(error) || error instanceof SdkHttpError || error instanceof SyntaxError) return true;
+  if (error instanceof SdkError) {
+    return (
+      error.code === SdkErrorCode.ClientHttpUnexpectedContent ||
+      error.code === SdkErrorCode.ClientHttpFailedToOpenStream
+    );
+  }
+  const name = nameOf(error);
+  return (
+    name === 'TypeError' ||
+    name === 'ZodError' ||
+    /^(SSE stream disconnected|Failed to reconnect SSE stream|Maximum reconnection attempts)/.test(messageOf(error))
+  );
+}

@@ -1,0 +1,94 @@
+/**
+ * The two operations the conduit needs, on an already connected client, both bounded.
+ */
+import { createHash } from 'node:crypto';
+import { type Client, ProtocolError, type Tool } from '@modelcontextprotocol/client';
+import { GatehouseError } from '../errors.js';
+import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
+import type { Deadline } from './deadline.js';
+import type { CallOptions, ListToolsResult } from './types.js';
+
+export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
+
+const METHOD_NOT_FOUND = -32601;
+
+const requestOptions = (deadline: Deadline) => ({ signal: deadline.signal, timeout: deadline.remaining() });
+
+/**
+ * Drains `tools/list` page by page with explicit cursors (the SDK's auto-aggregate would hide the
+ * bounds): stops at 1000 tools, 50 pages or the serialized ceiling and says `truncated`; a cursor
+ * seen before is a protocol error, so a looping upstream cannot keep us here.
+ */
+export async function listAllTools(client: Client, deadline: Deadline): Promise<ListToolsResult> {
+  const tools: Tool[] = [];
+  // Cursors are opaque and upstream-sized; remember their hashes, not the strings.
+  const seen = new Set<string>();
+  let cursor: string | undefined;
+  let pages = 0;
+  let bytes = 2;
+  let truncated = false;
+  for (;;) {
+    let page: { tools: Tool[]; nextCursor?: string };
+    try {
+      page = await client.request(
+        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+        requestOptions(deadline),
+      );
+    } catch (error) {
+      // A server without tools may say so by not knowing the method.
+      if (pages === 0 && error instanceof ProtocolError && error.code === METHOD_NOT_FOUND) return { tools: [] };
+      throw error;
+    }
+    pages += 1;
+    for (const raw of page.tools) {
+      if (tools.length >= LIST_LIMITS.maxTools) {
+        truncated = true;
+        break;
+      }
+      const bounded = boundTool(raw);
+      const size = Buffer.byteLength(JSON.stringify(bounded.tool)) + 1;
+      if (bytes + size > DEFAULT_BOUNDS.maxSerializedBytes) {
+        truncated = true;
+        break;
+      }
+      bytes += size;
+      truncated ||= bounded.truncated;
+      tools.push(bounded.tool);
+    }
+    const next = page.nextCursor;
+    if (!next) break;
+    if (truncated || tools.length >= LIST_LIMITS.maxTools || pages >= LIST_LIMITS.maxPages) {
+      truncated = true;
+      break;
+    }
+    const digest = createHash('sha256').update(next).digest('base64');
+    if (seen.has(digest)) {
+      throw new GatehouseError('upstream_protocol_error', 'The upstream repeated a pagination cursor.', {
+        reason: 'repeated_cursor',
+      });
+    }
+    seen.add(digest);
+    cursor = next;
+  }
+  return truncated ? { tools, truncated: true } : { tools };
+}
+
+/** Calls one tool and bounds its result; `isError: true` is a normal result. */
+export async function callBoundedTool(
+  client: Client,
+  deadline: Deadline,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  onProgress: CallOptions['onProgress'],
+): Promise<BoundedCallResult> {
+  const result = await client.callTool(args === undefined ? { name } : { name, arguments: args }, {
+    ...requestOptions(deadline),
+    ...(onProgress && {
+      onprogress: (progress) => {
+        // Progress messages are upstream strings too.
+        onProgress(typeof progress.message === 'string' ? boundStrings(progress).value : progress);
+      },
+    }),
+  });
+  return boundCallResult(result);
+}

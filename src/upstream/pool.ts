@@ -1,0 +1,297 @@
+/**
+ * The upstream pool: every operation Gatehouse runs against an upstream MCP server goes through it.
+ *
+ * - Pooled mode keeps one connected client per key (SHA-256 of URL + sorted headers), so a call
+ *   costs one upstream round trip. Concurrent first uses share one connect; the pool is LRU-bounded
+ *   and idle connections close after `poolIdleMs`. Fresh mode connects, operates and closes per call.
+ * - The protocol era of each URL is negotiated once and remembered, in both modes.
+ * - One deadline covers connect and operation. A 2025-era upstream that forgot the session (404),
+ *   or a remembered era that stopped working, costs one transparent reconnect and retry.
+ * - Every failure leaves as a catalogue error (`map-error.ts`).
+ */
+import type { Client } from '@modelcontextprotocol/client';
+import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { findGatehouseError, GatehouseError } from '../errors.js';
+import type { BoundedCallResult } from './bounds.js';
+import { Connection } from './connection.js';
+import { Deadline } from './deadline.js';
+import { EraMemory } from './era-memory.js';
+import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
+import { callBoundedTool, listAllTools } from './operations.js';
+import { type NormalizedTarget, normalizeTarget } from './target.js';
+import { traced } from './trace.js';
+import type {
+  CallOptions,
+  ListToolsResult,
+  OperationOptions,
+  PoolStats,
+  UpstreamLogger,
+  UpstreamOptions,
+  UpstreamTarget,
+} from './types.js';
+
+const silent: UpstreamLogger = { warn() {}, debug() {} };
+
+/** A pooled connection, or the connect that will produce it. */
+interface Slot {
+  key: string;
+  pending: Promise<Connection>;
+  connection?: Connection;
+  /** Operations holding or waiting for it. */
+  users: number;
+  /** Out of the pool: close when the last user leaves. */
+  retired: boolean;
+  idleTimer?: NodeJS.Timeout;
+}
+
+/** What an operation holds while it runs. */
+interface Lease {
+  connection: Connection;
+  slot?: Slot;
+}
+
+export class UpstreamPool {
+  private readonly slots = new Map<string, Slot>();
+  private readonly eras = new EraMemory();
+  private readonly logger: UpstreamLogger;
+  /** Aborted by `close()`: abandons pooled connects in flight. */
+  private readonly lifetime = new AbortController();
+  private readonly closing = new Set<Promise<void>>();
+  private connecting = 0;
+  private closed = false;
+
+  constructor(private readonly options: UpstreamOptions) {
+    this.logger = options.logger ?? silent;
+  }
+
+  /** Lists the upstream's tools, every page drained within `listTimeoutMs`, bounded. */
+  listTools(target: UpstreamTarget, opts: OperationOptions = {}): Promise<ListToolsResult> {
+    return this.run(target, this.options.listTimeoutMs, opts.signal, (client, deadline) =>
+      listAllTools(client, deadline),
+    );
+  }
+
+  /** Calls one tool within `callTimeoutMs`; the result is bounded and `isError: true` is a normal result. */
+  callTool(
+    target: UpstreamTarget,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts: CallOptions = {},
+  ): Promise<BoundedCallResult> {
+    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
+      callBoundedTool(client, deadline, name, args, opts.onProgress),
+    );
+  }
+
+  /**
+   * Runs `fn` on a connected client within `deadlineMs` (connect included). `fn` must pass `signal`
+   * to every SDK request it makes. Like every operation, it may run a second time when the upstream
+   * lost the session (or changed era) before answering; failures leave as catalogue errors.
+   */
+  withClient<T>(
+    target: UpstreamTarget,
+    deadlineMs: number,
+    fn: (client: Client, signal: AbortSignal) => Promise<T>,
+    opts: OperationOptions = {},
+  ): Promise<T> {
+    return this.run(target, deadlineMs, opts.signal, (client, deadline) => fn(client, deadline.signal));
+  }
+
+  stats(): PoolStats {
+    let open = 0;
+    for (const { connection } of this.slots.values()) if (connection && !connection.closed && !connection.broken) open += 1;
+    return { open, connecting: this.connecting, eraByUrl: this.eras.size };
+  }
+
+  /** Closes every connection (ending 2025-era sessions politely); later operations fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.lifetime.abort(poolClosed());
+    for (const slot of [...this.slots.values()]) this.retire(slot, true);
+    while (this.closing.size > 0) await Promise.all([...this.closing]);
+  }
+
+  private async run<T>(
+    rawTarget: UpstreamTarget,
+    ms: number,
+    callerSignal: AbortSignal | undefined,
+    operation: (client: Client, deadline: Deadline) => Promise<T>,
+  ): Promise<T> {
+    if (this.closed) throw poolClosed();
+    const target = normalizeTarget(rawTarget);
+    const deadline = new Deadline(ms, callerSignal);
+    try {
+      for (let attempt = 0; ; attempt++) {
+        if (deadline.expired) throw deadline.error();
+        const lease = await this.acquire(target, deadline);
+        const { connection } = lease;
+        try {
+          return await deadline.race(traced(() => operation(connection.client, deadline)));
+        } catch (error) {
+          if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);
+          const sessionLost = isSessionLost(error, connection.sessionId);
+          // The era this connection speaks no longer fits the server (it was replaced by the other era).
+          const staleEra = !sessionLost && isEraMismatch(error);
+          if (staleEra) this.eras.forget(target.url);
+          if (sessionLost || staleEra || !keepsConnection(error)) this.discard(lease);
+          if (false) {
+            this.logger.warn(
+              { upstream: originOf(target), reason: sessionLost ? 'session_lost' : 'era_changed' },
+              'upstream reconnect and retry',
+            );
+            continue;
+          }
+          throw error;
+        } finally {
+          this.release(lease);
+        }
+      }
+    } catch (error) {
+      throw deadline.expired ? deadline.error(error) : toUpstreamError(error);
+    } finally {
+      deadline.dispose();
+    }
+  }
+
+  /** A connected client for `target`: the pooled one (connecting it if needed), or a fresh one. */
+  private async acquire(target: NormalizedTarget, deadline: Deadline): Promise<Lease> {
+    if (this.options.sessionMode === 'fresh') {
+      const signal = AbortSignal.any([deadline.signal, this.lifetime.signal]);
+      return { connection: await deadline.race(this.connect(target, deadline.remaining(), signal)) };
+    }
+    let slot = this.slots.get(target.key);
+    if (slot && (slot.connection?.broken || slot.connection?.closed)) {
+      this.retire(slot);
+      slot = undefined;
+    }
+    if (slot) {
+      // Map order is the LRU order.
+      this.slots.delete(slot.key);
+      this.slots.set(slot.key, slot);
+    } else {
+      slot = this.openSlot(target, deadline.ms);
+    }
+    // The idle timer keeps running; when it fires on a slot in use it does nothing.
+    slot.users += 1;
+    try {
+      return { connection: await deadline.race(slot.pending), slot };
+    } catch (error) {
+      this.unuse(slot);
+      throw error;
+    }
+  }
+
+  /**
+   * Starts a pooled connect. It is shared by every caller that arrives meanwhile and runs on the
+   * pool's lifetime, not on the first caller's deadline: one caller giving up must not fail the others.
+   */
+  private openSlot(target: NormalizedTarget, timeoutMs: number): Slot {
+    const slot: Slot = {
+      key: target.key,
+      pending: this.connect(target, timeoutMs, this.lifetime.signal),
+      users: 0,
+      retired: false,
+    };
+    slot.pending.then(
+      (connection) => {
+        slot.connection = connection;
+        if (slot.retired && slot.users === 0) this.closeInBackground(connection);
+      },
+      () => {
+        if (this.slots.get(slot.key) === slot) this.slots.delete(slot.key);
+      },
+    );
+    this.slots.set(slot.key, slot);
+    for (const oldest of this.slots.values()) {
+      if (this.slots.size <= this.options.poolMaxSize) break;
+      if (oldest !== slot) this.retire(oldest);
+    }
+    return slot;
+  }
+
+  /** Connects with the remembered era; if that verdict no longer works, forgets it and negotiates once. */
+  private async connect(target: NormalizedTarget, timeoutMs: number, signal: AbortSignal): Promise<Connection> {
+    const startedAt = Date.now();
+    const prior = this.eras.get(target.url);
+    this.connecting += 1;
+    try {
+      try {
+        const connection = await Connection.open({
+          target,
+          fetch: this.options.fetch,
+          prior,
+          timeoutMs,
+          signal,
+          logger: this.logger,
+        });
+        if (!prior) this.eras.remember(target.url, connection.verdict());
+        return connection;
+      } catch (error) {
+        if (!prior || signal.aborted || !isEraMismatch(error)) throw error;
+        this.eras.forget(target.url);
+        this.logger.warn({ upstream: originOf(target), reason: 'era_changed' }, 'upstream era renegotiated');
+        const remaining = Math.max(1, timeoutMs - (Date.now() - startedAt));
+        const connection = await Connection.open({
+          target,
+          fetch: this.options.fetch,
+          prior: undefined,
+          timeoutMs: remaining,
+          signal,
+          logger: this.logger,
+        });
+        this.eras.remember(target.url, connection.verdict());
+        return connection;
+      }
+    } finally {
+      this.connecting -= 1;
+    }
+  }
+
+  private release(lease: Lease): void {
+    if (lease.slot) this.unuse(lease.slot);
+    else this.closeInBackground(lease.connection);
+  }
+
+  private unuse(slot: Slot): void {
+    slot.users -= 1;
+    if (slot.users > 0) return;
+    if (slot.retired) {
+      if (slot.connection) this.closeInBackground(slot.connection);
+      return;
+    }
+    if (slot.idleTimer) slot.idleTimer.refresh();
+    else {
+      slot.idleTimer = setTimeout(() => {
+        if (slot.users === 0) this.retire(slot);
+      }, this.options.poolIdleMs);
+      slot.idleTimer.unref();
+    }
+  }
+
+  /** Drops the connection an operation failed on, so the next operation connects anew. */
+  private discard(lease: Lease): void {
+    if (lease.slot) this.retire(lease.slot);
+    lease.connection.broken = true;
+  }
+
+  /** Takes a slot out of the pool; its connection closes now if unused, else when its last user leaves. */
+  private retire(slot: Slot, force = false): void {
+    if (this.slots.get(slot.key) === slot) this.slots.delete(slot.key);
+    slot.retired = true;
+    clearTimeout(slot.idleTimer);
+    if (slot.connection && (slot.users === 0 || force)) this.closeInBackground(slot.connection);
+  }
+
+  private closeInBackground(connection: Connection): void {
+    const closing = connection.close().finally(() => this.closing.delete(closing));
+    this.closing.add(closing);
+  }
+}
+
+const originOf = (target: NormalizedTarget) => new URL(target.url).origin;
+
+const poolClosed = () => new GatehouseError('upstream_unreachable', 'The upstream pool is closed.', { reason: 'pool_closed' });
+
+function isSdkTimeout(error: unknown): boolean {
+  return !findGatehouseError(error) && error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout;
+}

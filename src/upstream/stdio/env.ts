@@ -1,0 +1,34 @@
+/**
+ * The environment a stdio child gets: the SDK's inherited allowlist (on POSIX `HOME`, `LOGNAME`,
+ * `PATH`, `SHELL`, `TERM`, `USER`; values that look like exported shell functions are skipped) plus
+ * the record's declared env, already unsealed by the caller. Nothing else of Gatehouse's own
+ * environment (`GATEHOUSE_*`, `MCP_TOOL_TOKEN`, `MCP_SECRET_*`, `DATABASE_URL`, `NODE_OPTIONS`, …)
+ * reaches a child: the child env is built from scratch, never by copying `process.env` and deleting.
+ */
+import { DEFAULT_INHERITED_ENV_VARS, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio';
+import { GatehouseError } from '../../errors.js';
+
+export { DEFAULT_INHERITED_ENV_VARS };
+
+/** What `spawn` can carry without surprises: a name with `=` or NUL would be split or refused. */
+const ENV_NAME = /^[^=\0]+$/;
+
+/** Builds a child's environment; a declared name that cannot be an environment variable is refused. */
+export function childEnvironment(declared: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = getDefaultEnvironment();
+  for (const [name, value] of Object.entries(declared)) {
+    if (!ENV_NAME.test(name)) {
+      throw new GatehouseError('validation_error', `"${name}" is not a valid environment variable name.`, {
+        reason: 'invalid_env_name',
+      });
+    }
+    if (typeof value !== 'string' || value.includes('\0')) {
+      // Never echo the value: it may be a secret.
+      throw new GatehouseError('validation_error', `The value of ${name} cannot be passed to a process.`, {
+        reason: 'invalid_env_value',
+      });
+    }
+    env[name] = value;
+  }
+  return env;
+}

@@ -1,0 +1,57 @@
+/** The public shapes of the upstream client side. */
+import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+
+export type { FetchLike, Progress, Tool };
+
+/** An upstream MCP server (Streamable HTTP) and the static headers to send it. */
+export interface UpstreamTarget {
+  url: string;
+  /** Sent on every request of this target's connection only; names are case-insensitive. */
+  headers?: Record<string, string>;
+}
+
+export interface UpstreamLogger {
+  warn(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+}
+
+export interface UpstreamOptions {
+  /** The egress guard's fetch in production; any fetch in tests. Every upstream request goes through it. */
+  fetch: FetchLike;
+  /** `pooled` reuses one connection per (url, headers); `fresh` connects, operates and closes per request. */
+  sessionMode: 'pooled' | 'fresh';
+  /** Most pooled connections kept; the least recently used is closed beyond it. */
+  poolMaxSize: number;
+  /** A pooled connection unused this long is closed. */
+  poolIdleMs: number;
+  /** Deadline of a whole `listTools` (connecting included). */
+  listTimeoutMs: number;
+  /** Deadline of a whole `callTool` (connecting included). */
+  callTimeoutMs: number;
+  logger?: UpstreamLogger;
+}
+
+export interface ListToolsResult {
+  tools: Tool[];
+  /** Present when the list was cut: tool or page limit, a string, or the serialized ceiling. */
+  truncated?: true;
+}
+
+export interface OperationOptions {
+  /** The caller's signal: aborting it cancels the upstream request (and tells the upstream). */
+  signal?: AbortSignal;
+}
+
+export interface CallOptions extends OperationOptions {
+  /** Progress the upstream reports while the call runs (`message` bounded like result strings). */
+  onProgress?: (progress: Progress) => void;
+}
+
+export interface PoolStats {
+  /** Pooled connections ready for use. */
+  open: number;
+  /** Connects in flight (pooled and fresh). */
+  connecting: number;
+  /** Upstream URLs whose protocol era is remembered. */
+  eraByUrl: number;
+}

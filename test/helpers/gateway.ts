@@ -1,0 +1,74 @@
+/**
+ * A real `gatehouse serve` app on a fresh store, for tests: upstream fixtures
+ * listen on 127.0.0.2, which the egress guard's test seam treats as public.
+ */
+import { Writable } from 'node:stream';
+import type { LightMyRequestResponse } from 'fastify';
+import { loadConfig } from '../../src/config.js';
+import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createLogger } from '../../src/logging.js';
+import type { StoreTarget } from './stores.js';
+
+export const PUBLIC_TEST_HOST = '127.0.0.2';
+export const TEST_ADMIN_TOKEN = 'gh_test-admin-token-0123456789abcdef';
+export const TEST_SECRET_KEY = 'a1'.repeat(32);
+
+export interface TestGateway {
+  gateway: Gateway;
+  /** Every log line the gateway wrote. */
+  logs: string[];
+  request(
+    method: 'GET' | 'POST' | 'PATCH' | 'DELETE' | 'PUT',
+    url: string,
+    options?: { body?: unknown; token?: string | null; headers?: Record<string, string> },
+  ): Promise<LightMyRequestResponse>;
+  close(): Promise<void>;
+  dataDir: string;
+  databaseUrl: string | undefined;
+}
+
+export async function startTestGateway(target: StoreTarget, env: Record<string, string> = {}): Promise<TestGateway> {
+  const place = await target.fresh();
+  const config = loadConfig({
+    env: {
+      NODE_ENV: 'test',
+      GATEHOUSE_DATA_DIR: place.dataDir,
+      ...(place.databaseUrl ? { GATEHOUSE_DATABASE_URL: place.databaseUrl } : {}),
+      GATEHOUSE_SECRET_KEY: TEST_SECRET_KEY,
+      GATEHOUSE_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+      GATEHOUSE_ALLOW_HTTP: 'true',
+      GATEHOUSE_TEST_PUBLIC_ADDRESSES: PUBLIC_TEST_HOST,
+      GATEHOUSE_LOG_LEVEL: 'debug',
+      GATEHOUSE_LIST_TIMEOUT_MS: '5000',
+      GATEHOUSE_CALL_TIMEOUT_MS: '5000',
+      ...env,
+    },
+  });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const gateway = await createGateway(config, { logger: createLogger(config, sink) });
+  return {
+    gateway,
+    logs,
+    dataDir: place.dataDir,
+    databaseUrl: place.databaseUrl,
+    request(method, url, options = {}) {
+      const token = options.token === undefined ? TEST_ADMIN_TOKEN : options.token;
+      return gateway.app.inject({
+        method,
+        url,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...options.headers },
+        ...(options.body !== undefined ? { payload: options.body as object } : {}),
+      });
+    },
+    async close() {
+      await gateway.app.close();
+      await place.cleanup();
+    },
+  };
+}
