@@ -222,6 +222,47 @@ export const SETTINGS = {
     default: 'MCP_SECRET_',
     description: 'Env references ({"env": "NAME"}) may only name variables with this prefix.',
   },
+  hubAuth: {
+    env: 'GATEHOUSE_HUB_AUTH',
+    flag: 'hub-auth',
+    schema: z.enum(['token', 'none']),
+    default: 'token',
+    description: 'none: serve unauthenticated hub callers as the `local` client (refused unless bound to loopback).',
+  },
+  allowedOrigins: {
+    env: 'GATEHOUSE_ALLOWED_ORIGINS',
+    flag: 'allowed-origins',
+    schema: z
+      .string()
+      .transform((s) =>
+        s
+          .split(',')
+          .map((o) => o.trim())
+          .filter(Boolean),
+      )
+      .refine((list) => list.every((o) => URL.canParse(o)), 'expected a comma-separated list of origins'),
+    default: '',
+    description: 'Browser origins allowed on the MCP endpoints (loopback origins are allowed while bound to loopback).',
+  },
+  allowedHosts: {
+    env: 'GATEHOUSE_ALLOWED_HOSTS',
+    flag: 'allowed-hosts',
+    schema: z.string().transform((s) =>
+      s
+        .split(',')
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    ),
+    default: '',
+    description: 'Extra Host names accepted on the MCP endpoints while bound to loopback (DNS-rebinding defence).',
+  },
+  toolNameMax: {
+    env: 'GATEHOUSE_TOOL_NAME_MAX',
+    flag: 'tool-name-max',
+    schema: z.coerce.number().int().min(32).max(256),
+    default: 64,
+    description: 'Longest aggregated tool name (<server>__<tool>); longer ones are cut and given a short hash.',
+  },
   testPublicAddresses: {
     env: 'GATEHOUSE_TEST_PUBLIC_ADDRESSES',
     flag: 'test-public-addresses',
@@ -254,6 +295,10 @@ export interface Config {
   readonly opsEnabled: boolean;
   readonly catalog: string | undefined;
   readonly secretEnvPrefix: string;
+  readonly hubAuth: 'token' | 'none';
+  readonly allowedOrigins: readonly string[];
+  readonly allowedHosts: readonly string[];
+  readonly toolNameMax: number;
   readonly testPublicAddresses: readonly string[];
   readonly nodeEnv: string;
 }

@@ -66,6 +66,28 @@ export const ERROR_CATALOGUE = {
   },
   conflict: { status: 409, mcp: 'result', message: 'The request conflicts with the current state.' },
 
+  // The hub: refusals an agent reads in a tool result
+  'tool.blocked': { status: 403, mcp: 'result', message: 'This tool is blocked by policy.' },
+  'tool.quarantined': {
+    status: 403,
+    mcp: 'result',
+    message: 'This tool changed since it was approved (or is new) and waits for an operator to review it.',
+  },
+  'tool.invalid_arguments': { status: 400, mcp: 'result', message: 'The arguments do not match the tool\'s input schema.' },
+  'policy.path_escape': { status: 403, mcp: 'result', message: 'A path argument points outside the allowed workspace.' },
+  'hub.disabled': { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'The hub is switched off.' },
+  /** What a caller gets for a tool it may not see: exactly what a tool that does not exist gets. */
+  unknown_tool: { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'Unknown tool.' },
+
+  // The admin surface
+  'mcp.invalid_arg': { status: 400, mcp: 'result', message: 'A path argument is not allowed.' },
+  'mcp.missing_arg': { status: 400, mcp: 'result', message: 'A required path argument is missing.' },
+
+  // Approvals
+  'approval.not_found': { status: 404, mcp: 'result', message: 'No approval with that id (for this token).' },
+  'approval.not_pending': { status: 409, mcp: 'result', message: 'The approval was already decided.' },
+  'approval.self_approval': { status: 403, mcp: 'result', message: 'The requester cannot decide its own approval.' },
+
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
 } as const satisfies Record<string, ErrorSpec>;

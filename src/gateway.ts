@@ -31,6 +31,8 @@ import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
 import { UpstreamPool } from './upstream/index.js';
 
+const STDERR_LINES_PER_MINUTE = 120;
+
 export interface GatewayDeps {
   logger?: Logger;
   /** Test seam: the egress guards' DNS resolver. */
@@ -107,8 +109,20 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       return pool;
     };
     const probe = new StateProbe({ guardFor: (p) => guards.for(p) });
-    const handshaker = createHandshaker({ poolFor, timeoutMs: config.listTimeoutMs });
-    const registry = new Registry(
+    const stderrWindow = new Map<string, { start: number; lines: number }>();
+    const handshaker = createHandshaker({
+      poolFor,
+      timeoutMs: config.listTimeoutMs,
+      // A chatty child must not flood the event table: at most so many stderr lines per server per minute.
+      onStderr: (id, line) => {
+        const now = Date.now();
+        const window = stderrWindow.get(id);
+        if (!window || now - window.start > 60_000) stderrWindow.set(id, { start: now, lines: 1 });
+        else if (++window.lines > STDERR_LINES_PER_MINUTE) return;
+        void registry.serverEvent(id, 'stderr', line).catch(() => {});
+      },
+    });
+    const registry: Registry = new Registry(
       store,
       new ServerStore(store, key, config.secretEnvPrefix),
       audit,

@@ -4,9 +4,11 @@
  * each bounded. HTTP servers go through the upstream pool (and so the egress
  * guard); stdio servers are started for the test and reaped after.
  */
-import type { Client } from '@modelcontextprotocol/client';
+import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontextprotocol/client';
+import { GatehouseError } from '../errors.js';
 import type { ServerTable } from '../store/schema.js';
-import type { UpstreamPool } from '../upstream/index.js';
+import { boundTool, type UpstreamPool } from '../upstream/index.js';
+import { connectStdio, stdioError } from '../upstream/stdio/index.js';
 import type { Connection, DiscoveredTool } from './records.js';
 
 export interface HandshakeResult {
@@ -62,20 +64,74 @@ export async function listExtras(
   return { prompts, resources };
 }
 
-export interface HttpHandshakerOptions {
-  poolFor(privateNetwork: boolean): UpstreamPool;
-  timeoutMs: number;
-  /** stdio servers: provided by the stdio spawner; absent means stdio cannot be tested here. */
-  stdio?: Handshaker;
+/** The era verdict remembered on the record, so a reconnect skips the probe. */
+export function rememberedEra(row: ServerTable): PriorDiscovery | undefined {
+  if (row.protocol_era === 'legacy') return { kind: 'legacy' };
+  if (row.protocol_era === 'modern' && row.discover) {
+    try {
+      return { kind: 'modern', discover: JSON.parse(row.discover) as DiscoverResult };
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
 }
 
-export function createHandshaker(options: HttpHandshakerOptions): Handshaker {
+/** Blanks every declared secret value in a line a child wrote, before it is stored or logged. */
+export function redactor(secrets: readonly string[]): (line: string) => string {
+  const values = secrets.filter((s) => s.length >= 4);
+  return (line) => values.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
+}
+
+export interface HandshakerOptions {
+  poolFor(privateNetwork: boolean): UpstreamPool;
+  timeoutMs: number;
+  /** Where a stdio child's stderr lines go (already redacted). */
+  onStderr?: (serverId: string, line: string) => void;
+}
+
+/** A stdio server is started for the test in its own process group and reaped after. */
+async function stdioHandshake(
+  row: ServerTable,
+  connection: Extract<Connection, { transport: 'stdio' }>,
+  options: HandshakerOptions,
+): Promise<HandshakeResult> {
+  const redact = redactor(Object.values(connection.env));
+  const deadline = AbortSignal.timeout(options.timeoutMs);
+  const era = rememberedEra(row);
+  const { client, child, era: verdict } = await connectStdio(
+    {
+      command: connection.command,
+      args: connection.args,
+      env: connection.env,
+      label: row.id,
+      onStderrLine: (line) => options.onStderr?.(row.id, redact(line)),
+    },
+    { timeoutMs: options.timeoutMs, signal: deadline, ...(era ? { era } : {}) },
+  );
+  try {
+    const tools = await drain(async (cursor) => {
+      const r = await client.listTools(cursor ? { cursor } : {}, { signal: deadline });
+      return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
+    });
+    return {
+      era: verdict.kind,
+      ...(verdict.kind === 'modern' ? { discover: verdict.discover } : {}),
+      tools: tools as DiscoveredTool[],
+      ...(await listExtras(client, deadline)),
+    };
+  } catch (error) {
+    throw deadline.aborted ? new GatehouseError('upstream_timeout', 'The stdio server did not answer in time.') : stdioError(error, child);
+  } finally {
+    await client.close().catch(() => {});
+    await child.stop(1000);
+  }
+}
+
+export function createHandshaker(options: HandshakerOptions): Handshaker {
   return {
     async handshake(row, connection) {
-      if (connection.transport === 'stdio') {
-        if (!options.stdio) throw new Error('stdio handshakes are not available');
-        return options.stdio.handshake(row, connection);
-      }
+      if (connection.transport === 'stdio') return stdioHandshake(row, connection, options);
       const pool = options.poolFor(connection.privateNetwork);
       const target = { url: connection.url, headers: connection.headers };
       const { tools } = await pool.listTools(target);

@@ -142,6 +142,37 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 2,
+    name: 'hub: approvals',
+    async up(db) {
+      await db.schema
+        .createTable('approvals')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('surface', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('requester_id', 'text', (c) => c.notNull())
+        .addColumn('requester_name', 'text', (c) => c.notNull())
+        .addColumn('server_id', 'text')
+        .addColumn('tool', 'text', (c) => c.notNull())
+        .addColumn('exposed_name', 'text', (c) => c.notNull())
+        .addColumn('arguments', 'text', (c) => c.notNull())
+        .addColumn('args_hash', 'text', (c) => c.notNull())
+        .addColumn('pin_hash', 'text')
+        .addColumn('policy_version', 'integer')
+        .addColumn('detail', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('decided_at', 'text')
+        .addColumn('decided_by', 'text')
+        .addColumn('reason', 'text')
+        .addColumn('executed_at', 'text')
+        .addColumn('result', 'text')
+        .addColumn('error', 'text')
+        .execute();
+      await db.schema.createIndex('approvals_by_status').on('approvals').columns(['status', 'created_at']).execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

@@ -129,7 +129,40 @@ export interface StreamEventTable {
   at: string;
 }
 
+export interface ApprovalTable {
+  id: string;
+  /** `hub` or `admin`: which MCP surface asked. */
+  surface: string;
+  /** pending → approved → executing → executed | failed; or rejected, expired, out_of_scope. */
+  status: string;
+  requester_id: string;
+  requester_name: string;
+  server_id: string | null;
+  /** The upstream tool (hub) or admin tool name. */
+  tool: string;
+  /** The name the agent called. */
+  exposed_name: string;
+  /** The arguments exactly as they will be sent (JSON). */
+  arguments: string;
+  /** SHA-256 of the RFC 8785 canonical arguments. */
+  args_hash: string;
+  pin_hash: string | null;
+  policy_version: number | null;
+  /** What the approval card shows: tool description and title at request time (JSON). */
+  detail: string | null;
+  created_at: string;
+  expires_at: string;
+  decided_at: string | null;
+  decided_by: string | null;
+  reason: string | null;
+  executed_at: string | null;
+  /** The stored upstream result (JSON), returned again on every status read. */
+  result: string | null;
+  error: string | null;
+}
+
 export interface Database {
+  approvals: ApprovalTable;
   gatehouse_meta: MetaTable;
   gatehouse_migrations: MigrationTable;
   tokens: TokenTable;

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { listen } from '../fixtures/http.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
+import { fixtureSpec, newMarker, pidsWithMarker } from '../fixtures/stdio/index.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -97,6 +98,33 @@ describeEachStore('server registry', (target) => {
     } finally {
       await legacy.close();
     }
+  });
+
+  it('tests a stdio server in its own process group and reaps it after', async () => {
+    const marker = newMarker();
+    const spec = fixtureSpec(marker, ['--stderr=2']);
+    const install = await gw.request('POST', '/api/mcp/install', {
+      body: {
+        manifest: {
+          id: 'local-stdio',
+          name: 'stdio fixture',
+          transport: 'stdio',
+          command: spec.command,
+          args: spec.args,
+          env: { FIXTURE_TOKEN: 'stdio-secret-value' },
+        },
+      },
+    });
+    expect(install.statusCode).toBe(201);
+    const test = (await gw.request('POST', '/api/mcp/servers/local-stdio/test')).json();
+    expect(test).toMatchObject({ ok: true, error: null });
+    expect(test.discoveredToolsCount).toBeGreaterThan(0);
+    expect(pidsWithMarker(marker)).toEqual([]);
+    const detail = (await gw.request('GET', '/api/mcp/servers/local-stdio')).json();
+    expect(detail).toMatchObject({ status: 'connected', state: 'stopped', protocolEra: expect.any(String) });
+    // A second handshake reuses the remembered era.
+    expect((await gw.request('POST', '/api/mcp/servers/local-stdio/test')).json().ok).toBe(true);
+    expect(pidsWithMarker(marker)).toEqual([]);
   });
 
   it('pins on the first handshake and quarantines a changed definition without re-pinning', async () => {

@@ -9,6 +9,7 @@ import { GatehouseError } from '../../src/errors.js';
 import {
   type ConnectStdioOptions,
   connectStdio,
+  type ExitInfo,
   isStdioEraMismatch,
   type StdioChild,
   stdioError,
@@ -23,7 +24,9 @@ async function connect(flags: string[], options: Partial<ConnectStdioOptions> = 
   const m = newMarker();
   markers.push(m);
   const received: string[] = [];
+  const exits: ExitInfo[] = [];
   const spec = fixtureSpec(m, ['--log-methods', ...flags], {
+    onExit: (info) => exits.push(info),
     onStderrLine: (line) => {
       const match = /^fixture received (.+)$/.exec(line);
       if (match) received.push(match[1]!);
@@ -31,7 +34,7 @@ async function connect(flags: string[], options: Partial<ConnectStdioOptions> = 
   });
   const connection = await connectStdio(spec, { timeoutMs: 20_000, ...options });
   children.push(connection.child);
-  return { ...connection, received, marker: m };
+  return { ...connection, received, exits, marker: m };
 }
 
 afterEach(async () => {
@@ -63,9 +66,11 @@ describe('first contact negotiates in place', () => {
   });
 
   it('a legacy server that exits on the probe: a fresh child connects with the legacy verdict', async () => {
-    const { client, era, received, attempts } = await connect(['--era=strict-legacy']);
+    const { client, child, era, received, attempts, exits } = await connect(['--era=strict-legacy']);
     expect(era).toEqual({ kind: 'legacy' });
     expect(attempts).toBe(2);
+    // The discarded first child is not reported as an exit of the connection's child.
+    expect(exits).toEqual([]);
     expect((await client.callTool({ name: 'echo', arguments: { text: 'ok' } })).content).toEqual([
       { type: 'text', text: 'ok' },
     ]);
@@ -73,6 +78,8 @@ describe('first contact negotiates in place', () => {
     expect(await waitFor(() => received.includes('tools/call'), 2000)).toBe(true);
     // The first child got the probe and died; the second was never probed.
     expect(received).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/call']);
+    const info = await child.stop(500);
+    expect(exits).toEqual([info]);
   });
 
   it('a legacy server that never answers the probe: legacy after the probe timeout, same child', async () => {

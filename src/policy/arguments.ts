@@ -1,0 +1,57 @@
+/**
+ * Tool arguments validated against the pinned inputSchema before anything is
+ * sent upstream. Each schema is compiled once per pin (the pin hash names an
+ * exact definition); schemas too large or deep were quarantined before they
+ * could get here, and one that fails to compile is refused, never trusted.
+ */
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { GatehouseError } from '../errors.js';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+const MAX_COMPILED = 5000;
+
+export class ArgumentValidator {
+  private readonly ajv: Ajv;
+  private readonly compiled = new Map<string, ValidateFunction | Error>();
+
+  constructor() {
+    // strict: false — upstream schemas use keywords Ajv does not know (and that is not our error).
+    this.ajv = addFormats(new Ajv({ strict: false, allErrors: true, validateSchema: false, allowUnionTypes: true }));
+  }
+
+  /** Throws `tool.invalid_arguments` naming each failing path. */
+  validate(pinKey: string, schema: unknown, args: Record<string, unknown>): void {
+    const validate = this.compile(pinKey, schema);
+    if (validate instanceof Error) {
+      throw new GatehouseError('tool.invalid_arguments', 'The tool’s input schema cannot be compiled; the call is refused.', {
+        reason: 'schema_uncompilable',
+      });
+    }
+    if (!validate(args)) {
+      const issues = (validate.errors ?? []).slice(0, 20).map((e: ErrorObject) => ({
+        path: e.instancePath || '/',
+        message: e.message ?? 'invalid',
+      }));
+      throw new GatehouseError(
+        'tool.invalid_arguments',
+        `The arguments do not match the tool’s input schema: ${issues.map((i) => `${i.path} ${i.message}`).join('; ')}.`,
+        { issues },
+      );
+    }
+  }
+
+  private compile(pinKey: string, schema: unknown): ValidateFunction | Error {
+    let compiled = this.compiled.get(pinKey);
+    if (!compiled) {
+      try {
+        compiled = this.ajv.compile((schema ?? { type: 'object' }) as object);
+      } catch (error) {
+        compiled = error instanceof Error ? error : new Error(String(error));
+      }
+      if (this.compiled.size >= MAX_COMPILED) this.compiled.delete(this.compiled.keys().next().value as string);
+      this.compiled.set(pinKey, compiled);
+    }
+    return compiled;
+  }
+}
