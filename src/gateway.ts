@@ -5,8 +5,12 @@
  * listens, tests inject or use port 0.
  */
 import type { FastifyInstance } from 'fastify';
+import { approvalRoutes } from './api/approvals.js';
+import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
+import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
+import { pinRoutes } from './api/pins.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
@@ -14,11 +18,15 @@ import { type Capability, systemRoutes } from './api/system.js';
 import { tokenAuthenticator } from './api/token-auth.js';
 import { tokenRoutes } from './api/tokens.js';
 import { buildApp } from './app.js';
+import { ApprovalQueue } from './approvals/queue.js';
+import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { EventHub } from './audit/stream.js';
 import type { Config } from './config.js';
 import { createEgressGuard, type EgressGuard, type NetworkPolicy, type Resolver } from './egress/index.js';
 import { createLogger, type Logger } from './logging.js';
+import { Metrics } from './metrics/index.js';
+import { CallLimiter } from './policy/limits.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
 import { ServerStore } from './registry/records.js';
@@ -29,6 +37,7 @@ import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
+import { createHub, type Hub } from './surfaces/hub/index.js';
 import { UpstreamPool } from './upstream/index.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
@@ -47,6 +56,8 @@ export interface Gateway {
   tokens: TokenStore;
   events: EventHub;
   audit: AuditLog;
+  approvals: ApprovalQueue;
+  hub: Hub;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -131,8 +142,26 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       probe,
     );
 
+    const approvals = new ApprovalQueue({ store, audit, events, logger });
+    const metrics = new Metrics({
+      poolConnections: () => [...pools.values()].reduce((n, p) => n + p.stats().open, 0),
+    });
+    const callAuditor = new CallAuditor({ audit, settings, metrics, events });
+    const hub = createHub({
+      config,
+      store,
+      records: registry.records,
+      settings,
+      events,
+      approvals,
+      poolFor,
+      limiter: new CallLimiter(),
+      audit: (record) => callAuditor.record(record),
+    });
+
     const capabilities = async (): Promise<Capability[]> => [
       'registry',
+      ...((await settings.current())['mcp.hubEnabled'] ? (['hub'] as const) : []),
       ...(config.opsEnabled ? (['ops'] as const) : []),
     ];
     const opsAuditor = {
@@ -182,17 +211,26 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
         ...catalogRoutes({ catalog, guard: guards.for(false) }),
         ...streamRoutes(events),
+        ...approvalRoutes({ queue: approvals }),
+        ...pinRoutes({ store, audit, events, registry }),
+        ...auditRoutes({ store }),
+        ...metricsRoutes({ metrics }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
       ],
     });
+    hub.endpoint.register(app);
+    await approvals.start();
     app.addHook('onClose', async () => {
+      await hub.close();
+      await approvals.close();
+      await callAuditor.flush();
       events.close();
       await audit.flush();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
       await store.close();
     });
-    return { app, store, registry, settings, tokens, events, audit, bootstrapToken };
+    return { app, store, registry, settings, tokens, events, audit, approvals, hub, bootstrapToken };
   } catch (error) {
     await store.close();
     throw error;

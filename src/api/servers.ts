@@ -35,7 +35,7 @@ const checkHeaderNames = (headers: Record<string, unknown>, ctx: z.RefinementCtx
   if (!parsed.success) for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
 };
 
-const manifestSchema = z
+export const manifestSchema = z
   .strictObject({
     id: serverIdSchema.optional(),
     name: z.string().trim().min(1).max(200),

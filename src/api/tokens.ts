@@ -12,7 +12,7 @@ export const groupName = z
   .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'group names are lower-case letters, digits, - and _');
 const limitValue = z.number().int().min(1).max(1_000_000).nullable();
 
-const createBody = z.strictObject({
+export const createBody = z.strictObject({
   role: z.enum(['admin', 'operator', 'agent', 'ops']),
   name: z.string().trim().min(1).max(100),
   groups: z.array(groupName).max(64).optional(),

@@ -25,8 +25,16 @@ export interface StreamEvent {
   data: Record<string, unknown>;
 }
 
+export interface NewStreamEvent {
+  type: StreamEventType;
+  data: Record<string, unknown>;
+}
+
 const RETAINED_EVENTS = 10_000;
 const PRUNE_EVERY = 500;
+/** Rows per INSERT: 3 parameters each, far below SQLite's and PostgreSQL's parameter limits. */
+const INSERT_CHUNK = 1000;
+const CATCH_UP_PAGE = 1000;
 
 export class EventHub {
   private readonly listeners = new Set<(event: StreamEvent) => void>();
@@ -52,12 +60,28 @@ export class EventHub {
 
   /** Records an event and announces it; subscribers in every process receive it once. */
   async publish(type: StreamEventType, data: Record<string, unknown>): Promise<void> {
-    await this.store.db
-      .insertInto('stream_events')
-      .values({ type, data: JSON.stringify(data), at: nowIso() })
-      .execute();
-    await this.store.publish('gatehouse_events', type);
-    if (++this.published % PRUNE_EVERY === 0) await this.prune();
+    await this.publishMany([{ type, data }]);
+  }
+
+  /**
+   * Records several events in one statement (per `INSERT_CHUNK`) and announces them once: the way hot-path
+   * events (`tool.called`, from the audit batch flush) reach the stream without a write per event.
+   */
+  async publishMany(events: readonly NewStreamEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    const at = nowIso();
+    for (let i = 0; i < events.length; i += INSERT_CHUNK) {
+      const rows = events
+        .slice(i, i + INSERT_CHUNK)
+        .map((event) => ({ type: event.type, data: JSON.stringify(event.data), at }));
+      await this.store.db.insertInto('stream_events').values(rows).execute();
+    }
+    // Listeners re-read the table from their last id; the payload is only a hint.
+    const first = events[0]?.type as StreamEventType;
+    await this.store.publish('gatehouse_events', events.every((e) => e.type === first) ? first : 'batch');
+    const before = this.published;
+    this.published += events.length;
+    if (Math.floor(before / PRUNE_EVERY) !== Math.floor(this.published / PRUNE_EVERY)) await this.prune();
   }
 
   subscribe(listener: (event: StreamEvent) => void): () => void {
@@ -96,11 +120,19 @@ export class EventHub {
     this.catchingUp = (async () => {
       do {
         this.again = false;
-        const events = await this.since(this.lastSeen).catch(() => []);
+        const events = await this.since(this.lastSeen, CATCH_UP_PAGE).catch(() => []);
         for (const event of events) {
           this.lastSeen = event.id;
-          for (const listener of this.listeners) listener(event);
+          for (const listener of this.listeners) {
+            try {
+              listener(event);
+            } catch {
+              // one failing subscriber must not starve the others
+            }
+          }
         }
+        // A full page means more may be waiting (a large batch): read on without waiting for another poke.
+        if (events.length === CATCH_UP_PAGE) this.again = true;
       } while (this.again);
     })().finally(() => {
       this.catchingUp = undefined;

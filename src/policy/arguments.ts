@@ -24,9 +24,13 @@ export class ArgumentValidator {
   validate(pinKey: string, schema: unknown, args: Record<string, unknown>): void {
     const validate = this.compile(pinKey, schema);
     if (validate instanceof Error) {
-      throw new GatehouseError('tool.invalid_arguments', 'The tool’s input schema cannot be compiled; the call is refused.', {
-        reason: 'schema_uncompilable',
-      });
+      throw new GatehouseError(
+        'tool.invalid_arguments',
+        'The tool’s input schema cannot be compiled; the call is refused.',
+        {
+          reason: 'schema_uncompilable',
+        },
+      );
     }
     if (!validate(args)) {
       const issues = (validate.errors ?? []).slice(0, 20).map((e: ErrorObject) => ({

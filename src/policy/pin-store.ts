@@ -6,6 +6,7 @@
  * quarantined (`schema_too_large`). Only an operator's approval re-pins.
  */
 import type { Kysely, Transaction } from 'kysely';
+import { GatehouseError } from '../errors.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ToolPinTable } from '../store/schema.js';
 import { pinHash, pinnedDefinition, schemaTooLarge, type ToolDefinition } from './pins.js';
@@ -135,4 +136,117 @@ export async function listPins(db: Kysely<Database>, serverId: string): Promise<
 /** Pin states keyed by tool name, for the verdicts of one server. */
 export async function pinStates(db: Kysely<Database>, serverId: string): Promise<Map<string, PinView>> {
   return new Map((await listPins(db, serverId)).map((p) => [p.tool, p]));
+}
+
+export async function getPin(db: Kysely<Database>, serverId: string, tool: string): Promise<PinView | undefined> {
+  const row = await db
+    .selectFrom('tool_pins')
+    .selectAll()
+    .where('server_id', '=', serverId)
+    .where('tool_name', '=', tool)
+    .executeTakeFirst();
+  return row ? toPinView(row) : undefined;
+}
+
+/** One page of a server's pins, by tool name, with the total. */
+export async function listPinsPage(
+  db: Kysely<Database>,
+  serverId: string,
+  page: { limit: number; offset: number },
+): Promise<{ pins: PinView[]; total: number }> {
+  const rows = await db
+    .selectFrom('tool_pins')
+    .selectAll()
+    .where('server_id', '=', serverId)
+    .orderBy('tool_name')
+    .limit(page.limit)
+    .offset(page.offset)
+    .execute();
+  const { total } = await db
+    .selectFrom('tool_pins')
+    .select((eb) => eb.fn.countAll<number>().as('total'))
+    .where('server_id', '=', serverId)
+    .executeTakeFirstOrThrow();
+  return { pins: rows.map(toPinView), total: Number(total) };
+}
+
+export interface PinApproval {
+  tool: string;
+  /** The hash pinned before (null for a tool that was never pinned: `new`). */
+  previousHash: string | null;
+  pinHash: string;
+  /** Why it had been quarantined. */
+  reason: QuarantineReason | null;
+}
+
+/**
+ * An operator's approval of a quarantined tool, inside the caller's transaction: the pending definition
+ * becomes the pin. Refused (409 `conflict`) when nothing is pending, when the pending hash is not the one
+ * the operator reviewed (`expectedHash`), or when the schema is over the compile limits.
+ */
+export async function approvePin(
+  trx: Transaction<Database>,
+  serverId: string,
+  tool: string,
+  options: { approvedBy: string; expectedHash?: string | undefined },
+): Promise<PinApproval> {
+  const row = await trx
+    .selectFrom('tool_pins')
+    .selectAll()
+    .where('server_id', '=', serverId)
+    .where('tool_name', '=', tool)
+    .executeTakeFirst();
+  if (!row) {
+    throw new GatehouseError('not_found', `Server "${serverId}" has no tool "${tool}".`, { server: serverId, tool });
+  }
+  if (row.state !== 'quarantined' || !row.pending_hash || !row.pending_definition) {
+    throw new GatehouseError('conflict', `Tool "${tool}" has no pending definition to approve.`, {
+      server: serverId,
+      tool,
+      state: row.state,
+    });
+  }
+  if (options.expectedHash !== undefined && options.expectedHash !== row.pending_hash) {
+    throw new GatehouseError(
+      'conflict',
+      `Tool "${tool}" changed again since it was reviewed; review the new definition before approving.`,
+      { server: serverId, tool, pendingHash: row.pending_hash },
+    );
+  }
+  const pending = parseJson<ToolDefinition | null>(row.pending_definition, null);
+  if (!pending || row.reason === 'schema_too_large' || schemaTooLarge(pending)) {
+    throw new GatehouseError(
+      'conflict',
+      `Tool "${tool}" has a schema over the size or depth limit; it cannot be approved.`,
+      { server: serverId, tool, reason: 'schema_too_large' },
+    );
+  }
+  const result = await trx
+    .updateTable('tool_pins')
+    .set({
+      pin_hash: row.pending_hash,
+      definition: row.pending_definition,
+      state: 'pinned',
+      reason: null,
+      pending_hash: null,
+      pending_definition: null,
+      updated_at: nowIso(),
+      approved_by: options.approvedBy,
+    })
+    .where('server_id', '=', serverId)
+    .where('tool_name', '=', tool)
+    .where('pending_hash', '=', row.pending_hash)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) !== 1) {
+    throw new GatehouseError('conflict', `Tool "${tool}" changed while it was being approved.`, {
+      server: serverId,
+      tool,
+    });
+  }
+  return {
+    tool,
+    previousHash: row.pin_hash || null,
+    pinHash: row.pending_hash,
+    reason: (row.reason as QuarantineReason | null) ?? null,
+  };
 }

@@ -39,6 +39,8 @@ export interface DiscoveredTool {
 
 /** Per-server fields added by later issues (path sandbox, stdio lifecycle); kept in one JSON column. */
 export interface ServerOptions {
+  /** Variables the server's manifest says it needs (names only). */
+  envRequired?: string[];
   pathArgs?: string[];
   workspaceRoots?: string[];
   lazyStart?: boolean;
@@ -83,7 +85,7 @@ export interface ConfigPatch {
 }
 
 /** What the API shows: every secret masked. */
-export interface ServerView {
+export interface ServerView extends ServerOptions {
   id: string;
   name: string;
   description: string | null;
@@ -112,7 +114,6 @@ export interface ServerView {
   author: string | null;
   installedAt: string;
   updatedAt: string;
-  [option: string]: unknown;
 }
 
 export interface ServerDetail extends ServerView {

@@ -1,0 +1,78 @@
+/** The approval queue over REST: operators list, read and decide; the decision answers before the call runs. */
+import { z } from 'zod';
+import type { ApprovalQueue } from '../approvals/queue.js';
+import { APPROVAL_STATUSES } from '../approvals/types.js';
+import { GatehouseError } from '../errors.js';
+import type { Principal } from './auth.js';
+import { listAnswer, pageQuery } from './lists.js';
+import { defineRoute, type RouteDeclaration } from './route.js';
+
+const DECIDERS = ['admin', 'operator'] as const;
+
+const idParams = z.strictObject({ id: z.string().min(1).max(64) });
+const listQuery = pageQuery.extend({ status: z.enum(APPROVAL_STATUSES).optional() });
+/** The body is optional: `POST …/approve` with no body decides without a reason. */
+const decisionBody = z.strictObject({ reason: z.string().max(2000).optional() }).optional();
+
+const reasonOf = (body: { reason?: string | undefined } | undefined): string | undefined =>
+  body?.reason?.trim() || undefined;
+
+/** Routes with an access list always have a principal; this keeps the type honest without `!`. */
+function signedIn(principal: Principal | undefined): Principal {
+  if (!principal) throw new GatehouseError('unauthorized');
+  return principal;
+}
+
+export interface ApprovalRouteDeps {
+  queue: ApprovalQueue;
+}
+
+export function approvalRoutes({ queue }: ApprovalRouteDeps): RouteDeclaration[] {
+  return [
+    defineRoute({
+      method: 'GET',
+      url: '/api/approvals',
+      summary: 'Approvals, newest first, optionally by status (pending, approved, executed, …); results left out.',
+      scope: 'approvals',
+      access: DECIDERS,
+      mcp: { tool: 'approval_list', tier: 'autonomousRead' },
+      query: listQuery,
+      async handler({ query }) {
+        const { approvals, total } = await queue.list(query);
+        return listAnswer('approvals', approvals, total);
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      url: '/api/approvals/:id',
+      summary: 'One approval card: requester, tool, the arguments exactly as they will be sent, detail, outcome.',
+      scope: 'approvals',
+      access: DECIDERS,
+      mcp: { tool: 'approval_get', tier: 'autonomousRead' },
+      params: idParams,
+      handler: ({ params }) => queue.get(params.id),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/approvals/:id/approve',
+      summary: 'Approve a pending call; it runs once, in the background, right after this answer (`approved`).',
+      scope: 'approvals',
+      access: DECIDERS,
+      mcp: { exclude: 'an agent could approve its own requests' },
+      params: idParams,
+      body: decisionBody,
+      handler: ({ params, body, principal }) => queue.decide(params.id, 'approve', signedIn(principal), reasonOf(body)),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/approvals/:id/reject',
+      summary: 'Reject a pending call with an optional reason the agent will read.',
+      scope: 'approvals',
+      access: DECIDERS,
+      mcp: { exclude: 'an agent could approve its own requests' },
+      params: idParams,
+      body: decisionBody,
+      handler: ({ params, body, principal }) => queue.decide(params.id, 'reject', signedIn(principal), reasonOf(body)),
+    }),
+  ];
+}

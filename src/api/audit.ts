@@ -1,0 +1,56 @@
+/** The audit trail over REST: `GET /api/audit` (filtered, paged) and `GET /api/mcp/clients` (clients seen). */
+import { z } from 'zod';
+import { AuditQuery } from '../audit/query.js';
+import { CALL_VERDICTS } from '../metrics/index.js';
+import type { Store } from '../store/db.js';
+import { listAnswer, pageQuery } from './lists.js';
+import { defineRoute, type RouteDeclaration } from './route.js';
+
+/** An ISO-8601 time with a zone, normalized to the stored form (UTC, milliseconds) so text comparison is exact. */
+const isoTime = z.iso
+  .datetime({ offset: true })
+  .transform((value) => new Date(value).toISOString())
+  .describe('ISO-8601 time, e.g. 2026-01-31T12:00:00Z');
+
+const auditQuery = pageQuery.extend({
+  client: z.string().min(1).max(200).optional().describe('client (token) id or name'),
+  server: z.string().min(1).max(200).optional(),
+  verdict: z.enum(CALL_VERDICTS).optional(),
+  kind: z.enum(['admin', 'call', 'ops']).optional(),
+  since: isoTime.optional(),
+});
+
+const clientsQuery = pageQuery.extend({ since: isoTime.optional() });
+
+export function auditRoutes(deps: { store: Store }): RouteDeclaration[] {
+  const audit = new AuditQuery(deps.store);
+  return [
+    defineRoute({
+      method: 'GET',
+      url: '/api/audit',
+      summary: 'Audit events, newest first: tool calls (verdict, outcome, latency, sizes) and control-plane changes.',
+      scope: 'audit',
+      access: ['admin', 'operator'],
+      mcp: { tool: 'audit_list', tier: 'autonomousRead' },
+      query: auditQuery,
+      async handler({ query }) {
+        const { limit, offset, ...filter } = query;
+        const { events, total } = await audit.list(filter, { limit, offset });
+        return listAnswer('events', events, total);
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      url: '/api/mcp/clients',
+      summary: 'MCP clients seen in the audit trail, with last activity, call counts and the servers they used.',
+      scope: 'servers',
+      access: ['admin', 'operator'],
+      mcp: { tool: 'mcp_client_list', tier: 'autonomousRead' },
+      query: clientsQuery,
+      async handler({ query }) {
+        const { clients, total } = await audit.clients(query);
+        return listAnswer('clients', clients, total);
+      },
+    }),
+  ];
+}

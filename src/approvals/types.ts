@@ -1,0 +1,129 @@
+/** The approval record as the API and the executors see it (camelCase), and how a stored row becomes one. */
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+import { parseJson } from '../store/json.js';
+import type { ApprovalTable } from '../store/schema.js';
+
+export type ApprovalSurface = 'hub' | 'admin';
+export const APPROVAL_SURFACES: readonly ApprovalSurface[] = ['hub', 'admin'];
+
+/** pending → approved → executing → executed | failed; or rejected, expired, out_of_scope. */
+export type ApprovalStatus =
+  | 'pending'
+  | 'approved'
+  | 'executing'
+  | 'executed'
+  | 'failed'
+  | 'rejected'
+  | 'expired'
+  | 'out_of_scope';
+
+export const APPROVAL_STATUSES: readonly ApprovalStatus[] = [
+  'pending',
+  'approved',
+  'executing',
+  'executed',
+  'failed',
+  'rejected',
+  'expired',
+  'out_of_scope',
+];
+
+export const FINAL_STATUSES: ReadonlySet<ApprovalStatus> = new Set([
+  'executed',
+  'failed',
+  'rejected',
+  'expired',
+  'out_of_scope',
+]);
+
+/** What the approval card shows besides the call itself; surfaces may add their own facts. */
+export interface ApprovalDetail {
+  title?: string | undefined;
+  description?: string | undefined;
+  [fact: string]: unknown;
+}
+
+export interface ApprovalError {
+  code: string;
+  message: string;
+}
+
+export interface ApprovalView {
+  id: string;
+  surface: ApprovalSurface;
+  status: ApprovalStatus;
+  requester: { id: string; name: string };
+  serverId: string | null;
+  /** The upstream tool (hub) or the admin tool name. */
+  tool: string;
+  /** The name the agent called. */
+  exposedName: string;
+  /** Exactly what will be sent. */
+  arguments: Record<string, unknown>;
+  /** SHA-256 (hex) of the RFC 8785 canonical arguments. */
+  argsHash: string;
+  pinHash: string | null;
+  policyVersion: number | null;
+  detail: ApprovalDetail;
+  createdAt: string;
+  expiresAt: string;
+  decidedAt: string | null;
+  /** The deciding token (its name from the token table, null if it no longer exists); null for expiry. */
+  decidedBy: { id: string; name: string | null } | null;
+  /** The operator's reason, or why the system ended it (expired, out_of_scope). */
+  reason: string | null;
+  /** When the call finished (executed or failed). */
+  executedAt: string | null;
+  hasResult: boolean;
+  /** The stored result; present on single reads (`get`), left out of lists. */
+  result?: unknown;
+  error: ApprovalError | null;
+}
+
+/** The agent-facing outcome (`gatehouse__approval_status`); snake_case where the references fix it. */
+export interface ApprovalStatusAnswer {
+  /** `approved` and `executing` read as `pending`: the call has not finished yet. */
+  status: 'pending' | 'rejected' | 'expired' | 'out_of_scope' | 'executed' | 'failed';
+  approval_id: string;
+  reason?: string;
+  result?: unknown;
+  error?: ApprovalError;
+}
+
+/** SHA-256 hex of the RFC 8785 canonical JSON of the arguments. */
+export function argumentsHash(args: unknown): string {
+  const canonical = canonicalize(args ?? {}) ?? '';
+  return createHash('sha256').update(canonical, 'utf8').digest('hex');
+}
+
+export type ApprovalRow = ApprovalTable & { decided_by_name?: string | null };
+
+export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalView {
+  const status = row.status as ApprovalStatus;
+  const view: ApprovalView = {
+    id: row.id,
+    surface: row.surface as ApprovalSurface,
+    status,
+    requester: { id: row.requester_id, name: row.requester_name },
+    serverId: row.server_id,
+    tool: row.tool,
+    exposedName: row.exposed_name,
+    arguments: parseJson<Record<string, unknown>>(row.arguments, {}),
+    argsHash: row.args_hash,
+    pinHash: row.pin_hash,
+    policyVersion: row.policy_version === null ? null : Number(row.policy_version),
+    detail: parseJson<ApprovalDetail>(row.detail, {}),
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    decidedAt: row.decided_at,
+    decidedBy: row.decided_by ? { id: row.decided_by, name: row.decided_by_name ?? null } : null,
+    reason: row.reason,
+    // While executing, the column holds the execution lease (heartbeat), not a finish time.
+    executedAt: status === 'executed' || status === 'failed' ? row.executed_at : null,
+    hasResult: row.result !== null,
+    error: parseJson<ApprovalError | null>(row.error, null),
+  };
+  if (withResult) view.result = parseJson<unknown>(row.result, null);
+  return view;
+}

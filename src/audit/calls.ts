@@ -1,0 +1,176 @@
+/**
+ * One audit event per tool call, from every MCP surface. `record` is on the
+ * hot path: it computes the argument digest, updates the metrics, and queues
+ * the row on the `AuditLog` (written in a batch within 100 ms, never a store
+ * round trip per call). The batch flush also publishes `tool.called` on the
+ * event stream — ids, verdict, outcome and latency, never payloads.
+ *
+ * What of the payloads is kept follows the `audit.payloads` setting: with
+ * `metadata` (the default) nothing of the arguments or the result is stored
+ * (only the digest); with `data` both are stored, redacted (`redact.ts`).
+ */
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+import type { Principal } from '../api/auth.js';
+import type { ErrorCode } from '../errors.js';
+import type { CallSurface, CallVerdict, Metrics } from '../metrics/index.js';
+import type { Settings } from '../settings/keys.js';
+import type { AuditLog, AuditRow } from './log.js';
+import { redact } from './redact.js';
+import type { NewStreamEvent } from './stream.js';
+
+export type { CallSurface, CallVerdict };
+export type CallOutcome = 'ok' | 'tool_error' | 'pending_approval' | ErrorCode;
+export type PayloadMode = Settings['audit.payloads'];
+
+export interface CallEvent {
+  /** When the call arrived (default: now). */
+  at?: Date | string | undefined;
+  client: Principal;
+  surface: CallSurface;
+  /** The server the call addressed; null on the admin/memory surfaces or when none resolved. */
+  serverId: string | null;
+  /** The tool name on its server (upstream name), or the admin/memory tool. */
+  tool: string;
+  verdict: CallVerdict;
+  approvalId?: string | undefined;
+  /** `ok`, `tool_error` (the tool answered `isError`), `pending_approval`, or the error code that ended it. */
+  outcome: CallOutcome;
+  latencyMs: number;
+  requestBytes: number;
+  responseBytes: number;
+  /**
+   * The call's arguments. Always pass them: the digest is computed from them in every mode; they are
+   * stored (redacted) only under `audit.payloads=data`. Missing arguments digest like `{}`.
+   */
+  arguments?: unknown;
+  /** A digest already computed with `argsDigest` (e.g. for the approval), to skip computing it again. */
+  argsDigest?: string | undefined;
+  /** The result the caller received; stored (redacted) only under `audit.payloads=data`. */
+  result?: unknown;
+  /** Whether the call reached its server (its duration feeds the per-server histogram). Default: verdict `allow`. */
+  upstream?: boolean | undefined;
+  /**
+   * The `audit.payloads` value in force for this call, if the caller already read the settings for it;
+   * otherwise the auditor reads them (cached; a store read only after a settings change).
+   */
+  payloads?: PayloadMode | undefined;
+}
+
+/** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
+export function argsDigest(args: unknown): string | null {
+  try {
+    const canonical = canonicalize(args === undefined ? {} : args);
+    if (canonical === undefined) return null;
+    return createHash('sha256').update(canonical, 'utf8').digest('hex');
+  } catch {
+    return null;
+  }
+}
+
+/** A non-negative integer column value; anything else is stored as null (one bad value must not fail a batch). */
+function count(value: number): number | null {
+  return Number.isFinite(value) ? Math.max(0, Math.round(value)) : null;
+}
+
+/** Stored times are ISO-8601 UTC, so they sort and compare as text in both databases. */
+function isoTime(at: Date | string | undefined): string {
+  const date = at === undefined ? new Date() : at instanceof Date ? at : new Date(at);
+  return Number.isNaN(date.getTime()) ? new Date().toISOString() : date.toISOString();
+}
+
+export interface CallAuditorDeps {
+  audit: AuditLog;
+  /** The settings service (its `current()` is cached behind a version check). */
+  settings: { current(): Promise<Settings> };
+  metrics?: Metrics | undefined;
+  /** Where the batch flush publishes `tool.called`; wires `audit.streamTo(events)`. */
+  events?: { publishMany(events: readonly NewStreamEvent[]): Promise<void> } | undefined;
+}
+
+export class CallAuditor {
+  private readonly inFlight = new Set<Promise<void>>();
+  private settingsRead: Promise<Settings> | undefined;
+
+  constructor(private readonly deps: CallAuditorDeps) {
+    if (deps.events) deps.audit.streamTo(deps.events);
+  }
+
+  /** Records one call. Synchronous for the caller and never throws: auditing must not fail the call. */
+  record(event: CallEvent): void {
+    const atIso = isoTime(event.at);
+    this.deps.metrics?.observeCall({
+      surface: event.surface,
+      verdict: event.verdict,
+      outcome: event.outcome,
+      serverId: event.serverId,
+      latencyMs: event.latencyMs,
+      upstream: event.upstream ?? event.verdict === 'allow',
+    });
+    if (event.payloads !== undefined) {
+      this.enqueue(event, atIso, event.payloads);
+      return;
+    }
+    // One settings read shared by every call recorded while it is in progress (a cold cache under a burst).
+    this.settingsRead ??= this.deps.settings.current().finally(() => {
+      this.settingsRead = undefined;
+    });
+    const pending = this.settingsRead.then(
+      (settings) => this.enqueue(event, atIso, settings['audit.payloads']),
+      // Settings unreadable: record the call anyway, keeping no payloads (the safe reading of the setting).
+      () => this.enqueue(event, atIso, 'metadata'),
+    );
+    this.inFlight.add(pending);
+    void pending.finally(() => this.inFlight.delete(pending));
+  }
+
+  /** Writes every call recorded so far (waiting for settings reads in progress); for shutdown and tests. */
+  async flush(): Promise<void> {
+    await Promise.all([...this.inFlight]);
+    await this.deps.audit.flush();
+  }
+
+  private enqueue(event: CallEvent, at: string, payloads: PayloadMode): void {
+    let data: string | null = null;
+    if (payloads === 'data') {
+      try {
+        data = JSON.stringify({ arguments: redact(event.arguments), result: redact(event.result) });
+      } catch {
+        data = JSON.stringify({ payloadError: 'the payload could not be serialized' });
+      }
+    }
+    const latencyMs = count(event.latencyMs);
+    const row: AuditRow = {
+      at,
+      kind: 'call',
+      action: `${event.surface}.call`,
+      actor_id: event.client.id,
+      actor_name: event.client.name,
+      server_id: event.serverId,
+      tool: event.tool,
+      verdict: event.verdict,
+      approval_id: event.approvalId ?? null,
+      outcome: event.outcome,
+      latency_ms: latencyMs,
+      request_bytes: count(event.requestBytes),
+      response_bytes: count(event.responseBytes),
+      args_digest: event.argsDigest ?? argsDigest(event.arguments),
+      data,
+    };
+    this.deps.audit.enqueue(row, {
+      type: 'tool.called',
+      data: {
+        calledAt: at,
+        surface: event.surface,
+        clientId: event.client.id,
+        clientName: event.client.name,
+        server: event.serverId,
+        tool: event.tool,
+        verdict: event.verdict,
+        outcome: event.outcome,
+        latencyMs,
+        ...(event.approvalId ? { approvalId: event.approvalId } : {}),
+      },
+    });
+  }
+}

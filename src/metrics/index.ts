@@ -1,0 +1,134 @@
+/**
+ * Prometheus metrics. Each `Metrics` owns its own prom-client `Registry` —
+ * never the global default — so several apps (and tests) in one process do not
+ * collide. Label values are kept to known, bounded sets: a value an agent could
+ * choose freely (an unknown server name, a made-up outcome) never becomes a
+ * label, so the series count stays bounded.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { ERROR_CATALOGUE } from '../errors.js';
+
+export const CALL_SURFACES = ['hub', 'admin', 'memory'] as const;
+export type CallSurface = (typeof CALL_SURFACES)[number];
+
+export const CALL_VERDICTS = ['allow', 'gated', 'blocked', 'unknown_server', 'unknown_tool', 'quarantined'] as const;
+export type CallVerdict = (typeof CALL_VERDICTS)[number];
+
+/** Seconds; from a sub-millisecond local answer to a slow upstream. */
+export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** A number now, or a promise of one (e.g. a count from the store, read at scrape time only). */
+export type GaugeSource = () => number | Promise<number>;
+
+export interface MetricsOptions {
+  /** Open upstream connections, read at scrape time. */
+  poolConnections?: GaugeSource | undefined;
+  /** Approvals waiting for a decision, read at scrape time. */
+  approvalsPending?: GaugeSource | undefined;
+  /** Node.js process metrics (CPU, memory, event loop, GC); default true. */
+  defaultMetrics?: boolean | undefined;
+}
+
+export interface ObservedCall {
+  surface: string;
+  verdict: string;
+  outcome: string;
+  /** The server label of the duration histogram; only observed when `upstream` is true. */
+  serverId: string | null;
+  latencyMs: number;
+  /** Whether the call went to its server (then its duration is observed per server). */
+  upstream: boolean;
+}
+
+const KNOWN_OUTCOMES: ReadonlySet<string> = new Set([
+  'ok',
+  'tool_error',
+  'pending_approval',
+  ...Object.keys(ERROR_CATALOGUE),
+]);
+const KNOWN_SURFACES: ReadonlySet<string> = new Set(CALL_SURFACES);
+const KNOWN_VERDICTS: ReadonlySet<string> = new Set(CALL_VERDICTS);
+
+const bounded = (value: string, known: ReadonlySet<string>): string => (known.has(value) ? value : 'other');
+
+async function read(source: GaugeSource | undefined): Promise<number | undefined> {
+  if (!source) return undefined;
+  try {
+    const value = await source();
+    return Number.isFinite(value) ? value : undefined;
+  } catch {
+    return undefined; // a failing source must not break the whole scrape; the gauge keeps its last value
+  }
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly toolCalls: Counter<'surface' | 'verdict' | 'outcome'>;
+  readonly toolCallDuration: Histogram<'server'>;
+  readonly poolConnections: Gauge;
+  readonly approvalsPending: Gauge;
+  private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
+
+  constructor(options: MetricsOptions = {}) {
+    this.sources = { poolConnections: options.poolConnections, approvalsPending: options.approvalsPending };
+    const sources = () => this.sources;
+    this.toolCalls = new Counter({
+      name: 'gatehouse_tool_calls_total',
+      help: 'Tool calls by surface, verdict and outcome.',
+      labelNames: ['surface', 'verdict', 'outcome'] as const,
+      registers: [this.registry],
+    });
+    this.toolCallDuration = new Histogram({
+      name: 'gatehouse_tool_call_duration_seconds',
+      help: 'Duration of tool calls that reached their server, by server.',
+      labelNames: ['server'] as const,
+      buckets: DURATION_BUCKETS,
+      registers: [this.registry],
+    });
+    this.poolConnections = new Gauge({
+      name: 'gatehouse_upstream_pool_connections',
+      help: 'Open pooled connections to upstream MCP servers.',
+      registers: [this.registry],
+      async collect() {
+        const value = await read(sources().poolConnections);
+        if (value !== undefined) this.set(value);
+      },
+    });
+    this.approvalsPending = new Gauge({
+      name: 'gatehouse_approvals_pending',
+      help: 'Approvals waiting for a decision.',
+      registers: [this.registry],
+      async collect() {
+        const value = await read(sources().approvalsPending);
+        if (value !== undefined) this.set(value);
+      },
+    });
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Sets (or replaces) the scrape-time sources, for parts created after the metrics. */
+  setSources(sources: Pick<MetricsOptions, 'poolConnections' | 'approvalsPending'>): void {
+    this.sources = { ...this.sources, ...sources };
+  }
+
+  /** Counts one call; cheap (a few map lookups), safe on the hot path. */
+  observeCall(call: ObservedCall): void {
+    this.toolCalls.inc({
+      surface: bounded(call.surface, KNOWN_SURFACES),
+      verdict: bounded(call.verdict, KNOWN_VERDICTS),
+      outcome: bounded(call.outcome, KNOWN_OUTCOMES),
+    });
+    if (call.upstream && Number.isFinite(call.latencyMs) && call.latencyMs >= 0) {
+      this.toolCallDuration.observe({ server: call.serverId ?? 'gatehouse' }, call.latencyMs / 1000);
+    }
+  }
+
+  /** The Prometheus text exposition of every metric in this registry. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

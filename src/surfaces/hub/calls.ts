@@ -1,0 +1,249 @@
+/**
+ * One tool call through the hub, step by step (DESIGN.md, "How a tool call
+ * flows"): resolve the name, take the verdict, apply the token's limits,
+ * validate the arguments against the pinned schema, keep path arguments in
+ * their sandbox, queue a gated call for approval or run an allowed one on its
+ * upstream, and audit exactly one event whatever happens.
+ */
+import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
+import type { TokenPrincipal } from '../../api/token-auth.js';
+import type { CallOutcome } from '../../audit/calls.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { ArgumentValidator } from '../../policy/arguments.js';
+import { assertPathsInside } from '../../policy/paths.js';
+import type { SettingsService } from '../../settings/service.js';
+import type { BoundedCallResult, UpstreamPool } from '../../upstream/index.js';
+import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
+import type { HubServer, HubTool, Snapshot } from './view.js';
+
+export type CallVerdict = 'allow' | 'gated' | 'blocked' | 'unknown_server' | 'unknown_tool' | 'quarantined';
+
+export interface CallRecord {
+  client: TokenPrincipal;
+  surface: 'hub';
+  serverId: string | null;
+  tool: string;
+  verdict: CallVerdict;
+  approvalId?: string;
+  outcome: CallOutcome;
+  latencyMs: number;
+  requestBytes: number;
+  responseBytes: number;
+  arguments?: unknown;
+  result?: unknown;
+}
+
+/** What the call path needs from the rest of Gatehouse (each a real module, passed in at assembly). */
+export interface CallPorts {
+  settings: SettingsService;
+  validator: ArgumentValidator;
+  poolFor(privateNetwork: boolean): UpstreamPool;
+  limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
+  audit(record: CallRecord): void;
+  approvals: {
+    create(request: {
+      surface: 'hub';
+      requester: TokenPrincipal;
+      serverId: string;
+      tool: string;
+      exposedName: string;
+      arguments: Record<string, unknown>;
+      pinHash: string | null;
+      policyVersion: number;
+      detail: { title?: string; description?: string };
+    }): Promise<{ id: string }>;
+  };
+}
+
+/** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */
+export type CallScope = { kind: 'aggregate' } | { kind: 'single'; serverId: string };
+
+type Resolution =
+  | { tool: HubTool; server: HubServer }
+  | { missing: 'unknown_server' | 'unknown_tool'; serverId: string | null };
+
+export function resolveTool(snapshot: Snapshot, groups: readonly string[], scope: CallScope, name: string): Resolution {
+  if (scope.kind === 'single') {
+    const server = snapshot.server(scope.serverId, groups);
+    if (!server) return { missing: 'unknown_server', serverId: scope.serverId };
+    const tool = server.toolsByName.get(name);
+    return tool && tool.verdict !== 'excluded'
+      ? { tool, server }
+      : { missing: 'unknown_tool', serverId: server.row.id };
+  }
+  const split = name.indexOf('__');
+  const serverId = split > 0 ? name.slice(0, split) : null;
+  const server = serverId ? snapshot.server(serverId, groups) : undefined;
+  if (!server) return { missing: 'unknown_server', serverId };
+  const tool = server.tools.get(name);
+  return tool && tool.verdict !== 'excluded' ? { tool, server } : { missing: 'unknown_tool', serverId: server.row.id };
+}
+
+function sizeOf(value: unknown): number {
+  return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+}
+
+function toCallToolResult(result: BoundedCallResult): CallToolResult {
+  const { truncated, ...rest } = result as BoundedCallResult & { truncated?: boolean };
+  return {
+    ...(rest as CallToolResult),
+    ...(truncated ? { _meta: { ...((rest as CallToolResult)._meta ?? {}), 'io.gatehouse/truncated': true } } : {}),
+  };
+}
+
+/** Runs an allowed call on its upstream: through the pool (and so the egress guard) for HTTP servers. */
+export async function runUpstream(
+  ports: Pick<CallPorts, 'poolFor'>,
+  snapshot: Snapshot,
+  server: HubServer,
+  toolName: string,
+  args: Record<string, unknown>,
+  options: {
+    signal?: AbortSignal;
+    onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
+  },
+): Promise<CallToolResult> {
+  const connection = snapshot.connectionOf(server);
+  if (connection.transport === 'stdio') {
+    throw new GatehouseError(
+      'upstream_unreachable',
+      `The stdio server "${server.row.id}" is not running under a supervisor yet.`,
+      {
+        reason: 'stdio_not_supervised',
+      },
+    );
+  }
+  const result = await ports
+    .poolFor(connection.privateNetwork)
+    .callTool({ url: connection.url, headers: connection.headers }, toolName, args, {
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    });
+  return toCallToolResult(result);
+}
+
+export class HubCalls {
+  constructor(private readonly ports: CallPorts) {}
+
+  async call(
+    principal: TokenPrincipal,
+    snapshot: Snapshot,
+    scope: CallScope,
+    params: {
+      name: string;
+      arguments?: Record<string, unknown> | undefined;
+      _meta?: { progressToken?: string | number } | undefined;
+    },
+    ctx: ServerContext,
+  ): Promise<CallToolResult> {
+    const started = performance.now();
+    const args = params.arguments ?? {};
+    const record = (
+      fields: Pick<CallRecord, 'serverId' | 'tool' | 'verdict' | 'outcome'> & Partial<CallRecord>,
+      result?: unknown,
+    ) =>
+      this.ports.audit({
+        client: principal,
+        surface: 'hub',
+        latencyMs: Math.round(performance.now() - started),
+        requestBytes: sizeOf(args),
+        responseBytes: sizeOf(result),
+        arguments: args,
+        result,
+        ...fields,
+      });
+
+    const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
+    if ('missing' in resolution) {
+      record({
+        serverId: resolution.serverId,
+        tool: params.name,
+        verdict: resolution.missing,
+        outcome: 'unknown_tool',
+      });
+      throw unknownTool(params.name);
+    }
+    const { tool, server } = resolution;
+    const audit = (verdict: CallVerdict, outcome: CallOutcome, result?: unknown, approvalId?: string) =>
+      record(
+        { serverId: server.row.id, tool: tool.name, verdict, outcome, ...(approvalId ? { approvalId } : {}) },
+        result,
+      );
+
+    if (tool.verdict === 'blocked' || tool.verdict === 'quarantined') {
+      const error =
+        tool.verdict === 'blocked'
+          ? new GatehouseError('tool.blocked', `The tool ${params.name} is blocked by policy.`)
+          : new GatehouseError(
+              'tool.quarantined',
+              `The tool ${params.name} changed since it was approved (or is new) and waits for review.`,
+              {
+                reason: tool.pin?.reason ?? 'new',
+              },
+            );
+      audit(tool.verdict, error.code);
+      return errorResult(error);
+    }
+    const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
+
+    let release: (() => void) | undefined;
+    try {
+      const settings = await this.ports.settings.current();
+      release = this.ports.limiter.acquire(principal, settings['hub.rateLimit']);
+      this.ports.validator.validate(
+        tool.pin?.pinHash ?? `${server.row.id}/${tool.name}`,
+        tool.definition.inputSchema,
+        args,
+      );
+      assertPathsInside(server.detail, args);
+
+      if (verdict === 'gated') {
+        const approval = await this.ports.approvals.create({
+          surface: 'hub',
+          requester: principal,
+          serverId: server.row.id,
+          tool: tool.name,
+          exposedName: params.name,
+          arguments: args,
+          pinHash: tool.pin?.pinHash ?? null,
+          policyVersion: server.row.policy_version,
+          detail: {
+            ...(tool.definition.title ? { title: tool.definition.title } : {}),
+            ...(tool.definition.description ? { description: tool.definition.description } : {}),
+          },
+        });
+        audit('gated', 'pending_approval', undefined, approval.id);
+        return pendingApprovalResult(
+          approval.id,
+          `${params.name} needs an operator's approval. Poll gatehouse__approval_status with this approval_id for the outcome.`,
+        );
+      }
+
+      const progressToken = params._meta?.progressToken;
+      const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+        signal: ctx.mcpReq.signal,
+        ...(progressToken !== undefined
+          ? {
+              onProgress: (p) =>
+                void ctx.mcpReq
+                  .notify({ method: 'notifications/progress', params: { progressToken, ...p } })
+                  .catch(() => {}),
+            }
+          : {}),
+      });
+      audit('allow', result.isError ? 'tool_error' : 'ok', result);
+      return result;
+    } catch (error) {
+      const known = findGatehouseError(error);
+      if (!known) {
+        audit(verdict, 'internal_error');
+        throw error;
+      }
+      audit(verdict, known.code);
+      if (isResultError(known)) return errorResult(known);
+      throw error;
+    } finally {
+      release?.();
+    }
+  }
+}

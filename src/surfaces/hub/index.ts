@@ -1,0 +1,126 @@
+/**
+ * The agent hub assembled: the registry view, the call path, the MCP server
+ * factory, the endpoints of both eras, and the approval executor that runs an
+ * approved call once, after re-checking it is still the call that was approved.
+ */
+import type { Client } from '@modelcontextprotocol/client';
+import type { TokenPrincipal } from '../../api/token-auth.js';
+import { checkHubBinding } from '../../approvals/binding.js';
+import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
+import type { EventHub } from '../../audit/stream.js';
+import type { Config } from '../../config.js';
+import { GatehouseError } from '../../errors.js';
+import { ArgumentValidator } from '../../policy/arguments.js';
+import type { ServerStore } from '../../registry/records.js';
+import type { SettingsService } from '../../settings/service.js';
+import type { Store } from '../../store/db.js';
+import type { UpstreamPool } from '../../upstream/index.js';
+import { type CallPorts, HubCalls, runUpstream } from './calls.js';
+import { HubEndpoint } from './endpoint.js';
+import { buildHubServer } from './server.js';
+import { HubRegistry, type HubServer, type Snapshot } from './view.js';
+
+export interface HubDeps {
+  config: Pick<
+    Config,
+    'host' | 'hubAuth' | 'allowedOrigins' | 'allowedHosts' | 'maxBodySize' | 'toolNameMax' | 'listTimeoutMs'
+  >;
+  store: Store;
+  records: ServerStore;
+  settings: SettingsService;
+  events: EventHub;
+  approvals: ApprovalQueue;
+  poolFor(privateNetwork: boolean): UpstreamPool;
+  limiter: CallPorts['limiter'];
+  audit: CallPorts['audit'];
+}
+
+export interface Hub {
+  endpoint: HubEndpoint;
+  registry: HubRegistry;
+  close(): Promise<void>;
+}
+
+/** Stream events after which the aggregate may look different to agents. */
+const LIST_EVENTS = new Set(['server.changed', 'server.status', 'tool.quarantined', 'tool.approved']);
+
+export function createHub(deps: HubDeps): Hub {
+  const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax);
+  const calls = new HubCalls({
+    settings: deps.settings,
+    validator: new ArgumentValidator(),
+    poolFor: deps.poolFor,
+    limiter: deps.limiter,
+    audit: deps.audit,
+    approvals: deps.approvals,
+  });
+
+  const withUpstream = async <T>(
+    snapshot: Snapshot,
+    server: HubServer,
+    fn: (client: Client, signal: AbortSignal) => Promise<T>,
+    signal: AbortSignal,
+  ): Promise<T> => {
+    const connection = snapshot.connectionOf(server);
+    if (connection.transport === 'stdio') {
+      throw new GatehouseError(
+        'upstream_unreachable',
+        `The stdio server "${server.row.id}" is not running under a supervisor yet.`,
+        {
+          reason: 'stdio_not_supervised',
+        },
+      );
+    }
+    return deps
+      .poolFor(connection.privateNetwork)
+      .withClient({ url: connection.url, headers: connection.headers }, deps.config.listTimeoutMs, fn, { signal });
+  };
+
+  const buildServer = (principal: TokenPrincipal, scope: Parameters<typeof buildHubServer>[2]) =>
+    buildHubServer(
+      {
+        registry,
+        calls,
+        withUpstream,
+        approvalStatus: async (id, requester, waitS) => ({ ...(await deps.approvals.status(id, requester, waitS)) }),
+      },
+      principal,
+      scope,
+    );
+
+  const endpoint = new HubEndpoint({
+    host: deps.config.host,
+    hubAuth: deps.config.hubAuth,
+    allowedOrigins: deps.config.allowedOrigins,
+    allowedHosts: deps.config.allowedHosts,
+    maxBodySize: deps.config.maxBodySize,
+    settings: deps.settings,
+    serverVisible: async (serverId, principal) =>
+      (await registry.snapshot()).server(serverId, principal.groups) !== undefined,
+    buildServer,
+  });
+
+  const executor: ApprovalExecutor = {
+    recheck: (approval) => checkHubBinding(deps.store.db, approval),
+    async execute(approval, signal) {
+      const snapshot = await registry.snapshot();
+      const server = approval.serverId ? snapshot.servers.get(approval.serverId) : undefined;
+      if (!server) throw new GatehouseError('mcp.not_found', `Server "${approval.serverId}" is gone.`);
+      return runUpstream({ poolFor: deps.poolFor }, snapshot, server, approval.tool, approval.arguments, { signal });
+    },
+  };
+  deps.approvals.registerExecutor('hub', executor);
+
+  const unsubscribe = deps.events.subscribe((event) => {
+    if (LIST_EVENTS.has(event.type)) endpoint.notifyListChanged();
+  });
+
+  return {
+    endpoint,
+    registry,
+    async close() {
+      unsubscribe();
+      await endpoint.close();
+    },
+  };
+}

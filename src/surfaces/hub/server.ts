@@ -1,0 +1,190 @@
+/**
+ * The hub's MCP server for one caller and one scope: built per request
+ * (2026-07-28) or per session (2025 era) from the same factory, so both eras
+ * see exactly the same tools, verdicts and answers.
+ */
+import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
+import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import type { TokenPrincipal } from '../../api/token-auth.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
+import { VERSION } from '../../version.js';
+import { errorResult, jsonToolResult } from '../results.js';
+import type { CallScope, HubCalls } from './calls.js';
+import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
+import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
+
+export const APPROVAL_STATUS_TOOL = `${GATEHOUSE_PREFIX}approval_status`;
+
+export const approvalStatusTool: Tool = {
+  name: APPROVAL_STATUS_TOOL,
+  title: 'Approval status',
+  description:
+    'The outcome of a call that needed an operator’s approval: pending, rejected (with reason), expired, ' +
+    'out_of_scope, or the stored result. Pass wait_s (up to 30) to wait for a decision.',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      approval_id: { type: 'string', description: 'The approval_id a pending_approval result gave.' },
+      wait_s: { type: 'number', minimum: 0, maximum: 30, description: 'Seconds to wait for a decision (default 0).' },
+    },
+    required: ['approval_id'],
+    additionalProperties: false,
+  },
+  annotations: { readOnlyHint: true, openWorldHint: false },
+};
+
+export interface HubServerDeps {
+  registry: HubRegistry;
+  calls: HubCalls;
+  approvalStatus(id: string, requester: TokenPrincipal, waitS: number): Promise<Record<string, unknown>>;
+  /** Runs `fn` on a connected client of the server's upstream (prompts and resources). */
+  withUpstream<T>(
+    snapshot: Snapshot,
+    server: HubServer,
+    fn: (client: import('@modelcontextprotocol/client').Client, signal: AbortSignal) => Promise<T>,
+    signal: AbortSignal,
+  ): Promise<T>;
+}
+
+const INSTRUCTIONS =
+  'Gatehouse aggregates the MCP servers you may use. Tools are named <server>__<tool>. A call that needs ' +
+  'approval answers {"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
+function invalidParams(message: string): ProtocolError {
+  return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
+}
+
+/** Upstream failures of prompts and resources are protocol errors: there is no tool result to carry them. */
+function asProtocolError(error: unknown): unknown {
+  const known = findGatehouseError(error);
+  return known ? new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`) : error;
+}
+
+export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, scope: CallScope): Server {
+  const server = new Server(
+    { name: 'gatehouse', version: VERSION },
+    {
+      capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
+      instructions: INSTRUCTIONS,
+    },
+  );
+  const single = (snapshot: Snapshot): HubServer | undefined =>
+    scope.kind === 'single' ? snapshot.server(scope.serverId, principal.groups) : undefined;
+  const visible = (snapshot: Snapshot): HubServer[] =>
+    scope.kind === 'single'
+      ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
+      : snapshot.visibleTo(principal.groups);
+
+  server.setRequestHandler('tools/list', async () => {
+    const snapshot = await deps.registry.snapshot();
+    if (scope.kind === 'aggregate')
+      return { tools: [...snapshot.aggregateTools(principal.groups), approvalStatusTool] };
+    const tools: Tool[] = [];
+    for (const tool of single(snapshot)?.tools.values() ?? []) {
+      // No upstream may take a gatehouse__ name, unprefixed or not.
+      if (isListed(tool) && !tool.name.startsWith(GATEHOUSE_PREFIX)) tools.push(advertised(tool, tool.name));
+    }
+    return { tools: [...tools, approvalStatusTool] };
+  });
+
+  server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
+    const { name } = request.params;
+    if (name === APPROVAL_STATUS_TOOL) {
+      const args = (request.params.arguments ?? {}) as { approval_id?: unknown; wait_s?: unknown };
+      if (typeof args.approval_id !== 'string' || args.approval_id.length === 0 || args.approval_id.length > 128) {
+        return errorResult(new GatehouseError('tool.invalid_arguments', 'approval_id must be a string.'));
+      }
+      const waitS =
+        typeof args.wait_s === 'number' && Number.isFinite(args.wait_s) ? Math.min(Math.max(args.wait_s, 0), 30) : 0;
+      try {
+        return jsonToolResult(await deps.approvalStatus(args.approval_id, principal, waitS));
+      } catch (error) {
+        const known = findGatehouseError(error);
+        if (known) return errorResult(known);
+        throw error;
+      }
+    }
+    if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
+    const snapshot = await deps.registry.snapshot();
+    return deps.calls.call(principal, snapshot, scope, request.params as Parameters<HubCalls['call']>[3], ctx);
+  });
+
+  server.setRequestHandler('prompts/list', async () => {
+    const snapshot = await deps.registry.snapshot();
+    const prompts: Prompt[] = [];
+    for (const hub of visible(snapshot)) {
+      for (const entry of hub.prompts.values()) {
+        prompts.push({ ...entry.prompt, name: scope.kind === 'aggregate' ? entry.exposed : entry.name });
+      }
+    }
+    return { prompts };
+  });
+
+  server.setRequestHandler('prompts/get', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { name } = request.params;
+    let target: { hub: HubServer; upstreamName: string } | undefined;
+    for (const hub of visible(snapshot)) {
+      for (const entry of hub.prompts.values()) {
+        if ((scope.kind === 'aggregate' ? entry.exposed : entry.name) === name)
+          target = { hub, upstreamName: entry.name };
+      }
+    }
+    if (!target) throw invalidParams(`Prompt ${name} not found`);
+    const { hub, upstreamName } = target;
+    try {
+      return await deps.withUpstream(
+        snapshot,
+        hub,
+        (client, signal) =>
+          client.getPrompt({ name: upstreamName, arguments: request.params.arguments ?? {} }, { signal }),
+        ctx.mcpReq.signal,
+      );
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+  });
+
+  server.setRequestHandler('resources/list', async () => {
+    const snapshot = await deps.registry.snapshot();
+    const resources: Resource[] = [];
+    for (const hub of visible(snapshot)) {
+      for (const resource of hub.resources) {
+        resources.push(
+          scope.kind === 'aggregate' ? { ...resource, uri: wrapResourceUri(hub.row.id, resource.uri) } : resource,
+        );
+      }
+    }
+    return { resources };
+  });
+
+  server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
+
+  server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    let hub: HubServer | undefined;
+    let uri = request.params.uri;
+    if (scope.kind === 'aggregate') {
+      const unwrapped = unwrapResourceUri(uri);
+      hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
+      if (unwrapped) uri = unwrapped.uri;
+    } else hub = single(snapshot);
+    if (!hub || !hub.resources.some((r) => r.uri === uri))
+      throw invalidParams(`Resource ${request.params.uri} not found`);
+    const owner = hub;
+    try {
+      const result = await deps.withUpstream(
+        snapshot,
+        owner,
+        (client, signal) => client.readResource({ uri }, { signal }),
+        ctx.mcpReq.signal,
+      );
+      if (scope.kind === 'single') return result;
+      return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+  });
+
+  return server;
+}

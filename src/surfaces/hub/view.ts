@@ -1,0 +1,195 @@
+/**
+ * The hub's view of the registry: every enabled server's tools, prompts and
+ * resources from its last handshake, with their verdicts and pins, named for
+ * the aggregate. Rebuilt only when the store's `servers` version moves (any
+ * record, policy, pin or handshake change), so listing and resolving a call
+ * cost no store round trip.
+ */
+import type { Prompt, Resource, Tool } from '@modelcontextprotocol/server';
+import type { PinView } from '../../policy/pin-store.js';
+import { toPinView } from '../../policy/pin-store.js';
+import { classifyTool, type PolicyVerdict } from '../../policy/tool-policy.js';
+import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
+import { toDetail } from '../../registry/records.js';
+import type { Store } from '../../store/db.js';
+import type { ServerTable } from '../../store/schema.js';
+import { exposeNames } from './names.js';
+
+export type ToolVerdict = PolicyVerdict | 'quarantined';
+
+export interface HubTool {
+  exposed: string;
+  serverId: string;
+  /** The upstream's own name. */
+  name: string;
+  definition: DiscoveredTool;
+  verdict: ToolVerdict;
+  pin: PinView | undefined;
+}
+
+export interface HubPrompt {
+  exposed: string;
+  serverId: string;
+  name: string;
+  prompt: Prompt;
+}
+
+export interface HubServer {
+  row: ServerTable;
+  detail: ServerDetail;
+  exposure: ReadonlySet<string>;
+  tools: ReadonlyMap<string, HubTool>;
+  /** By upstream name, for the unprefixed `/mcp/s/{server}` surface. */
+  toolsByName: ReadonlyMap<string, HubTool>;
+  prompts: ReadonlyMap<string, HubPrompt>;
+  resources: readonly Resource[];
+}
+
+/** Whether an agent sees a tool in its lists: blocked, excluded and quarantined tools are not listed. */
+export function isListed(tool: HubTool): boolean {
+  return tool.verdict === 'allow' || tool.verdict === 'gated';
+}
+
+/** How a tool is advertised; a gated tool drops its outputSchema, so `pending_approval` stays a valid result. */
+export function advertised(tool: HubTool, name: string): Tool {
+  const { title, description, inputSchema, outputSchema, annotations } = tool.definition as DiscoveredTool & Tool;
+  return {
+    name,
+    ...(title !== undefined ? { title } : {}),
+    ...(description !== undefined ? { description } : {}),
+    inputSchema: (inputSchema ?? { type: 'object' }) as Tool['inputSchema'],
+    ...(outputSchema !== undefined && tool.verdict !== 'gated'
+      ? { outputSchema: outputSchema as Tool['outputSchema'] }
+      : {}),
+    ...(annotations !== undefined ? { annotations: annotations as Tool['annotations'] } : {}),
+  };
+}
+
+export class Snapshot {
+  private readonly listCache = new Map<string, Tool[]>();
+
+  constructor(
+    readonly servers: ReadonlyMap<string, HubServer>,
+    private readonly connections: (row: ServerTable) => Connection,
+  ) {}
+
+  /** Enabled servers whose exposure shares a group with the caller. */
+  visibleTo(groups: readonly string[]): HubServer[] {
+    return [...this.servers.values()].filter((s) => s.detail.enabled && groups.some((g) => s.exposure.has(g)));
+  }
+
+  server(id: string, groups: readonly string[]): HubServer | undefined {
+    const server = this.servers.get(id);
+    return server && server.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
+  }
+
+  /** The aggregate tools/list for a set of groups, cached for the life of this snapshot. */
+  aggregateTools(groups: readonly string[]): Tool[] {
+    const key = [...groups].sort().join(',');
+    let tools = this.listCache.get(key);
+    if (!tools) {
+      tools = [];
+      for (const server of this.visibleTo(groups)) {
+        for (const tool of server.tools.values()) if (isListed(tool)) tools.push(advertised(tool, tool.exposed));
+      }
+      this.listCache.set(key, tools);
+    }
+    return tools;
+  }
+
+  /** Opens the server's connection facts (secrets) for a call. Never log the result. */
+  connectionOf(server: HubServer): Connection {
+    return this.connections(server.row);
+  }
+}
+
+export class HubRegistry {
+  private cached: { version: string; snapshot: Promise<Snapshot> } | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly records: ServerStore,
+    private readonly toolNameMax: number,
+  ) {}
+
+  /** The current snapshot; rebuilt only when the servers version moved. */
+  snapshot(): Promise<Snapshot> {
+    const version = this.store.version('servers');
+    if (this.cached?.version !== version) {
+      const snapshot = this.build();
+      this.cached = { version, snapshot };
+      // A failed build must not stick: the next call tries again.
+      snapshot.catch(() => {
+        if (this.cached?.snapshot === snapshot) this.cached = undefined;
+      });
+    }
+    return this.cached.snapshot;
+  }
+
+  private async build(): Promise<Snapshot> {
+    const [rows, pinRows] = await Promise.all([
+      this.store.db.selectFrom('servers').selectAll().execute(),
+      this.store.db.selectFrom('tool_pins').selectAll().execute(),
+    ]);
+    const pinsByServer = new Map<string, Map<string, PinView>>();
+    for (const row of pinRows) {
+      let pins = pinsByServer.get(row.server_id);
+      if (!pins) {
+        pins = new Map();
+        pinsByServer.set(row.server_id, pins);
+      }
+      pins.set(row.tool_name, toPinView(row));
+    }
+    const servers = new Map<string, HubServer>();
+    for (const row of rows) {
+      const detail = toDetail(row);
+      const pins = pinsByServer.get(row.id) ?? new Map<string, PinView>();
+      const names = exposeNames(
+        row.id,
+        detail.discoveredTools.map((t) => t.name),
+        this.toolNameMax,
+      );
+      const tools = new Map<string, HubTool>();
+      const toolsByName = new Map<string, HubTool>();
+      for (const definition of detail.discoveredTools) {
+        const pin = pins.get(definition.name);
+        const policyVerdict = classifyTool(detail.toolPolicy, definition.name);
+        const verdict: ToolVerdict =
+          policyVerdict !== 'excluded' && (pin === undefined || pin.state === 'quarantined')
+            ? 'quarantined'
+            : policyVerdict;
+        const tool: HubTool = {
+          exposed: names.get(definition.name) as string,
+          serverId: row.id,
+          name: definition.name,
+          definition,
+          verdict,
+          pin,
+        };
+        tools.set(tool.exposed, tool);
+        toolsByName.set(tool.name, tool);
+      }
+      const promptList = detail.discoveredPrompts as Prompt[];
+      const promptNames = exposeNames(
+        row.id,
+        promptList.map((p) => p.name),
+        this.toolNameMax,
+      );
+      const prompts = new Map<string, HubPrompt>();
+      for (const prompt of promptList) {
+        const exposed = promptNames.get(prompt.name) as string;
+        prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
+      }
+      servers.set(row.id, {
+        row,
+        detail,
+        exposure: new Set(detail.exposure),
+        tools,
+        toolsByName,
+        prompts,
+        resources: detail.discoveredResources as Resource[],
+      });
+    }
+    return new Snapshot(servers, (row) => this.records.connectionOf(row));
+  }
+}
