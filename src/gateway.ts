@@ -22,7 +22,8 @@ import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { EventHub } from './audit/stream.js';
-import type { Config } from './config.js';
+import { type Config, isLoopbackHost } from './config.js';
+import { GatehouseError } from './errors.js';
 import { createEgressGuard, type EgressGuard, type NetworkPolicy, type Resolver } from './egress/index.js';
 import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics/index.js';
@@ -91,6 +92,12 @@ class Guards {
 }
 
 export async function createGateway(config: Config, deps: GatewayDeps = {}): Promise<Gateway> {
+  if (config.hubAuth === 'none' && !isLoopbackHost(config.host)) {
+    throw new GatehouseError(
+      'validation_error',
+      `GATEHOUSE_HUB_AUTH=none serves the hub without a token; refusing to bind ${config.host}. Bind 127.0.0.1.`,
+    );
+  }
   const logger = deps.logger ?? createLogger(config);
   const catalog = await loadCatalog(config.catalog);
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });

@@ -1,4 +1,5 @@
 /** The server registry and lifecycle REST API under `/api/mcp/servers`, plus install. */
+import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import type { EgressGuard } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
@@ -6,7 +7,7 @@ import { toolPolicySchema } from '../policy/tool-policy.js';
 import type { Catalog } from '../registry/catalog.js';
 import { deriveServerId, serverIdSchema } from '../registry/ids.js';
 import { type ResolvedManifest, resolveInstallUrl } from '../registry/manifest.js';
-import type { NewServer } from '../registry/records.js';
+import type { ConfigPatch, NewServer } from '../registry/records.js';
 import { secretInputSchema } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -92,7 +93,30 @@ const configBody = z.strictObject({
   auth: authSchema.optional(),
   privateNetwork: z.boolean().optional(),
   trustNewTools: z.boolean().optional(),
+  /** Arguments the path sandbox checks (default path, file, dir, directory); null restores the default. */
+  pathArgs: z.array(z.string().min(1).max(128)).max(32).nullable().optional(),
+  /** Folders path arguments must stay inside; null removes the sandbox. */
+  workspaceRoots: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(4096)
+        .refine((p) => isAbsolute(p), 'must be an absolute path'),
+    )
+    .max(32)
+    .nullable()
+    .optional(),
 });
+
+/** Splits the config body into record fields and the per-server options (sandbox, later lifecycle). */
+function toConfigPatch(body: z.output<typeof configBody>): ConfigPatch {
+  const { pathArgs, workspaceRoots, ...rest } = body;
+  const options = Object.fromEntries(
+    Object.entries({ pathArgs, workspaceRoots }).filter(([, value]) => value !== undefined),
+  );
+  return Object.keys(options).length > 0 ? { ...rest, options } : rest;
+}
 
 function fromManifest(manifest: ResolvedManifest, id: string | undefined): NewServer {
   return {
@@ -193,7 +217,7 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       params: idParams,
       body: configBody,
       handler: async ({ params, body, principal }) => ({
-        server: await registry.configure(params.id, body, principal),
+        server: await registry.configure(params.id, toConfigPatch(body), principal),
       }),
     }),
     defineRoute({

@@ -2,8 +2,11 @@
  * The hub end to end: a real gateway listening on loopback, SDK clients of both eras as agents,
  * SDK-built upstreams on 127.0.0.2 (public through the egress guard's test seam).
  */
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
@@ -219,6 +222,68 @@ describeEachStore('agent hub', (target) => {
       { type: 'text', text: 'hi' },
     ]);
     await expect(connect(agent.token, 'modern', '/mcp/s/nope')).rejects.toThrow();
+  });
+
+  it('keeps path arguments inside the workspace roots', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'gatehouse-roots-'));
+    const outside = mkdtempSync(join(tmpdir(), 'gatehouse-outside-'));
+    try {
+      symlinkSync(outside, join(root, 'escape'));
+      await gw.request('PATCH', '/api/mcp/servers/files/tools', { body: { allow: ['read_file', 'echo', 'add'] } });
+      const set = await gw.request('PATCH', '/api/mcp/servers/files/config', { body: { workspaceRoots: [root] } });
+      expect(set.json().server.workspaceRoots).toEqual([root]);
+      const client = await connect(agent.token, 'modern');
+      const callsBefore = upstream.log.count('tools/call');
+      const ok = await client.callTool({ name: 'files__read_file', arguments: { path: 'notes/a.txt' } });
+      expect(ok.content).toEqual([{ type: 'text', text: 'contents of notes/a.txt' }]);
+      for (const path of ['../etc/passwd', '/etc/passwd', 'escape/secret.txt', 'a/../../b']) {
+        const refused = await client.callTool({ name: 'files__read_file', arguments: { path } });
+        expect(structured(refused)).toMatchObject({ status: 'error', error: { code: 'policy.path_escape' } });
+      }
+      expect(upstream.log.count('tools/call') - callsBefore).toBe(1);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('enforces the token’s rate limit with a retry hint', async () => {
+    const limited = (
+      await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'limited', rateLimit: 2 } })
+    ).json();
+    const client = await connect(limited.token, 'modern');
+    await client.callTool({ name: 'files__echo', arguments: { text: '1' } });
+    await client.callTool({ name: 'files__echo', arguments: { text: '2' } });
+    const third = await client.callTool({ name: 'files__echo', arguments: { text: '3' } });
+    expect(structured(third)).toMatchObject({
+      status: 'error',
+      error: { code: 'rate_limited', retryAfterS: expect.any(Number) },
+    });
+    expect(upstream.stats.calls.echo).toBe(2);
+  });
+
+  it('passes progress notifications through to the agent', async () => {
+    await gw.request('PATCH', '/api/mcp/servers/files/tools', { body: { allow: ['progress', 'echo'] } });
+    await upstream.close();
+    upstream = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      port: Number(new URL(upstream.url).port),
+      tools: ['echo', 'progress'],
+    });
+    // A tool that first appears after the first handshake is quarantined as new…
+    expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().verdicts.progress).toBe('quarantined');
+    // …until an operator approves its definition.
+    expect((await gw.request('POST', '/api/mcp/servers/files/pins/progress/approve', { body: {} })).statusCode).toBe(
+      200,
+    );
+    const client = await connect(agent.token, 'legacy');
+    const seen: number[] = [];
+    const result = await client.callTool(
+      { name: 'files__progress', arguments: { steps: 3 } },
+      { onprogress: (p) => seen.push(p.progress) },
+    );
+    expect(result.content).toEqual([{ type: 'text', text: '3 steps done' }]);
+    expect(seen).toEqual([1, 2, 3]);
   });
 
   it('audits every call with its verdict', async () => {

@@ -219,7 +219,7 @@ export class HubCalls {
         );
       }
 
-      const progressToken = params._meta?.progressToken;
+      const progressToken = ctx.mcpReq._meta?.progressToken ?? params._meta?.progressToken;
       const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
         signal: ctx.mcpReq.signal,
         ...(progressToken !== undefined

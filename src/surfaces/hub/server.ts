@@ -169,8 +169,7 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
       if (unwrapped) uri = unwrapped.uri;
     } else hub = single(snapshot);
-    if (!hub || !hub.resources.some((r) => r.uri === uri))
-      throw invalidParams(`Resource ${request.params.uri} not found`);
+    if (!hub?.resources.some((r) => r.uri === uri)) throw invalidParams(`Resource ${request.params.uri} not found`);
     const owner = hub;
     try {
       const result = await deps.withUpstream(

@@ -80,7 +80,7 @@ export class Snapshot {
 
   server(id: string, groups: readonly string[]): HubServer | undefined {
     const server = this.servers.get(id);
-    return server && server.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
+    return server?.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
   }
 
   /** The aggregate tools/list for a set of groups, cached for the life of this snapshot. */
