@@ -23,8 +23,8 @@ import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { EventHub } from './audit/stream.js';
 import { type Config, isLoopbackHost } from './config.js';
-import { GatehouseError } from './errors.js';
 import { createEgressGuard, type EgressGuard, type NetworkPolicy, type Resolver } from './egress/index.js';
+import { GatehouseError } from './errors.js';
 import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics/index.js';
 import { CallLimiter } from './policy/limits.js';
@@ -152,6 +152,17 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const approvals = new ApprovalQueue({ store, audit, events, logger });
     const metrics = new Metrics({
       poolConnections: () => [...pools.values()].reduce((n, p) => n + p.stats().open, 0),
+      // Read at scrape time only (indexed by status).
+      approvalsPending: async () =>
+        Number(
+          (
+            await store.db
+              .selectFrom('approvals')
+              .select((eb) => eb.fn.countAll<number>().as('n'))
+              .where('status', '=', 'pending')
+              .executeTakeFirstOrThrow()
+          ).n,
+        ),
     });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     const hub = createHub({

@@ -3,15 +3,18 @@
  * concurrency cap (calls in flight).
  *
  * Rate: a token bucket per token — capacity `limit` calls, refilled
- * continuously at `limit` per minute. O(1) time and memory per call, exact
- * over the long run (never more than `limit` per minute on average; a burst of
- * at most `limit` at once), and the retry hint is exact: the time until one
- * call's worth has refilled. A token's own `rateLimit` wins over the default
- * (`hub.rateLimit`); `maxConcurrent` null means no concurrency cap.
+ * continuously at `limit` per minute, in integer units so the arithmetic is
+ * exact. O(1) time and memory per call. A burst of `limit` calls is admitted at
+ * once, the long-run rate never exceeds `limit` per minute, and no 60-second
+ * span admits more than 2 × `limit`. The retry hint is honest: the whole
+ * seconds until one call's worth has refilled. A token's own `rateLimit` wins
+ * over the default (`hub.rateLimit`); `maxConcurrent` null means no cap.
+ * A refused call consumes nothing.
  *
  * Memory is bounded by the tokens active in the last minute: an entry whose
  * bucket is full again and has no call in flight is indistinguishable from a
- * fresh one, so the periodic sweep drops it without losing anything.
+ * fresh one, so the sweep (at most once per `sweepEveryMs`, run by `acquire`)
+ * drops it without losing anything.
  *
  * PER PROCESS: the state lives in this process's memory. With N replicas behind
  * a load balancer a token may get up to N × its limits in total. Sharing the
@@ -139,8 +142,8 @@ export class CallLimiter {
     const elapsed = Math.max(0, now - entry.updatedAt);
     // A changed limit (PATCH /api/tokens) applies at once: the calls already used this window stay used,
     // so a raised limit frees the difference now and a lowered one leaves at most its new allowance.
-    const adjusted = entry.credit + (limit - entry.limit) * this.windowMs;
-    entry.credit = Math.max(0, Math.min(limit * this.windowMs, adjusted + elapsed * limit));
+    const refilled = Math.min(entry.limit * this.windowMs, entry.credit + elapsed * entry.limit);
+    entry.credit = Math.max(0, Math.min(limit * this.windowMs, refilled + (limit - entry.limit) * this.windowMs));
     entry.limit = limit;
     entry.updatedAt = now;
   }

@@ -9,13 +9,24 @@ import { nowIso, parseJson } from '../store/json.js';
 import { DEFAULT_SETTINGS, isSettingName, SETTING_KEYS, type SettingName, type Settings } from './keys.js';
 
 export class SettingsService {
-  private cached: { version: string; settings: Settings } | undefined;
+  private cached: { version: string; settings: Promise<Settings> } | undefined;
 
   constructor(private readonly store: Store) {}
 
-  async current(): Promise<Settings> {
+  /** Concurrent callers on a cold cache share one read. */
+  current(): Promise<Settings> {
     const version = this.store.version('settings');
-    if (this.cached?.version === version) return this.cached.settings;
+    if (this.cached?.version !== version) {
+      const read = this.read();
+      this.cached = { version, settings: read };
+      read.catch(() => {
+        if (this.cached?.settings === read) this.cached = undefined;
+      });
+    }
+    return this.cached.settings;
+  }
+
+  private async read(): Promise<Settings> {
     const rows = await this.store.db.selectFrom('settings').select(['key', 'value']).execute();
     const merged: Record<string, unknown> = { ...DEFAULT_SETTINGS };
     for (const row of rows) {
@@ -23,9 +34,7 @@ export class SettingsService {
       const parsed = SETTING_KEYS[row.key].schema.safeParse(parseJson(row.value, undefined));
       if (parsed.success) merged[row.key] = parsed.data;
     }
-    const settings = Object.freeze(merged) as Settings;
-    this.cached = { version, settings };
-    return settings;
+    return Object.freeze(merged) as Settings;
   }
 
   /** Validates every key first (unknown keys and out-of-range values are 400), then writes them in one transaction. */

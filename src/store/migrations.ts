@@ -173,6 +173,19 @@ export const MIGRATIONS: readonly Migration[] = [
       await db.schema.createIndex('approvals_by_status').on('approvals').columns(['status', 'created_at']).execute();
     },
   },
+  {
+    version: 3,
+    name: 'audit indexes for the query routes',
+    async up(db) {
+      await db.schema.createIndex('audit_events_by_actor').on('audit_events').columns(['actor_id', 'at']).execute();
+      await db.schema.createIndex('audit_events_by_server').on('audit_events').columns(['server_id', 'at']).execute();
+      await db.schema
+        .createIndex('audit_events_by_kind')
+        .on('audit_events')
+        .columns(['kind', 'actor_id', 'server_id', 'at'])
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"
