@@ -236,7 +236,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
       ],
     });
-    hub.endpoint.register(app);
+    hub.register(app);
     await approvals.start();
     app.addHook('onClose', async () => {
       await hub.close();

@@ -13,6 +13,7 @@ import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { BoundedCallResult, UpstreamPool } from '../../upstream/index.js';
+import type { EndpointScope } from '../endpoint.js';
 import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
 
@@ -56,7 +57,7 @@ export interface CallPorts {
 }
 
 /** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */
-export type CallScope = { kind: 'aggregate' } | { kind: 'single'; serverId: string };
+export type CallScope = EndpointScope;
 
 type Resolution =
   | { tool: HubTool; server: HubServer }

@@ -4,6 +4,7 @@
  * approved call once, after re-checking it is still the call that was approved.
  */
 import type { Client } from '@modelcontextprotocol/client';
+import type { FastifyInstance } from 'fastify';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import { checkHubBinding } from '../../approvals/binding.js';
 import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
@@ -15,8 +16,8 @@ import type { ServerStore } from '../../registry/records.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { Store } from '../../store/db.js';
 import type { UpstreamPool } from '../../upstream/index.js';
+import { McpEndpoint } from '../endpoint.js';
 import { type CallPorts, HubCalls, runUpstream } from './calls.js';
-import { HubEndpoint } from './endpoint.js';
 import { buildHubServer } from './server.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
 
@@ -36,7 +37,9 @@ export interface HubDeps {
 }
 
 export interface Hub {
-  endpoint: HubEndpoint;
+  endpoint: McpEndpoint;
+  /** Mounts `/mcp` and `/mcp/s/{server}`. */
+  register(app: FastifyInstance): void;
   registry: HubRegistry;
   close(): Promise<void>;
 }
@@ -88,15 +91,16 @@ export function createHub(deps: HubDeps): Hub {
       scope,
     );
 
-  const endpoint = new HubEndpoint({
+  const endpoint = new McpEndpoint({
     host: deps.config.host,
     hubAuth: deps.config.hubAuth,
     allowedOrigins: deps.config.allowedOrigins,
     allowedHosts: deps.config.allowedHosts,
     maxBodySize: deps.config.maxBodySize,
-    settings: deps.settings,
-    serverVisible: async (serverId, principal) =>
-      (await registry.snapshot()).server(serverId, principal.groups) !== undefined,
+    gate: async () =>
+      (await deps.settings.current())['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled'),
+    scopeVisible: async (scope, principal) =>
+      scope.kind === 'aggregate' || (await registry.snapshot()).server(scope.serverId, principal.groups) !== undefined,
     buildServer,
   });
 
@@ -118,6 +122,13 @@ export function createHub(deps: HubDeps): Hub {
   return {
     endpoint,
     registry,
+    register(app) {
+      endpoint.route(app, '/mcp', () => ({ kind: 'aggregate' }));
+      endpoint.route(app, '/mcp/s/:server', (request) => ({
+        kind: 'single',
+        serverId: (request.params as { server: string }).server,
+      }));
+    },
     async close() {
       unsubscribe();
       await endpoint.close();

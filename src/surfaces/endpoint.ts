@@ -1,21 +1,20 @@
 /**
- * `/mcp` and `/mcp/s/{server}`: the hub's Streamable HTTP endpoints, both
- * protocol eras. Per request: transport hygiene (Origin, Host), identity
- * (agent token, or the `local` client when hub auth is off), the settings gate
- * (404 while the hub is off), then the era: 2026-07-28 requests go to the SDK's
- * stateless handler (any process can answer), 2025-era ones to sessions bound
- * to the token that opened them.
+ * A Streamable HTTP MCP endpoint of Gatehouse's own surfaces (`/mcp`,
+ * `/mcp/s/{server}`, `/mcp/admin`), both protocol eras. Per request:
+ * transport hygiene (Origin, Host), identity (an agent token, or the `local`
+ * client when hub auth is off), the surface's settings gate (404 while off),
+ * then the era: 2026-07-28 requests go to the SDK's stateless handler (any
+ * process can answer), 2025-era ones to sessions bound to the token and scope
+ * that opened them.
  */
 
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { TokenPrincipal } from '../../api/token-auth.js';
-import { isLoopbackHost } from '../../config.js';
-import { GatehouseError } from '../../errors.js';
-import type { SettingsService } from '../../settings/service.js';
-import type { CallScope } from './calls.js';
+import type { TokenPrincipal } from '../api/token-auth.js';
+import { isLoopbackHost } from '../config.js';
+import { GatehouseError } from '../errors.js';
 import { LegacySessions } from './sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */
@@ -30,23 +29,27 @@ export const LOCAL_PRINCIPAL: TokenPrincipal = {
 
 const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
-export interface HubEndpointOptions {
+/** What part of a surface a request addresses: the whole surface, or one upstream server unprefixed. */
+export type EndpointScope = { kind: 'aggregate' } | { kind: 'single'; serverId: string };
+
+export interface McpEndpointOptions {
   host: string;
   hubAuth: 'token' | 'none';
   allowedOrigins: readonly string[];
   allowedHosts: readonly string[];
   maxBodySize: number;
-  settings: SettingsService;
-  /** Whether the caller may see this server at all (for `/mcp/s/{server}`). */
-  serverVisible(serverId: string, principal: TokenPrincipal): Promise<boolean>;
-  buildServer(principal: TokenPrincipal, scope: CallScope): Server;
+  /** The surface's settings gate, read per request: a refusal (e.g. 404 while switched off), or nothing. */
+  gate(): Promise<GatehouseError | undefined>;
+  /** Whether the caller may address this scope at all (a server outside its groups is 404). */
+  scopeVisible?(scope: EndpointScope, principal: TokenPrincipal): Promise<boolean>;
+  buildServer(principal: TokenPrincipal, scope: EndpointScope): Server;
   sessionIdleMs?: number;
   maxSessions?: number;
 }
 
 interface Grant {
   principal: TokenPrincipal;
-  scope: CallScope;
+  scope: EndpointScope;
 }
 
 function hostnameOf(hostHeader: string): string {
@@ -57,12 +60,12 @@ function hostnameOf(hostHeader: string): string {
   }
 }
 
-export class HubEndpoint {
+export class McpEndpoint {
   readonly sessions: LegacySessions;
   private readonly modern;
   private readonly node;
 
-  constructor(private readonly options: HubEndpointOptions) {
+  constructor(private readonly options: McpEndpointOptions) {
     this.sessions = new LegacySessions({
       idleMs: options.sessionIdleMs ?? 30 * 60_000,
       maxSessions: options.maxSessions ?? 10_000,
@@ -96,14 +99,19 @@ export class HubEndpoint {
     );
   }
 
-  register(app: FastifyInstance): void {
-    const handler =
-      (scopeOf: (request: FastifyRequest) => CallScope) => async (request: FastifyRequest, reply: FastifyReply) => {
+  /** Serves `url` on GET, POST and DELETE; `scopeOf` reads the scope from the request (its params). */
+  route(app: FastifyInstance, url: string, scopeOf: (request: FastifyRequest) => EndpointScope): void {
+    app.route({
+      method: ['GET', 'POST', 'DELETE'],
+      url,
+      config: { mcpEndpoint: true },
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
         this.checkTransport(request);
-        if (!(await this.options.settings.current())['mcp.hubEnabled']) throw new GatehouseError('hub.disabled');
+        const refused = await this.options.gate();
+        if (refused) throw refused;
         const principal = this.principalOf(request);
         const scope = scopeOf(request);
-        if (scope.kind === 'single' && !(await this.options.serverVisible(scope.serverId, principal))) {
+        if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
           throw new GatehouseError('not_found', 'No such MCP endpoint.');
         }
         const authInfo: AuthInfo = {
@@ -116,19 +124,7 @@ export class HubEndpoint {
         const raw = request.raw as typeof request.raw & { auth?: AuthInfo };
         raw.auth = authInfo;
         await this.node(raw, reply.raw, request.body);
-      };
-    const mcpRoute = { mcpEndpoint: true } as const;
-    app.route({
-      method: ['GET', 'POST', 'DELETE'],
-      url: '/mcp',
-      config: mcpRoute,
-      handler: handler(() => ({ kind: 'aggregate' })),
-    });
-    app.route({
-      method: ['GET', 'POST', 'DELETE'],
-      url: '/mcp/s/:server',
-      config: mcpRoute,
-      handler: handler((request) => ({ kind: 'single', serverId: (request.params as { server: string }).server })),
+      },
     });
   }
 
@@ -175,7 +171,7 @@ export class HubEndpoint {
       if (this.options.hubAuth === 'none' && request.headers.authorization === undefined) return LOCAL_PRINCIPAL;
       throw new GatehouseError('unauthorized');
     }
-    if (principal.role !== 'agent') throw new GatehouseError('forbidden', 'The hub serves agent tokens.');
+    if (principal.role !== 'agent') throw new GatehouseError('forbidden', 'MCP surfaces serve agent tokens.');
     return principal;
   }
 }
