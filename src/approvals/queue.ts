@@ -340,7 +340,8 @@ export class ApprovalQueue {
       actor: decider,
       serverId: row.server_id ?? undefined,
       tool: row.tool,
-      data: { approvalId: id, surface: row.surface, requesterId: row.requester_id },
+      // The operator's reason is kept here too: a later system outcome (out_of_scope, expired) replaces it on the row.
+      data: { approvalId: id, surface: row.surface, requesterId: row.requester_id, ...(reason ? { reason } : {}) },
     });
     await this.announce(decided, { decidedBy: decider.name, ...(reason ? { reason } : {}) });
     if (status === 'approved') this.launch(id);

@@ -1,0 +1,271 @@
+/**
+ * `gatehouse approvals list|show|approve|reject`: decides approvals through a
+ * running gateway's REST API (`--url`/`GATEHOUSE_URL`, `--token`/`GATEHOUSE_TOKEN`).
+ * Errors print as `code: message` with a non-zero exit; `--json` prints the raw answer.
+ */
+import type { Command } from 'commander';
+import type { ApprovalView } from '../approvals/types.js';
+
+export const DEFAULT_GATEWAY_URL = 'http://127.0.0.1:8080';
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  env: NodeJS.ProcessEnv;
+  setExitCode(code: number): void;
+}
+
+const processIo: CliIo = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  env: process.env,
+  setExitCode: (code) => {
+    process.exitCode = code;
+  },
+};
+
+interface ConnectionFlags {
+  url?: string;
+  token?: string;
+  json?: boolean;
+  timeout?: string;
+}
+
+class CliError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Connection {
+  url: string;
+  token: string;
+  timeoutMs: number;
+}
+
+function connectionOf(flags: ConnectionFlags, env: NodeJS.ProcessEnv): Connection {
+  const url = flags.url ?? env.GATEHOUSE_URL ?? DEFAULT_GATEWAY_URL;
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
+  } catch {
+    throw new CliError('validation_error', `--url must be an http(s) URL, got "${url}".`);
+  }
+  const token = flags.token ?? env.GATEHOUSE_TOKEN;
+  if (!token) throw new CliError('unauthorized', 'A token is required: pass --token or set GATEHOUSE_TOKEN.');
+  const timeoutMs = flags.timeout === undefined ? DEFAULT_TIMEOUT_MS : Number(flags.timeout);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 600_000) {
+    throw new CliError('validation_error', '--timeout must be a whole number of milliseconds from 1 to 600000.');
+  }
+  return { url: url.replace(/\/+$/, ''), token, timeoutMs };
+}
+
+/** One REST call with a deadline; a Gatehouse error envelope becomes a `CliError` with its code. */
+async function callApi(conn: Connection, method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
+  let response: Response;
+  try {
+    response = await fetch(`${conn.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${conn.token}`,
+        accept: 'application/json',
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      // Never follow a redirect: the token must go to the gateway named and nowhere else.
+      redirect: 'manual',
+      signal: AbortSignal.timeout(conn.timeoutMs),
+    });
+  } catch (error) {
+    const name = (error as { name?: string }).name;
+    if (name === 'TimeoutError' || name === 'AbortError') {
+      throw new CliError('upstream_timeout', `Gatehouse at ${conn.url} did not answer within ${conn.timeoutMs} ms.`);
+    }
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new CliError(
+      'upstream_unreachable',
+      `Cannot reach Gatehouse at ${conn.url}${cause?.code ? ` (${cause.code})` : ''}.`,
+    );
+  }
+  if (response.status >= 300 && response.status < 400) {
+    throw new CliError(
+      'upstream_protocol_error',
+      `Gatehouse at ${conn.url} answered with a redirect (HTTP ${response.status}); give the gateway's own URL.`,
+    );
+  }
+  let text: string;
+  try {
+    text = await response.text();
+  } catch {
+    throw new CliError('upstream_timeout', `Gatehouse at ${conn.url} did not finish its answer in time.`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? null : JSON.parse(text);
+  } catch {
+    throw new CliError('upstream_protocol_error', `Gatehouse answered HTTP ${response.status} with a non-JSON body.`);
+  }
+  if (!response.ok) {
+    const envelope = (parsed as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+    if (envelope && typeof envelope.code === 'string') {
+      throw new CliError(envelope.code, typeof envelope.message === 'string' ? envelope.message : envelope.code);
+    }
+    throw new CliError('upstream_protocol_error', `Gatehouse answered HTTP ${response.status} without an error body.`);
+  }
+  return parsed;
+}
+
+/** Control, invisible and bidi characters: a terminal would act on them or hide them from the operator. */
+function unsafeForTerminal(code: number): boolean {
+  return (
+    code <= 0x08 ||
+    (code >= 0x0b && code <= 0x1f) ||
+    (code >= 0x7f && code <= 0x9f) ||
+    code === 0xad ||
+    code === 0x61c ||
+    code === 0x180e ||
+    (code >= 0x200b && code <= 0x200f) ||
+    (code >= 0x202a && code <= 0x202e) ||
+    (code >= 0x2060 && code <= 0x2069) ||
+    code === 0xfeff ||
+    (code >= 0xe0000 && code <= 0xe007f)
+  );
+}
+
+/** Makes a string safe for a terminal: control, invisible and bidi characters are shown as escapes. */
+export function printable(text: string): string {
+  let out = '';
+  for (const char of text) {
+    const code = char.codePointAt(0) ?? 0;
+    out += unsafeForTerminal(code) ? `\\u{${code.toString(16)}}` : char;
+  }
+  return out;
+}
+
+function listLine(a: ApprovalView): string {
+  const tool = a.exposedName || (a.serverId ? `${a.serverId}__${a.tool}` : a.tool);
+  return [a.id, a.status, a.surface, a.requester.name, tool, a.createdAt, a.expiresAt].map(printable).join('\t');
+}
+
+function card(a: ApprovalView): string {
+  const lines = [
+    `${a.id}  ${a.status}  (${a.surface})`,
+    `requester:  ${a.requester.name} (${a.requester.id})`,
+    `tool:       ${a.exposedName}${a.serverId ? `  [server ${a.serverId}, tool ${a.tool}]` : `  [${a.tool}]`}`,
+    `created:    ${a.createdAt}`,
+    `expires:    ${a.expiresAt}`,
+  ];
+  if (typeof a.detail.title === 'string') lines.push(`title:      ${a.detail.title}`);
+  if (typeof a.detail.description === 'string') lines.push(`about:      ${a.detail.description}`);
+  lines.push('arguments (exactly as they will be sent):', JSON.stringify(a.arguments, null, 2));
+  lines.push(`argsHash:   ${a.argsHash}`);
+  if (a.pinHash) lines.push(`pin:        ${a.pinHash} (policy version ${a.policyVersion ?? '-'})`);
+  if (a.decidedAt) {
+    const by = a.decidedBy ? ` by ${a.decidedBy.name ?? a.decidedBy.id}` : '';
+    lines.push(`decided:    ${a.decidedAt}${by}`);
+  }
+  if (a.reason) lines.push(`reason:     ${a.reason}`);
+  if (a.executedAt) lines.push(`finished:   ${a.executedAt}`);
+  if (a.error) lines.push(`error:      ${a.error.code}: ${a.error.message}`);
+  if (a.result !== undefined && a.result !== null) lines.push('result:', JSON.stringify(a.result, null, 2));
+  return `${lines.map(printable).join('\n')}\n`;
+}
+
+function withConnection(command: Command): Command {
+  return command
+    .option('--url <url>', `gateway URL (default: GATEHOUSE_URL or ${DEFAULT_GATEWAY_URL})`)
+    .option('--token <token>', 'an admin or operator token (default: GATEHOUSE_TOKEN)')
+    .option('--timeout <ms>', `give up after this many milliseconds (default ${DEFAULT_TIMEOUT_MS})`)
+    .option('--json', 'print the raw JSON answer');
+}
+
+export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo> = {}): void {
+  const io: CliIo = { ...processIo, ...ioOverrides };
+  const run =
+    <A extends unknown[]>(body: (...args: A) => Promise<void>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await body(...args);
+      } catch (error) {
+        if (error instanceof CliError) {
+          io.stderr(`${error.code}: ${printable(error.message)}\n`);
+          io.setExitCode(1);
+          return;
+        }
+        throw error;
+      }
+    };
+
+  const approvals = program
+    .command('approvals')
+    .description('List, inspect and decide approvals of gated calls (through the REST API of a running gateway).');
+
+  withConnection(
+    approvals
+      .command('list')
+      .description('List approvals, newest first.')
+      .option('--status <status>', 'only this status (pending, approved, executing, executed, failed, rejected, …)')
+      .option('--limit <n>', 'at most this many (1-500, default 100)')
+      .option('--offset <n>', 'skip this many'),
+  ).action(
+    run(async (flags: ConnectionFlags & { status?: string; limit?: string; offset?: string }) => {
+      const conn = connectionOf(flags, io.env);
+      const query = new URLSearchParams();
+      if (flags.status) query.set('status', flags.status);
+      if (flags.limit) query.set('limit', flags.limit);
+      if (flags.offset) query.set('offset', flags.offset);
+      const suffix = query.toString() ? `?${query}` : '';
+      const answer = (await callApi(conn, 'GET', `/api/approvals${suffix}`)) as {
+        approvals: ApprovalView[];
+        count: number;
+        total: number;
+      };
+      if (flags.json) return io.stdout(`${JSON.stringify(answer, null, 2)}\n`);
+      io.stdout('ID\tSTATUS\tSURFACE\tREQUESTER\tTOOL\tCREATED\tEXPIRES\n');
+      for (const approval of answer.approvals) io.stdout(`${listLine(approval)}\n`);
+      io.stdout(`${answer.count} of ${answer.total}\n`);
+    }),
+  );
+
+  withConnection(approvals.command('show').description('Show one approval card.').argument('<id>')).action(
+    run(async (id: string, flags: ConnectionFlags) => {
+      const conn = connectionOf(flags, io.env);
+      const approval = (await callApi(conn, 'GET', `/api/approvals/${encodeURIComponent(id)}`)) as ApprovalView;
+      io.stdout(flags.json ? `${JSON.stringify(approval, null, 2)}\n` : card(approval));
+    }),
+  );
+
+  for (const decision of ['approve', 'reject'] as const) {
+    withConnection(
+      approvals
+        .command(decision)
+        .description(
+          decision === 'approve'
+            ? 'Approve a pending call; it runs once, right after.'
+            : 'Reject a pending call; the agent reads the reason.',
+        )
+        .argument('<id>')
+        .option('--reason <text>', 'why (at most 2000 characters)'),
+    ).action(
+      run(async (id: string, flags: ConnectionFlags & { reason?: string }) => {
+        const conn = connectionOf(flags, io.env);
+        const approval = (await callApi(
+          conn,
+          'POST',
+          `/api/approvals/${encodeURIComponent(id)}/${decision}`,
+          flags.reason !== undefined ? { reason: flags.reason } : {},
+        )) as ApprovalView;
+        if (flags.json) return io.stdout(`${JSON.stringify(approval, null, 2)}\n`);
+        io.stdout(
+          decision === 'approve'
+            ? `approved ${printable(approval.id)}: the call runs now; \`gatehouse approvals show ${printable(approval.id)}\` shows its outcome.\n`
+            : `rejected ${printable(approval.id)}\n`,
+        );
+      }),
+    );
+  }
+}
