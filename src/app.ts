@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Authenticator } from './api/auth.js';
+import { GRANT_HEADER, type SurfaceGrants } from './api/grants.js';
 import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
 import { GatehouseError, isGatehouseError } from './errors.js';
@@ -16,6 +17,22 @@ export interface AppParts {
   logger: Logger;
   authenticate: Authenticator;
   routes: readonly RouteDeclaration[];
+  /** Surface grants the auth hook redeems (the admin surface's in-process calls). */
+  grants?: SurfaceGrants;
+}
+
+/** Every route the app serves, as registered: the admin surface walks this table. */
+export interface RouteTableEntry {
+  method: string | string[];
+  url: string;
+  declaration: RouteDeclaration | undefined;
+  mcpEndpoint: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    routeTable: RouteTableEntry[];
+  }
 }
 
 /** Maps Fastify's own failures (body parsing, limits) onto the catalogue. */
@@ -48,9 +65,25 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   // JSON only: a text/plain body would otherwise reach the routes as a string.
   app.removeContentTypeParser('text/plain');
 
+  const routeTable: RouteTableEntry[] = [];
+  app.decorate('routeTable', routeTable);
+  app.addHook('onRoute', (route) => {
+    routeTable.push({
+      method: route.method,
+      url: route.url,
+      declaration: route.config?.gatehouse,
+      mcpEndpoint: route.config?.mcpEndpoint === true,
+    });
+  });
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
-    request.principal = await parts.authenticate(request);
+    const nonce = request.headers[GRANT_HEADER];
+    const grant = typeof nonce === 'string' ? parts.grants?.redeem(nonce) : undefined;
+    if (grant) {
+      request.principal = grant.principal;
+      request.surfaceGrant = grant;
+    } else request.principal = await parts.authenticate(request);
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {

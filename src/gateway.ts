@@ -8,9 +8,11 @@ import type { FastifyInstance } from 'fastify';
 import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
+import { SurfaceGrants } from './api/grants.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
+import { platformRoutes } from './api/platform.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
@@ -38,6 +40,7 @@ import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
+import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { UpstreamPool } from './upstream/index.js';
 
@@ -59,6 +62,7 @@ export interface Gateway {
   audit: AuditLog;
   approvals: ApprovalQueue;
   hub: Hub;
+  admin: AdminSurface;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -180,6 +184,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const capabilities = async (): Promise<Capability[]> => [
       'registry',
       ...((await settings.current())['mcp.hubEnabled'] ? (['hub'] as const) : []),
+      ...((await settings.current())['mcp.adminEnabled'] ? (['admin'] as const) : []),
       ...(config.opsEnabled ? (['ops'] as const) : []),
     ];
     const opsAuditor = {
@@ -213,9 +218,13 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    const grants = new SurfaceGrants();
+    // Assigned right after the app is built; the platform routes read it per request.
+    let admin: AdminSurface;
     const app = await buildApp({
       config,
       logger,
+      grants,
       authenticate: tokenAuthenticator(store, tokens),
       routes: [
         ...systemRoutes({
@@ -233,13 +242,36 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...pinRoutes({ store, audit, events, registry }),
         ...auditRoutes({ store }),
         ...metricsRoutes({ metrics }),
+        ...platformRoutes({
+          store,
+          settings,
+          opsEnabled: config.opsEnabled,
+          capabilities: (current) => ({
+            scopes: Object.fromEntries(
+              (['servers', 'approvals', 'audit', 'settings', 'tokens', 'platform'] as const).map((scope) => [
+                scope,
+                accessTo(current, scope),
+              ]),
+            ),
+            tools: [...admin.catalog().tools.values()].filter((t) => mayUse(t, current)).map((t) => t.name),
+          }),
+        }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
       ],
     });
     hub.register(app);
+    admin = createAdminSurface({
+      config,
+      app,
+      grants,
+      settings,
+      approvals,
+      audit: (record) => callAuditor.record(record),
+    });
     await approvals.start();
     app.addHook('onClose', async () => {
       await hub.close();
+      await admin.close();
       await approvals.close();
       await callAuditor.flush();
       events.close();
@@ -248,7 +280,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
-    return { app, store, registry, settings, tokens, events, audit, approvals, hub, bootstrapToken };
+    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, bootstrapToken };
   } catch (error) {
     await store.close();
     throw error;

@@ -37,6 +37,7 @@ export function catalogRoutes(deps: { catalog: Catalog; guard: Pick<EgressGuard,
       scope: 'servers',
       access: ['admin', 'operator'],
       mcp: { tool: 'mcp_catalog_get', tier: 'autonomousRead' },
+      wildcard: 'name',
       params: entryParams,
       handler({ params }) {
         return catalog.preset(params['*']);

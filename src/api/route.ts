@@ -47,6 +47,8 @@ export interface RouteDeclaration<
   body?: BS;
   /** HTTP status of a successful answer (default 200). */
   status?: number;
+  /** For a `*` route: the admin-surface argument that carries it (a path of segments, e.g. `name`). */
+  wildcard?: string;
   handler(ctx: RouteContext<Infer<PS>, Infer<QS>, Infer<BS>>): Promise<unknown> | unknown;
 }
 
@@ -81,7 +83,7 @@ export function registerRoutes(app: FastifyInstance, routes: readonly RouteDecla
       url: route.url,
       config: { gatehouse: route },
       handler: async (request, reply) => {
-        const principal = route.access === 'public' ? undefined : requirePrincipal(request, route.access);
+        const principal = route.access === 'public' ? undefined : requirePrincipal(request, route.access, route.scope);
         const params = parsePart(route.params, request.params, 'params');
         const query = parsePart(route.query, request.query, 'query');
         const body = parsePart(route.body, request.body, 'body');

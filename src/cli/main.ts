@@ -5,7 +5,9 @@ import { type Config, loadConfig, SETTINGS, type SettingKey } from '../config.js
 import { isGatehouseError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { runConduit } from './conduit.js';
+import { ApiError, formatApiError } from './rest-client.js';
 import { runServe } from './serve.js';
+import { addServerCommands } from './servers.js';
 import { addTokenCommands } from './token.js';
 
 /** Adds one `--flag` per setting, so every setting can be given on the command line. */
@@ -79,13 +81,16 @@ export function buildCli(): Command {
   withSettingFlags(
     program
       .command('serve')
-      .description('Run the full gateway: registry, tokens, settings, sealed secrets, audit (SQLite or PostgreSQL).'),
+      .description('Run the full gateway: registry, tokens, settings, sealed secrets, audit (SQLite or PostgreSQL).')
+      .option('--config <file>', 'a gatehouse.yaml of servers, settings and tokens to apply at start')
+      .option('--prune', 'with --config: remove servers and config tokens the file omits'),
     serveKeys,
-  ).action(async (flags: Record<string, unknown>) => {
-    await runServe(configFrom(flags));
+  ).action(async (flags: Record<string, unknown> & { config?: string; prune?: boolean }) => {
+    await runServe(configFrom(flags), { configFile: flags.config, prune: flags.prune });
   });
 
   addTokenCommands(program, configFrom);
+  addServerCommands(program, configFrom);
   return program;
 }
 
@@ -96,6 +101,12 @@ async function main(): Promise<void> {
     if (isGatehouseError(error)) {
       process.stderr.write(`gatehouse: ${error.message}\n`);
       process.exitCode = 2;
+      return;
+    }
+    // The gateway refused or could not be reached: the command ran, and failed.
+    if (error instanceof ApiError) {
+      process.stderr.write(`gatehouse: ${formatApiError(error)}\n`);
+      process.exitCode = 1;
       return;
     }
     throw error;

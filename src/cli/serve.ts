@@ -1,10 +1,27 @@
 import type { Config } from '../config.js';
-import { createGateway } from '../gateway.js';
+import { applyDeclarativeConfig } from '../declarative/apply.js';
+import { type DeclarativeConfig, loadDeclarativeConfig } from '../declarative/load.js';
+import { type ApplyReport, isNoop } from '../declarative/report.js';
+import { GatehouseError } from '../errors.js';
+import { createGateway, type Gateway } from '../gateway.js';
 import { closeOnSignals } from './signals.js';
 
-export async function runServe(config: Config): Promise<void> {
+export interface ServeOptions {
+  /** A gatehouse.yaml applied after the gateway is assembled, before it listens. */
+  configFile?: string | undefined;
+  /** Remove servers and config tokens the file omits. */
+  prune?: boolean | undefined;
+}
+
+export async function runServe(config: Config, options: ServeOptions = {}): Promise<void> {
+  if (options.prune && !options.configFile) throw new GatehouseError('validation_error', '--prune needs --config.');
+  // Read and checked before anything opens: a bad file fails the start having changed nothing.
+  const declared = options.configFile
+    ? await loadDeclarativeConfig(options.configFile, { env: process.env, secretEnvPrefix: config.secretEnvPrefix })
+    : undefined;
   const gateway = await createGateway(config);
   const { app } = gateway;
+  if (declared) await applyOrClose(gateway, declared, options.prune ?? false);
   await app.listen({ host: config.host, port: config.port });
   if (gateway.bootstrapToken) {
     // Printed once, to the terminal only (never to the log stream): it is not stored anywhere in clear.
@@ -17,4 +34,24 @@ export async function runServe(config: Config): Promise<void> {
     'gatehouse serve listening',
   );
   closeOnSignals(app);
+}
+
+async function applyOrClose(gateway: Gateway, declared: DeclarativeConfig, prune: boolean): Promise<void> {
+  let report: ApplyReport;
+  try {
+    report = await applyDeclarativeConfig(gateway, declared, { prune });
+  } catch (error) {
+    await gateway.app.close();
+    throw error;
+  }
+  const log = gateway.app.log;
+  for (const kind of Object.values(report))
+    for (const warning of kind.warnings) log.warn({ config: declared.file }, warning);
+  const summary = Object.fromEntries(
+    Object.entries(report).map(([kind, r]) => [
+      kind,
+      { created: r.created, updated: r.updated, pruned: r.pruned, unchanged: r.unchanged.length },
+    ]),
+  );
+  log.info({ config: declared.file, prune, changed: !isNoop(report), ...summary }, 'declarative config applied');
 }

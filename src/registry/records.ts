@@ -4,6 +4,7 @@
  * opened, to contact the upstream.
  */
 import type { Transaction } from 'kysely';
+import { safeEqual } from '../api/auth.js';
 import { GatehouseError } from '../errors.js';
 import { DEFAULT_TOOL_POLICY, type ToolPolicy } from '../policy/tool-policy.js';
 import type { SealKey } from '../secrets/seal.js';
@@ -330,6 +331,26 @@ export class ServerStore {
       headers.Authorization = `Bearer ${openValue(this.key, binding, 'auth', 'token', auth.token, env, this.secretPrefix)}`;
     }
     return { transport: 'streamable-http', url: row.url ?? '', headers, privateNetwork: row.private_network === 1 };
+  }
+
+  /**
+   * Whether the sealed value stored under `field.name` opens to `plaintext`, so declarative config can tell an
+   * unchanged literal from a changed one without the value leaving this class. False for an env reference, a
+   * missing value, or one that does not open (sealed for another endpoint).
+   */
+  equalsSealed(row: ServerTable, field: 'headers' | 'env' | 'auth', name: string, plaintext: string): boolean {
+    let stored: StoredValue | undefined;
+    if (field === 'auth') {
+      const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
+      stored = auth.type === 'bearer' ? auth.token : undefined;
+    } else stored = parseJson<Record<string, StoredValue>>(row[field], {})[name];
+    if (!stored || !('sealed' in stored)) return false;
+    const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
+    try {
+      return safeEqual(openValue(this.key, binding, field, name, stored, {}, this.secretPrefix), plaintext);
+    } catch {
+      return false;
+    }
   }
 
   private sealMap(

@@ -1,0 +1,123 @@
+/**
+ * A tiny client of a running gateway's REST API for the CLI: bearer token, one deadline per request, no redirects
+ * (a token must not follow one), and the gateway's typed errors surfaced as `code: message`.
+ */
+import { isLoopbackHost } from '../config.js';
+import { GatehouseError } from '../errors.js';
+
+export const DEFAULT_GATEWAY_URL = 'http://127.0.0.1:8080';
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
+/** An error answered by the gateway (or about reaching it). `code` may be one this CLI's catalogue does not know. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly status: number | undefined,
+    readonly issues: ReadonlyArray<{ path: string; message: string }> = [],
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+}
+
+export interface ClientFlags {
+  url?: string | undefined;
+  token?: string | undefined;
+  timeoutMs?: string | undefined;
+}
+
+export interface RestClientOptions {
+  baseUrl: URL;
+  token: string;
+  timeoutMs: number;
+}
+
+/** Flags win over `GATEHOUSE_URL`/`GATEHOUSE_TOKEN`; a missing token or a bad URL is a usage error. */
+export function clientOptions(flags: ClientFlags, env: NodeJS.ProcessEnv): RestClientOptions {
+  const url = flags.url ?? env.GATEHOUSE_URL ?? DEFAULT_GATEWAY_URL;
+  if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
+    throw new GatehouseError('validation_error', `--url must be an http(s) URL of the gateway, not "${url}".`);
+  }
+  const token = flags.token ?? env.GATEHOUSE_TOKEN;
+  if (!token) throw new GatehouseError('unauthorized', 'No token: set GATEHOUSE_TOKEN (or pass --token).');
+  const timeoutMs = flags.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : Number(flags.timeoutMs);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+    throw new GatehouseError('validation_error', '--timeout-ms must be a positive whole number of milliseconds.');
+  }
+  return { baseUrl: new URL(url), token, timeoutMs };
+}
+
+export class RestClient {
+  constructor(private readonly options: RestClientOptions) {
+    const { protocol, hostname } = options.baseUrl;
+    if (protocol === 'http:' && !isLoopbackHost(hostname)) {
+      process.stderr.write(`gatehouse: warning: sending a bearer token over plain http to ${hostname}\n`);
+    }
+  }
+
+  async request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    const { baseUrl, token, timeoutMs } = this.options;
+    const url = new URL(path, baseUrl);
+    let response: Response;
+    let text: string;
+    try {
+      response = await fetch(url, {
+        method,
+        redirect: 'error',
+        signal: AbortSignal.timeout(timeoutMs),
+        headers: {
+          authorization: `Bearer ${token}`,
+          accept: 'application/json',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      text = await response.text();
+    } catch (error) {
+      if ((error as Error).name === 'TimeoutError') {
+        throw new ApiError(
+          'upstream_timeout',
+          `The gateway at ${baseUrl.origin} did not answer within ${timeoutMs} ms.`,
+          undefined,
+        );
+      }
+      const { cause } = error as { cause?: { code?: string; message?: string } };
+      const reason = cause?.code ?? cause?.message ?? (error as Error).message;
+      throw new ApiError(
+        'upstream_unreachable',
+        `Cannot reach the gateway at ${baseUrl.origin} (${reason}).`,
+        undefined,
+      );
+    }
+    const json = parse(text);
+    if (response.ok && (json !== undefined || text === '')) return json as T;
+    const envelope = (json as { error?: { code?: unknown; message?: unknown; issues?: unknown } } | undefined)?.error;
+    if (typeof envelope?.code === 'string') {
+      const message = typeof envelope.message === 'string' ? envelope.message : `HTTP ${response.status}`;
+      const issues = Array.isArray(envelope.issues) ? (envelope.issues as ApiError['issues']) : [];
+      throw new ApiError(envelope.code, message, response.status, issues);
+    }
+    const what = response.ok ? 'a body that is not JSON' : 'no error body';
+    throw new ApiError(
+      'upstream_protocol_error',
+      `The gateway answered HTTP ${response.status} with ${what}.`,
+      response.status,
+    );
+  }
+}
+
+function parse(text: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `code: message`, then one line per validation issue. */
+export function formatApiError(error: ApiError): string {
+  const issues = error.issues.map((i) => `\n  - ${i.path ? `${i.path}: ` : ''}${i.message}`).join('');
+  return `${error.code}: ${error.message}${issues}`;
+}

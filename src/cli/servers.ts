@@ -1,0 +1,174 @@
+/**
+ * `gatehouse servers list|add|test|remove` change a running gateway through its REST API (`--url`, `--token`, or
+ * `GATEHOUSE_URL`/`GATEHOUSE_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
+ */
+import { open, readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import type { Config } from '../config.js';
+import { exportServers } from '../declarative/export.js';
+import { GatehouseError } from '../errors.js';
+import { ServerStore, type ServerView } from '../registry/records.js';
+import type { TestResult } from '../registry/service.js';
+import { loadSealKey } from '../secrets/key.js';
+import { openStore } from '../store/db.js';
+import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
+
+type Flags = ClientFlags & { json?: boolean };
+/** A list item carries `state`, what the runtime sees now, besides the record. */
+type Listed = ServerView & { state: string };
+type ListAnswer = { servers: Listed[]; count: number; total: number };
+
+const PAGE = 500;
+
+function withClientFlags(command: Command): Command {
+  return command
+    .option('--url <url>', `the gateway (env GATEHOUSE_URL; default ${DEFAULT_GATEWAY_URL})`)
+    .option('--token <token>', 'admin or operator token (env GATEHOUSE_TOKEN, preferred: flags show in ps)')
+    .option('--timeout-ms <ms>', 'deadline of each request (default 60000)')
+    .option('--json', 'print the raw JSON answer');
+}
+
+const clientOf = (flags: Flags) => new RestClient(clientOptions(flags, process.env));
+const print = (text: string): void => void process.stdout.write(`${text}\n`);
+const printJson = (value: unknown): void => print(JSON.stringify(value, null, 2));
+
+/** Every server, page by page (a list route never answers more than 500). */
+async function listAll(client: RestClient): Promise<ListAnswer> {
+  const servers: Listed[] = [];
+  for (;;) {
+    const page = await client.request<ListAnswer>('GET', `/api/mcp/servers?limit=${PAGE}&offset=${servers.length}`);
+    servers.push(...page.servers);
+    if (page.servers.length === 0 || servers.length >= page.total)
+      return { servers, count: servers.length, total: page.total };
+  }
+}
+
+/** Left-aligned columns, two spaces apart. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+async function readManifest(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new GatehouseError('validation_error', `Cannot read the manifest ${file} (${reason}).`);
+  }
+  try {
+    return parseYaml(text); // YAML is a superset of JSON: either works
+  } catch {
+    throw new GatehouseError('validation_error', `${file} is neither JSON nor YAML.`);
+  }
+}
+
+export function addServerCommands(program: Command, configOf: (flags: Record<string, unknown>) => Config): void {
+  const servers = program
+    .command('servers')
+    .description("Manage a running gateway's MCP servers (REST API); export the registry (opens the store).");
+
+  withClientFlags(
+    servers.command('list').description('List installed servers: id, status, state, transport, tools.'),
+  ).action(async (flags: Flags) => {
+    const answer = await listAll(clientOf(flags));
+    if (flags.json) return printJson(answer);
+    if (answer.servers.length === 0) return print('No servers installed.');
+    const rows = answer.servers.map((s) => [s.id, s.status, s.state, s.transport, String(s.discoveredToolsCount)]);
+    print(table(['ID', 'STATUS', 'STATE', 'TRANSPORT', 'TOOLS'], rows));
+  });
+
+  withClientFlags(
+    servers
+      .command('add')
+      .description('Install a server from a URL or spec, a catalog preset, or a manifest file.')
+      .argument(
+        '[source]',
+        'a server URL, a manifest URL (.json), or a spec: npm:, npx:, uvx:, uv:, oci://, git+https://',
+      )
+      .option('--preset <name>', 'a catalog entry (gatehouse catalog names contain /)')
+      .option('--manifest <file>', 'a full server record as JSON or YAML')
+      .option('--id <id>', 'install under this id instead of the derived one'),
+  ).action(async (source: string | undefined, flags: Flags & { preset?: string; manifest?: string; id?: string }) => {
+    const given = [source, flags.preset, flags.manifest].filter((v) => v !== undefined);
+    if (given.length !== 1) {
+      throw new GatehouseError('validation_error', 'Give exactly one of <source>, --preset or --manifest.');
+    }
+    const client = clientOf(flags);
+    const body = {
+      ...(source !== undefined ? { url: source } : {}),
+      ...(flags.preset !== undefined ? { preset: flags.preset } : {}),
+      ...(flags.manifest !== undefined ? { manifest: await readManifest(flags.manifest) } : {}),
+      ...(flags.id !== undefined ? { id: flags.id } : {}),
+    };
+    const answer = await client.request<{ installed: ServerView }>('POST', '/api/mcp/install', body);
+    if (flags.json) return printJson(answer);
+    const { id, transport, url, command, args } = answer.installed;
+    const target = transport === 'stdio' ? [command, ...args].join(' ') : url;
+    print(`installed ${id} (${transport} ${target})\ncheck it with: gatehouse servers test ${id}`);
+  });
+
+  withClientFlags(
+    servers.command('test').description('Handshake with a server: ok, latency, tools, error.').argument('<id>'),
+  ).action(async (id: string, flags: Flags) => {
+    const result = await clientOf(flags).request<TestResult>('POST', `/api/mcp/servers/${encodeURIComponent(id)}/test`);
+    // A failed handshake is a failed command, for scripts.
+    if (!result.ok) process.exitCode = 1;
+    if (flags.json) return printJson(result);
+    const tools = Object.entries(result.verdicts).map(([name, verdict]) => `${name} (${verdict})`);
+    const lines: Array<[string, string]> = [
+      ['ok', result.ok ? 'yes' : 'no'],
+      ['latency', `${result.latencyMs} ms`],
+      ['tools', `${result.discoveredToolsCount}${tools.length > 0 ? `: ${tools.join(', ')}` : ''}`],
+      ['error', result.error ? `${result.error.code}: ${result.error.message}` : '-'],
+    ];
+    print(lines.map(([label, value]) => `${label.padEnd(8)} ${value}`).join('\n'));
+  });
+
+  withClientFlags(servers.command('remove').description('Uninstall a server.').argument('<id>')).action(
+    async (id: string, flags: Flags) => {
+      const answer = await clientOf(flags).request('DELETE', `/api/mcp/servers/${encodeURIComponent(id)}`);
+      if (flags.json) return printJson(answer);
+      print(`removed ${id}`);
+    },
+  );
+
+  servers
+    .command('export')
+    .description('Write the registry as a gatehouse.yaml for `serve --config`, secrets as env references.')
+    .option('--data-dir <dir>', 'data folder of the SQLite store')
+    .option('--database-url <url>', 'PostgreSQL URL')
+    .option('--secret-key <key>', 'the sealing key (env GATEHOUSE_SECRET_KEY), checked against the store')
+    .option('--out <file>', 'write to this file (mode 0600) instead of stdout')
+    .action(async (flags: { out?: string } & Record<string, unknown>) => {
+      const config = configOf(flags);
+      const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+      let exported: ReturnType<typeof exportServers>;
+      try {
+        const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
+        const records = await new ServerStore(store, key, config.secretEnvPrefix).all();
+        exported = exportServers(records, { secretEnvPrefix: config.secretEnvPrefix });
+      } finally {
+        await store.close();
+      }
+      if (flags.out === undefined) return void process.stdout.write(exported.yaml);
+      const file = await open(flags.out, 'w', 0o600);
+      try {
+        await file.chmod(0o600); // an existing file keeps its mode otherwise
+        await file.writeFile(exported.yaml);
+      } finally {
+        await file.close();
+      }
+      const sealed = exported.variables.filter((v) => v.sealed).length;
+      process.stderr.write(
+        `wrote ${flags.out}: ${exported.variables.length} env variables to set (${sealed} were sealed values)\n`,
+      );
+    });
+}

@@ -1,0 +1,302 @@
+/**
+ * The admin surface through real HTTP with the SDK client as the agent: tools derived from the route
+ * table, scopes read per request, path-argument rules, gated tools through the approval queue.
+ */
+import type { AddressInfo } from 'node:net';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SurfaceGrants } from '../../src/api/grants.js';
+import { defineRoute } from '../../src/api/route.js';
+import { tokenAuthenticator } from '../../src/api/token-auth.js';
+import { buildApp } from '../../src/app.js';
+import { ApprovalQueue } from '../../src/approvals/queue.js';
+import { AuditLog } from '../../src/audit/log.js';
+import { EventHub } from '../../src/audit/stream.js';
+import { createLogger } from '../../src/logging.js';
+import { SettingsService } from '../../src/settings/service.js';
+import { openStore } from '../../src/store/db.js';
+import { TokenStore } from '../../src/store/tokens.js';
+import { createAdminSurface } from '../../src/surfaces/admin/index.js';
+import { buildAdminCatalog } from '../../src/surfaces/admin/tools.js';
+import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+describe('admin surface', () => {
+  let gw: TestGateway;
+  let base: string;
+  let agent: { token: string };
+  let upstream: McpFixture;
+  const clients: Client[] = [];
+
+  const connect = async (token: string): Promise<Client> => {
+    const client = new Client({ name: 'admin-agent', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${base}/mcp/admin`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+      }),
+    );
+    clients.push(client);
+    return client;
+  };
+  const settings = (body: Record<string, unknown>) => gw.request('PATCH', '/api/settings', { body });
+  const call = async (client: Client, name: string, args: Record<string, unknown>) =>
+    (await client.callTool({ name, arguments: { args } })) as {
+      isError?: boolean;
+      structuredContent: Record<string, any>;
+    };
+
+  beforeEach(async () => {
+    gw = await startTestGateway(sqliteTarget);
+    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } });
+    agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'admin-agent' } })).json();
+    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
+    base = `http://127.0.0.1:${(gw.gateway.app.server.address() as AddressInfo).port}`;
+  });
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
+    await upstream.close();
+    await gw.close();
+  });
+
+  it('derives one tool per declared route; every route is a tool or excluded with a reason', () => {
+    const catalog = buildAdminCatalog(gw.gateway.app.routeTable);
+    expect(catalog.aliases.mcp_server_list).toBe('GET /api/mcp/servers');
+    expect(catalog.aliases.mcp_catalog_get).toBe('GET /api/mcp/catalog/*');
+    expect(catalog.tiers.gated).toEqual(
+      expect.arrayContaining(['mcp_server_install', 'mcp_server_uninstall', 'mcp_server_tools_write']),
+    );
+    expect(catalog.tiers.autonomousRead).toEqual(expect.arrayContaining(['platform_status', 'agent_mcp_capabilities']));
+    const excluded = catalog.excluded.map((e) => e.route);
+    for (const never of ['POST /api/tokens', 'DELETE /api/tokens/:id', 'PATCH /api/settings', 'GET /api/mcp/stream']) {
+      expect(excluded).toContain(never);
+    }
+    expect(catalog.excluded.every((e) => e.reason.length > 10)).toBe(true);
+    const schema = catalog.tools.get('mcp_server_get')?.definition.inputSchema as any;
+    expect(schema.properties.args.required).toEqual(['id']);
+    expect(() =>
+      buildAdminCatalog([
+        ...gw.gateway.app.routeTable,
+        { method: 'GET', url: '/x', declaration: undefined, mcpEndpoint: false },
+      ]),
+    ).toThrow(/neither/);
+  });
+
+  it('is 404 while switched off and lists only what the scopes allow, read per request', async () => {
+    expect(
+      (await fetch(`${base}/mcp/admin`, { method: 'POST', headers: { authorization: `Bearer ${agent.token}` } }))
+        .status,
+    ).toBe(404);
+    await settings({ 'mcp.adminEnabled': true });
+    const client = await connect(agent.token);
+    const names = async () => (await client.listTools()).tools.map((t) => t.name);
+    expect((await names()).sort()).toEqual(
+      [
+        'agent_mcp_capabilities',
+        'gatehouse__approval_status',
+        'platform_auth_context',
+        'platform_health',
+        'platform_status',
+        'platform_summary',
+        'platform_version',
+      ].sort(),
+    );
+    await settings({ 'mcp.scope.servers': 'read' });
+    expect(await names()).toContain('mcp_server_list');
+    expect(await names()).not.toContain('mcp_server_install');
+    await settings({ 'mcp.scope.servers': 'write' });
+    expect(await names()).toEqual(expect.arrayContaining(['mcp_server_install', 'mcp_server_config_write']));
+    await settings({ 'mcp.scope.servers': 'off' });
+    expect(await names()).not.toContain('mcp_server_list');
+    await expect(call(client, 'mcp_server_list', {})).rejects.toThrow(/not found/);
+    const status = (await call(client, 'platform_status', {})).structuredContent;
+    expect(status).toMatchObject({
+      name: 'gatehouse',
+      surfaces: { admin: true },
+      externalEndpoints: expect.any(Array),
+    });
+    const context = (await call(client, 'platform_auth_context', {})).structuredContent;
+    expect(context).toMatchObject({
+      name: 'admin-agent',
+      role: 'agent',
+      via: 'admin-surface',
+      scopes: { servers: 'off' },
+    });
+    await settings({ 'mcp.adminEnabled': false });
+    await expect(client.listTools()).rejects.toThrow();
+  });
+
+  it('returns raw REST JSON, with fields and q on lists, and the error envelope on failure', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'read' });
+    const client = await connect(agent.token);
+    const list = (await call(client, 'mcp_server_list', { fields: 'status', q: 'files' })).structuredContent;
+    expect(list.servers).toEqual([{ id: 'files', status: 'unknown' }]);
+    expect(list.total).toBe(1);
+    const missing = await call(client, 'mcp_server_get', { id: 'nope' });
+    expect(missing.isError).toBe(true);
+    expect(missing.structuredContent).toMatchObject({ status: 'error', error: { code: 'mcp.not_found' } });
+    // A record whose own status is "failed" is a normal result.
+    await gw.request('PATCH', '/api/mcp/servers/files/config', { body: { url: 'http://127.0.0.2:1/mcp' } });
+    await gw.request('POST', '/api/mcp/servers/files/test');
+    const failed = await call(client, 'mcp_server_get', { id: 'files' });
+    expect(failed.isError).toBeFalsy();
+    expect(failed.structuredContent.status).toBe('failed');
+  });
+
+  it('holds path arguments to hal0’s rules and encodes them as one segment', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'read' });
+    const client = await connect(agent.token);
+    const refused: unknown[] = [
+      null,
+      true,
+      1.5,
+      [],
+      {},
+      '',
+      '.',
+      '..',
+      'a/b',
+      'a\u0000b',
+      'a\u200bb',
+      'a\u202eb',
+      '\ufeffa',
+      2 ** 53,
+    ];
+    for (const id of refused) {
+      const result = await call(client, 'mcp_server_get', { id });
+      expect(result.structuredContent, JSON.stringify(id)).toMatchObject({
+        status: 'error',
+        error: { code: 'mcp.invalid_arg' },
+      });
+    }
+    expect((await call(client, 'mcp_server_get', {})).structuredContent.error.code).toBe('mcp.missing_arg');
+    // {name:path}: segments each held to the rules; / between them is fine.
+    for (const name of ['/io.x/a', 'io.x/a/', 'io.x//a', 'io.x/../a', 'io.x/./a']) {
+      expect((await call(client, 'mcp_catalog_get', { name })).structuredContent.error.code).toBe('mcp.invalid_arg');
+    }
+    const found = await call(client, 'mcp_catalog_get', { name: 'io.github.modelcontextprotocol/memory' });
+    expect(found.isError).toBeFalsy();
+  });
+
+  it('queues gated tools for an operator and runs them as the requester, re-checking at execution', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    const client = await connect(agent.token);
+    const pending = (await call(client, 'mcp_server_uninstall', { id: 'files' })).structuredContent;
+    expect(pending).toMatchObject({ status: 'pending_approval', approval_id: expect.any(String) });
+    expect((await gw.request('GET', '/api/mcp/servers/files')).statusCode).toBe(200);
+    const card = (await gw.request('GET', `/api/approvals/${pending.approval_id}`)).json();
+    expect(card).toMatchObject({ surface: 'admin', tool: 'mcp_server_uninstall', arguments: { id: 'files' } });
+    await gw.request('POST', `/api/approvals/${pending.approval_id}/approve`, { body: {} });
+    const done = (
+      await client.callTool({
+        name: 'gatehouse__approval_status',
+        arguments: { approval_id: pending.approval_id, wait_s: 10 },
+      })
+    ).structuredContent as Record<string, any>;
+    expect(done).toMatchObject({ status: 'executed', result: { uninstalled: 'files' } });
+    expect((await gw.request('GET', '/api/mcp/servers/files')).statusCode).toBe(404);
+
+    // Scope narrowed between request and approval: the call ends out_of_scope and never runs.
+    await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'again' } });
+    const second = (await call(client, 'mcp_server_uninstall', { id: 'again' })).structuredContent;
+    await settings({ 'mcp.scope.servers': 'read' });
+    await gw.request('POST', `/api/approvals/${second.approval_id}/approve`, { body: {} });
+    const ended = (
+      await client.callTool({
+        name: 'gatehouse__approval_status',
+        arguments: { approval_id: second.approval_id, wait_s: 10 },
+      })
+    ).structuredContent as Record<string, any>;
+    expect(ended.status).toBe('out_of_scope');
+    expect((await gw.request('GET', '/api/mcp/servers/again')).statusCode).toBe(200);
+  });
+
+  it('refuses agent tokens on REST outside the surface', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    expect((await gw.request('GET', '/api/mcp/servers', { token: agent.token })).statusCode).toBe(403);
+    expect((await gw.request('GET', '/api/platform/status', { token: agent.token })).statusCode).toBe(403);
+  });
+});
+
+describe('admin surface on test routes', () => {
+  it('encodes ? # % : space é intact, per segment for path parameters, and wraps bare lists', async () => {
+    const target = await sqliteTarget.fresh();
+    const store = await openStore(target);
+    const settings = new SettingsService(store);
+    await settings.patch({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'read' }, null);
+    const tokens = new TokenStore(store);
+    const { token } = await tokens.create({ name: 'route-agent', role: 'agent', source: 'api' });
+    const audit = new AuditLog(store);
+    const events = await EventHub.open(store);
+    const approvals = new ApprovalQueue({ store, audit, events });
+    const grants = new SurfaceGrants();
+    const read = { scope: 'servers' as const, access: ['admin'] as const, summary: 'test route' };
+    const app = await buildApp({
+      config: { maxBodySize: 1 << 20 },
+      logger: createLogger({ logLevel: 'silent' }),
+      grants,
+      authenticate: tokenAuthenticator(store, tokens),
+      routes: [
+        defineRoute({
+          ...read,
+          method: 'GET',
+          url: '/echo/:value',
+          mcp: { tool: 'test_echo', tier: 'autonomousRead' },
+          handler: ({ request }) => ({ value: (request.params as { value: string }).value }),
+        }),
+        defineRoute({
+          ...read,
+          method: 'GET',
+          url: '/files/*',
+          wildcard: 'relpath',
+          mcp: { tool: 'test_files', tier: 'autonomousRead' },
+          handler: ({ request }) => ({ relpath: (request.params as Record<string, string>)['*'] }),
+        }),
+        defineRoute({
+          ...read,
+          method: 'GET',
+          url: '/bare',
+          mcp: { tool: 'test_bare', tier: 'autonomousRead' },
+          handler: () => [1, 2, 3],
+        }),
+      ],
+    });
+    const surface = createAdminSurface({
+      config: { host: '127.0.0.1', hubAuth: 'token', allowedOrigins: [], allowedHosts: [], maxBodySize: 1 << 20 },
+      app,
+      grants,
+      settings,
+      approvals,
+      audit: () => {},
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const client = new Client({ name: 'route-agent', version: '1.0.0' });
+    try {
+      const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp/admin`;
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      const run = async (name: string, args: Record<string, unknown>) =>
+        ((await client.callTool({ name, arguments: { args } })) as { structuredContent: Record<string, unknown> })
+          .structuredContent;
+      for (const value of ['a?b', 'a#b', '100%', 'a:b', 'a b', 'é', '?#%: é', 42]) {
+        expect(await run('test_echo', { value })).toEqual({ value: String(value) });
+      }
+      expect(await run('test_files', { relpath: 'styles/a b?.safetensors' })).toEqual({
+        relpath: 'styles/a b?.safetensors',
+      });
+      expect(await run('test_bare', {})).toEqual({ items: [1, 2, 3], count: 3 });
+    } finally {
+      await client.close();
+      await surface.close();
+      await app.close();
+      await approvals.close();
+      events.close();
+      await store.close();
+      await target.cleanup();
+    }
+  });
+});
