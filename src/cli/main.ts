@@ -4,6 +4,8 @@ import { Command, Option } from 'commander';
 import { type Config, loadConfig, SETTINGS, type SettingKey } from '../config.js';
 import { isGatehouseError } from '../errors.js';
 import { VERSION } from '../version.js';
+import { addAdminCommands } from './admin.js';
+import { addApprovalCommands } from './approvals.js';
 import { runConduit } from './conduit.js';
 import { ApiError, formatApiError } from './rest-client.js';
 import { runServe } from './serve.js';
@@ -91,6 +93,8 @@ export function buildCli(): Command {
 
   addTokenCommands(program, configFrom);
   addServerCommands(program, configFrom);
+  addApprovalCommands(program);
+  addAdminCommands(program);
   return program;
 }
 
