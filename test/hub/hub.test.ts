@@ -89,6 +89,33 @@ describeEachStore('agent hub', (target) => {
     });
   }
 
+  for (const era of ['modern', 'legacy'] as const) {
+    it(`tells connected agents when the aggregate changes (${era})`, async () => {
+      let changed = 0;
+      const client = new Client(
+        { name: `watcher-${era}`, version: '1.0.0' },
+        {
+          ...(era === 'modern' ? { versionNegotiation: { mode: 'auto' as const } } : {}),
+          listChanged: { tools: { onChanged: () => void changed++ } },
+        },
+      );
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${agent.token}` } },
+        }),
+      );
+      clients.push(client);
+      await client.listTools();
+      if (era === 'legacy') {
+        // The 2025 era delivers server-initiated notifications on the session's GET stream.
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await gw.request('PATCH', '/api/mcp/servers/files/tools', { body: { allow: ['echo'] } });
+      for (let i = 0; i < 100 && changed === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(changed).toBeGreaterThan(0);
+    });
+  }
+
   it('refuses blocked, hidden and invalid calls the way DESIGN.md says', async () => {
     const client = await connect(agent.token, 'modern');
     await expect(client.callTool({ name: 'files__fail', arguments: {} })).rejects.toThrow(/not found/);
