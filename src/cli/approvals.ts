@@ -5,9 +5,8 @@
  */
 import type { Command } from 'commander';
 import type { ApprovalView } from '../approvals/types.js';
-
-export const DEFAULT_GATEWAY_URL = 'http://127.0.0.1:8080';
-const DEFAULT_TIMEOUT_MS = 30_000;
+import { isGatehouseError } from '../errors.js';
+import { ApiError, clientOptions, DEFAULT_GATEWAY_URL, DEFAULT_TIMEOUT_MS, RestClient } from './rest-client.js';
 
 export interface CliIo {
   stdout(text: string): void;
@@ -32,91 +31,10 @@ interface ConnectionFlags {
   timeout?: string;
 }
 
-class CliError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-interface Connection {
-  url: string;
-  token: string;
-  timeoutMs: number;
-}
-
-function connectionOf(flags: ConnectionFlags, env: NodeJS.ProcessEnv): Connection {
-  const url = flags.url ?? env.GATEHOUSE_URL ?? DEFAULT_GATEWAY_URL;
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('scheme');
-  } catch {
-    throw new CliError('validation_error', `--url must be an http(s) URL, got "${url}".`);
-  }
-  const token = flags.token ?? env.GATEHOUSE_TOKEN;
-  if (!token) throw new CliError('unauthorized', 'A token is required: pass --token or set GATEHOUSE_TOKEN.');
-  const timeoutMs = flags.timeout === undefined ? DEFAULT_TIMEOUT_MS : Number(flags.timeout);
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 600_000) {
-    throw new CliError('validation_error', '--timeout must be a whole number of milliseconds from 1 to 600000.');
-  }
-  return { url: url.replace(/\/+$/, ''), token, timeoutMs };
-}
-
-/** One REST call with a deadline; a Gatehouse error envelope becomes a `CliError` with its code. */
-async function callApi(conn: Connection, method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown> {
-  let response: Response;
-  try {
-    response = await fetch(`${conn.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${conn.token}`,
-        accept: 'application/json',
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      // Never follow a redirect: the token must go to the gateway named and nowhere else.
-      redirect: 'manual',
-      signal: AbortSignal.timeout(conn.timeoutMs),
-    });
-  } catch (error) {
-    const name = (error as { name?: string }).name;
-    if (name === 'TimeoutError' || name === 'AbortError') {
-      throw new CliError('upstream_timeout', `Gatehouse at ${conn.url} did not answer within ${conn.timeoutMs} ms.`);
-    }
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    throw new CliError(
-      'upstream_unreachable',
-      `Cannot reach Gatehouse at ${conn.url}${cause?.code ? ` (${cause.code})` : ''}.`,
-    );
-  }
-  if (response.status >= 300 && response.status < 400) {
-    throw new CliError(
-      'upstream_protocol_error',
-      `Gatehouse at ${conn.url} answered with a redirect (HTTP ${response.status}); give the gateway's own URL.`,
-    );
-  }
-  let text: string;
-  try {
-    text = await response.text();
-  } catch {
-    throw new CliError('upstream_timeout', `Gatehouse at ${conn.url} did not finish its answer in time.`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = text === '' ? null : JSON.parse(text);
-  } catch {
-    throw new CliError('upstream_protocol_error', `Gatehouse answered HTTP ${response.status} with a non-JSON body.`);
-  }
-  if (!response.ok) {
-    const envelope = (parsed as { error?: { code?: unknown; message?: unknown } } | null)?.error;
-    if (envelope && typeof envelope.code === 'string') {
-      throw new CliError(envelope.code, typeof envelope.message === 'string' ? envelope.message : envelope.code);
-    }
-    throw new CliError('upstream_protocol_error', `Gatehouse answered HTTP ${response.status} without an error body.`);
-  }
-  return parsed;
+/** One REST call through the CLI's shared client (deadline, no redirects, typed errors). */
+function callApi(flags: ConnectionFlags, env: NodeJS.ProcessEnv, method: 'GET' | 'POST', path: string, body?: unknown) {
+  const options = clientOptions({ url: flags.url, token: flags.token, timeoutMs: flags.timeout }, env);
+  return new RestClient(options).request<unknown>(method, path, body);
 }
 
 /** Control, invisible and bidi characters: a terminal would act on them or hide them from the operator. */
@@ -191,7 +109,7 @@ export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo
       try {
         await body(...args);
       } catch (error) {
-        if (error instanceof CliError) {
+        if (error instanceof ApiError || isGatehouseError(error)) {
           io.stderr(`${error.code}: ${printable(error.message)}\n`);
           io.setExitCode(1);
           return;
@@ -213,13 +131,12 @@ export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo
       .option('--offset <n>', 'skip this many'),
   ).action(
     run(async (flags: ConnectionFlags & { status?: string; limit?: string; offset?: string }) => {
-      const conn = connectionOf(flags, io.env);
       const query = new URLSearchParams();
       if (flags.status) query.set('status', flags.status);
       if (flags.limit) query.set('limit', flags.limit);
       if (flags.offset) query.set('offset', flags.offset);
       const suffix = query.toString() ? `?${query}` : '';
-      const answer = (await callApi(conn, 'GET', `/api/approvals${suffix}`)) as {
+      const answer = (await callApi(flags, io.env, 'GET', `/api/approvals${suffix}`)) as {
         approvals: ApprovalView[];
         count: number;
         total: number;
@@ -233,8 +150,12 @@ export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo
 
   withConnection(approvals.command('show').description('Show one approval card.').argument('<id>')).action(
     run(async (id: string, flags: ConnectionFlags) => {
-      const conn = connectionOf(flags, io.env);
-      const approval = (await callApi(conn, 'GET', `/api/approvals/${encodeURIComponent(id)}`)) as ApprovalView;
+      const approval = (await callApi(
+        flags,
+        io.env,
+        'GET',
+        `/api/approvals/${encodeURIComponent(id)}`,
+      )) as ApprovalView;
       io.stdout(flags.json ? `${JSON.stringify(approval, null, 2)}\n` : card(approval));
     }),
   );
@@ -252,9 +173,9 @@ export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo
         .option('--reason <text>', 'why (at most 2000 characters)'),
     ).action(
       run(async (id: string, flags: ConnectionFlags & { reason?: string }) => {
-        const conn = connectionOf(flags, io.env);
         const approval = (await callApi(
-          conn,
+          flags,
+          io.env,
           'POST',
           `/api/approvals/${encodeURIComponent(id)}/${decision}`,
           flags.reason !== undefined ? { reason: flags.reason } : {},

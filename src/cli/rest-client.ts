@@ -64,7 +64,8 @@ export class RestClient {
     try {
       response = await fetch(url, {
         method,
-        redirect: 'error',
+        // Never followed: the token must go to the gateway named and nowhere else.
+        redirect: 'manual',
         signal: AbortSignal.timeout(timeoutMs),
         headers: {
           authorization: `Bearer ${token}`,
@@ -88,6 +89,13 @@ export class RestClient {
         'upstream_unreachable',
         `Cannot reach the gateway at ${baseUrl.origin} (${reason}).`,
         undefined,
+      );
+    }
+    if (response.status >= 300 && response.status < 400) {
+      throw new ApiError(
+        'upstream_protocol_error',
+        `The gateway at ${baseUrl.origin} answered with a redirect (HTTP ${response.status}); give its own URL.`,
+        response.status,
       );
     }
     const json = parse(text);

@@ -178,7 +178,7 @@ describe('gatehouse approvals (CLI over REST)', () => {
     const down = await cli(['list', '--url', `http://127.0.0.1:${closedPort}`, '--token', operatorToken]);
     expect(down.exitCode).toBe(1);
     expect(down.stderr).toMatch(
-      /^upstream_unreachable: Cannot reach Gatehouse at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
+      /^upstream_unreachable: Cannot reach the gateway at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\)/,
     );
 
     // A redirect is refused, not followed (the token must not travel anywhere else).
