@@ -8,7 +8,8 @@ import { opsRoutes } from './api/ops.js';
 import { systemRoutes } from './api/system.js';
 import { buildApp } from './app.js';
 import { type Config, isLoopbackHost } from './config.js';
-import { createEgressGuard, type EgressGuard, type Resolver } from './egress/index.js';
+import { createEgressFromConfig } from './egress/from-config.js';
+import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
 import { createLogger, type Logger } from './logging.js';
 import { UpstreamPool } from './upstream/index.js';
@@ -41,16 +42,6 @@ export function assertConduitExposure(config: Config): void {
         'Set MCP_TOOL_TOKEN, or bind 127.0.0.1.',
     );
   }
-}
-
-export function createEgressFromConfig(config: Config, resolver?: Resolver): EgressGuard {
-  return createEgressGuard({
-    policy: config.allowPrivateNetworks ? 'any' : 'public',
-    allowHttp: config.allowHttp,
-    maxResponseBytes: config.maxResponseSize,
-    ...(config.nodeEnv === 'test' ? { testPublicAddresses: config.testPublicAddresses } : {}),
-    ...(resolver ? { resolver } : {}),
-  });
 }
 
 export async function createConduit(config: Config, deps: ConduitDeps = {}): Promise<Conduit> {

@@ -25,7 +25,8 @@ import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { EventHub } from './audit/stream.js';
 import { type Config, isLoopbackHost } from './config.js';
-import { createEgressGuard, type EgressGuard, type NetworkPolicy, type Resolver } from './egress/index.js';
+import { createEgressFromConfig } from './egress/from-config.js';
+import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
 import { createLogger, type Logger } from './logging.js';
 import { Metrics } from './metrics/index.js';
@@ -69,23 +70,16 @@ export interface Gateway {
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
 class Guards {
-  private readonly byPolicy = new Map<NetworkPolicy, EgressGuard>();
+  private readonly byPolicy = new Map<'public' | 'private', EgressGuard>();
   constructor(
     private readonly config: Config,
     private readonly resolver: Resolver | undefined,
   ) {}
-  /** The global development switch turns the guard off for every server. */
   for(privateNetwork: boolean): EgressGuard {
-    const policy: NetworkPolicy = this.config.allowPrivateNetworks ? 'any' : privateNetwork ? 'private' : 'public';
+    const policy = privateNetwork ? 'private' : 'public';
     let guard = this.byPolicy.get(policy);
     if (!guard) {
-      guard = createEgressGuard({
-        policy,
-        allowHttp: this.config.allowHttp,
-        maxResponseBytes: this.config.maxResponseSize,
-        ...(this.config.nodeEnv === 'test' ? { testPublicAddresses: this.config.testPublicAddresses } : {}),
-        ...(this.resolver ? { resolver: this.resolver } : {}),
-      });
+      guard = createEgressFromConfig(this.config, this.resolver, policy);
       this.byPolicy.set(policy, guard);
     }
     return guard;
