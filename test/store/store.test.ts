@@ -4,7 +4,7 @@ import { aadFor, seal, unseal } from '../../src/secrets/seal.js';
 import { hashToken } from '../../src/secrets/tokens.js';
 import { SettingsService } from '../../src/settings/service.js';
 import { openStore, type Store } from '../../src/store/db.js';
-import { LATEST_MIGRATION } from '../../src/store/migrations.js';
+import { MIGRATIONS } from '../../src/store/migrations.js';
 import { TokenStore } from '../../src/store/tokens.js';
 import { runTs } from '../helpers/processes.js';
 import { describeEachStore, freshStore } from '../helpers/stores.js';
@@ -34,7 +34,7 @@ describeEachStore('store', (target) => {
       expect(results.filter((r) => r.createdAdmin)).toHaveLength(1);
       const check = await openStore(empty);
       const versions = await check.db.selectFrom('gatehouse_migrations').select('version').execute();
-      expect(versions.map((r) => Number(r.version))).toEqual([LATEST_MIGRATION]);
+      expect(versions.map((r) => Number(r.version)).sort((a, b) => a - b)).toEqual(MIGRATIONS.map((m) => m.version));
       const admins = (await new TokenStore(check).list({ limit: 10, offset: 0 })).tokens.filter(
         (t) => t.role === 'admin',
       );
