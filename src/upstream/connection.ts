@@ -27,6 +27,8 @@ export interface OpenOptions {
 export class Connection {
   /** The transport reported a failure: hand it out no more. */
   broken = false;
+  /** Operations run on it (counted by the pool). */
+  operations = 0;
   private ready = false;
   private closing: Promise<void> | undefined;
 

@@ -3,71 +3,111 @@
  * `server/discover` probe: a modern verdict carries the DiscoverResult (zero round trips to
  * connect), a legacy verdict goes straight to `initialize`.
  *
- * Bounded: least recently used URLs are forgotten beyond `maxEntries`, and a DiscoverResult too
- * large to be worth keeping is not kept (that URL is simply probed each time). Legacy verdicts
- * expire: an upgraded server still answers `initialize`, so a stale legacy verdict would otherwise
- * hold a server in the old era forever (the SDK's own advice for cached verdicts).
+ * - The era is remembered per URL. A DiscoverResult is shared across pool keys (other headers,
+ *   so possibly another principal) only when the server marked it `cacheScope: 'public'`; a private
+ *   one (the SDK's default) is reused only by the key that received it, as the SDK asks ("reuse only
+ *   within one authorization context"). A new key on a known-modern URL therefore probes once.
+ * - Legacy verdicts expire: an upgraded server still answers `initialize`, so a stale legacy
+ *   verdict would otherwise hold it in the old era forever (the SDK's advice for cached verdicts).
+ * - Bounded by URL count and by the bytes of the DiscoverResults kept; the least recently used URL
+ *   goes first. A DiscoverResult larger than `maxDiscoverBytes` is not kept (that key just probes).
  */
-import type { PriorDiscovery } from '@modelcontextprotocol/client';
+import type { DiscoverResult, PriorDiscovery } from '@modelcontextprotocol/client';
 
 export interface EraMemoryOptions {
-  maxEntries?: number;
-  legacyTtlMs?: number;
+  maxUrls?: number;
+  maxBytes?: number;
   maxDiscoverBytes?: number;
+  legacyTtlMs?: number;
+}
+
+interface Kept {
+  discover: DiscoverResult;
+  bytes: number;
 }
 
 interface Entry {
-  prior: PriorDiscovery;
+  era: 'modern' | 'legacy';
   at: number;
+  shared?: Kept;
+  byKey: Map<string, Kept>;
+  bytes: number;
 }
 
 export class EraMemory {
   private readonly entries = new Map<string, Entry>();
-  private readonly maxEntries: number;
-  private readonly legacyTtlMs: number;
+  private readonly maxUrls: number;
+  private readonly maxBytes: number;
   private readonly maxDiscoverBytes: number;
+  private readonly legacyTtlMs: number;
+  private bytes = 0;
 
   constructor(options: EraMemoryOptions = {}) {
-    this.maxEntries = options.maxEntries ?? 10_000;
+    this.maxUrls = options.maxUrls ?? 10_000;
+    this.maxBytes = options.maxBytes ?? 8 * 1024 * 1024;
+    this.maxDiscoverBytes = options.maxDiscoverBytes ?? 16 * 1024;
     this.legacyTtlMs = options.legacyTtlMs ?? 60 * 60_000;
-    this.maxDiscoverBytes = options.maxDiscoverBytes ?? 64 * 1024;
   }
 
+  /** URLs whose era is known. */
   get size(): number {
     return this.entries.size;
   }
 
-  get(url: string): PriorDiscovery | undefined {
+  /** The verdict to connect `key` with, or undefined to negotiate. */
+  get(url: string, key: string): PriorDiscovery | undefined {
     const entry = this.entries.get(url);
     if (!entry) return undefined;
-    if (entry.prior.kind === 'legacy' && Date.now() - entry.at > this.legacyTtlMs) {
-      this.entries.delete(url);
+    if (entry.era === 'legacy' && Date.now() - entry.at > this.legacyTtlMs) {
+      this.forget(url);
       return undefined;
     }
     // Re-insert: Map order is the LRU order.
     this.entries.delete(url);
     this.entries.set(url, entry);
-    return entry.prior;
+    if (entry.era === 'legacy') return { kind: 'legacy' };
+    const kept = entry.shared ?? entry.byKey.get(key);
+    return kept && { kind: 'modern', discover: kept.discover };
   }
 
-  remember(url: string, prior: PriorDiscovery): void {
-    if (prior.kind === 'modern' && Buffer.byteLength(JSON.stringify(prior.discover)) > this.maxDiscoverBytes) {
-      this.entries.delete(url);
-      return;
+  remember(url: string, key: string, prior: PriorDiscovery): void {
+    let entry = this.entries.get(url);
+    if (!entry || entry.era !== prior.kind) {
+      if (entry) this.forget(url);
+      entry = { era: prior.kind, at: Date.now(), byKey: new Map(), bytes: 0 };
     }
     this.entries.delete(url);
-    this.entries.set(url, { prior, at: Date.now() });
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
+    this.entries.set(url, entry);
+    entry.at = Date.now();
+    if (prior.kind === 'modern') {
+      const bytes = Buffer.byteLength(JSON.stringify(prior.discover));
+      if (bytes <= this.maxDiscoverBytes) {
+        const kept = { discover: prior.discover, bytes };
+        const previous = prior.discover.cacheScope === 'public' ? entry.shared : entry.byKey.get(key);
+        if (prior.discover.cacheScope === 'public') entry.shared = kept;
+        else entry.byKey.set(key, kept);
+        this.resize(entry, bytes - (previous?.bytes ?? 0));
+      }
     }
+    this.enforceBounds();
   }
 
   forget(url: string): void {
+    const entry = this.entries.get(url);
+    if (!entry) return;
     this.entries.delete(url);
+    this.bytes -= entry.bytes;
   }
 
-  clear(): void {
-    this.entries.clear();
+  private resize(entry: Entry, delta: number): void {
+    entry.bytes += delta;
+    this.bytes += delta;
+  }
+
+  private enforceBounds(): void {
+    for (const url of this.entries.keys()) {
+      if (this.entries.size <= this.maxUrls && this.bytes <= this.maxBytes) break;
+      this.forget(url);
+    }
   }
 }

@@ -34,7 +34,7 @@ const NETWORK_CODES = new Set([
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_)/;
 
-/** JSON-RPC codes that mean "this request does not fit this server's protocol era". */
+/** JSON-RPC codes that mean "this request does not fit this server's protocol era" (as a ProtocolError). */
 const ERA_RPC_CODES = new Set([-32022, -32600]);
 
 function chain(error: unknown): unknown[] {
@@ -51,16 +51,31 @@ const codeOf = (error: unknown): unknown => (error as { code?: unknown } | null)
 const nameOf = (error: unknown): string => (error instanceof Error ? error.name : '');
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : '');
 
-/** The JSON-RPC error code in an HTTP error body, if the body is a JSON-RPC error. */
-function rpcCodeInBody(error: SdkHttpError): number | undefined {
+/** The JSON-RPC error an HTTP error body carries, if it is one (`answered`: it names a request id). */
+function rpcErrorInBody(error: SdkHttpError): { code: number; answered: boolean } | undefined {
   const text = error.data?.text;
   if (typeof text !== 'string' || text.length > 65_536) return undefined;
   try {
-    const code = (JSON.parse(text) as { error?: { code?: unknown } })?.error?.code;
-    return typeof code === 'number' ? code : undefined;
+    const body = JSON.parse(text) as { id?: unknown; error?: { code?: unknown } } | null;
+    const code = body?.error?.code;
+    return typeof code === 'number' ? { code, answered: body?.id !== null && body?.id !== undefined } : undefined;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The JSON-RPC error code an upstream answered a request with: a ProtocolError, or (2026-07-28
+ * servers pair some errors with an HTTP status, e.g. 404 for an unknown method) an HTTP error whose
+ * body is the JSON-RPC error response to our request.
+ */
+export function rpcCodeOf(error: unknown): number | undefined {
+  if (error instanceof ProtocolError) return error.code;
+  if (error instanceof SdkHttpError) {
+    const rpc = rpcErrorInBody(error);
+    if (rpc?.answered) return rpc.code;
+  }
+  return undefined;
 }
 
 const protocolError = (message: string, details: ErrorDetails, cause: unknown) =>
@@ -69,18 +84,19 @@ const protocolError = (message: string, details: ErrorDetails, cause: unknown) =
 function fromHttpStatus(error: SdkHttpError): GatehouseError {
   const status = error.status;
   if (status >= 300 && status < 400) {
-    return protocolError(
-      'The upstream answered with a redirect, which is not followed.',
-      { reason: 'redirect_refused', status },
-      error,
-    );
+    const details = { reason: 'redirect_refused', status };
+    return protocolError('The upstream answered with a redirect, which is not followed.', details, error);
   }
-  const rpcCode = rpcCodeInBody(error);
-  return protocolError(
-    `The upstream answered HTTP ${status}.`,
-    { reason: 'http_status', status, ...(rpcCode !== undefined && { rpcCode }) },
-    error,
-  );
+  const rpc = rpcErrorInBody(error);
+  if (rpc?.answered) return fromRpcError(rpc.code, error, status);
+  const details = { reason: 'http_status', status, ...(rpc && { rpcCode: rpc.code }) };
+  return protocolError(`The upstream answered HTTP ${status}.`, details, error);
+}
+
+function fromRpcError(rpcCode: number, cause: unknown, status?: number): GatehouseError {
+  const reason = rpcCode === -32022 ? 'unsupported_protocol_version' : 'rpc_error';
+  const details = { reason, rpcCode, ...(status !== undefined && { status }) };
+  return protocolError('The upstream answered with a JSON-RPC error.', details, cause);
 }
 
 /** Maps any failure to the catalogue (see the module comment). */
@@ -105,10 +121,7 @@ export function toUpstreamError(error: unknown): GatehouseError {
   }
 
   if (error instanceof SdkHttpError) return fromHttpStatus(error);
-  if (error instanceof ProtocolError) {
-    const reason = error.code === -32022 ? 'unsupported_protocol_version' : 'rpc_error';
-    return protocolError('The upstream answered with a JSON-RPC error.', { reason, rpcCode: error.code }, error);
-  }
+  if (error instanceof ProtocolError) return fromRpcError(error.code, error);
   if (error instanceof SdkError) {
     switch (error.code) {
       case SdkErrorCode.RequestTimeout:
@@ -174,15 +187,16 @@ export function isSessionLost(error: unknown, sessionId: string | undefined): bo
 }
 
 /**
- * The failure a remembered era verdict produces when the server changed era: a modern request to a
- * 2025-era server (HTTP 400/404/405/406/415), an `initialize` to a modern-only one (-32022), or no
- * modern version left in common.
+ * The failure an era verdict produces when the server changed era: a modern request to a 2025-era
+ * server (refused at HTTP level: 400/404/405/406/415 without a JSON-RPC answer to it), an
+ * `initialize` to a modern-only one (-32022), or no modern version left in common.
  */
 export function isEraMismatch(error: unknown): boolean {
   if (findGatehouseError(error)) return false;
   if (error instanceof SdkHttpError) {
-    const rpcCode = rpcCodeInBody(error);
-    return [400, 404, 405, 406, 415].includes(error.status) || (rpcCode !== undefined && ERA_RPC_CODES.has(rpcCode));
+    const rpc = rpcErrorInBody(error);
+    if (rpc?.code === -32022) return true;
+    return !rpc?.answered && [400, 404, 405, 406, 415].includes(error.status);
   }
   if (error instanceof ProtocolError) return ERA_RPC_CODES.has(error.code);
   return error instanceof SdkError && error.code === SdkErrorCode.EraNegotiationFailed && error.cause === undefined;
@@ -194,7 +208,7 @@ export function isEraMismatch(error: unknown): boolean {
  * or a response the egress guard cut) retires it.
  */
 export function keepsConnection(error: unknown): boolean {
-  if (error instanceof ProtocolError) return true;
+  if (rpcCodeOf(error) !== undefined) return true;
   if (error instanceof SdkError) {
     return [
       SdkErrorCode.InvalidResult,
@@ -207,6 +221,7 @@ export function keepsConnection(error: unknown): boolean {
 
 /** Errors the SDK reports out of band (`onerror`) that say the connection itself is failing. */
 export function isTransportFailure(error: unknown): boolean {
+  if (rpcCodeOf(error) !== undefined) return false;
   if (findGatehouseError(error) || error instanceof SdkHttpError || error instanceof SyntaxError) return true;
   if (error instanceof SdkError) {
     return (

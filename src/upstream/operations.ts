@@ -2,10 +2,11 @@
  * The two operations the conduit needs, on an already connected client, both bounded.
  */
 import { createHash } from 'node:crypto';
-import { type Client, ProtocolError, type Tool } from '@modelcontextprotocol/client';
+import type { Client, Tool } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
+import { rpcCodeOf } from './map-error.js';
 import type { CallOptions, ListToolsResult } from './types.js';
 
 export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
@@ -36,7 +37,7 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
       );
     } catch (error) {
       // A server without tools may say so by not knowing the method.
-      if (pages === 0 && error instanceof ProtocolError && error.code === METHOD_NOT_FOUND) return { tools: [] };
+      if (pages === 0 && rpcCodeOf(error) === METHOD_NOT_FOUND) return { tools: [] };
       throw error;
     }
     pages += 1;

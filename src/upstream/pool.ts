@@ -9,8 +9,7 @@
  *   or a remembered era that stopped working, costs one transparent reconnect and retry.
  * - Every failure leaves as a catalogue error (`map-error.ts`).
  */
-import type { Client } from '@modelcontextprotocol/client';
-import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
@@ -31,6 +30,9 @@ import type {
 } from './types.js';
 
 const silent: UpstreamLogger = { warn() {}, debug() {} };
+
+/** Operations after which a pooled modern connection is replaced (see `release`). */
+const MODERN_RECYCLE_AFTER = 1_000;
 
 /** A pooled connection, or the connect that will produce it. */
 interface Slot {
@@ -57,6 +59,8 @@ export class UpstreamPool {
   /** Aborted by `close()`: abandons pooled connects in flight. */
   private readonly lifetime = new AbortController();
   private readonly closing = new Set<Promise<void>>();
+  /** Fresh-mode connects in flight, abandoned by `close()`. */
+  private readonly freshConnects = new Set<AbortController>();
   private connecting = 0;
   private closed = false;
 
@@ -99,7 +103,9 @@ export class UpstreamPool {
 
   stats(): PoolStats {
     let open = 0;
-    for (const { connection } of this.slots.values()) if (connection && !connection.closed && !connection.broken) open += 1;
+    for (const { connection } of this.slots.values()) {
+      if (connection && !connection.closed && !connection.broken) open += 1;
+    }
     return { open, connecting: this.connecting, eraByUrl: this.eras.size };
   }
 
@@ -107,6 +113,7 @@ export class UpstreamPool {
   async close(): Promise<void> {
     this.closed = true;
     this.lifetime.abort(poolClosed());
+    for (const abandon of this.freshConnects) abandon.abort(poolClosed());
     for (const slot of [...this.slots.values()]) this.retire(slot, true);
     while (this.closing.size > 0) await Promise.all([...this.closing]);
   }
@@ -123,18 +130,21 @@ export class UpstreamPool {
     try {
       for (let attempt = 0; ; attempt++) {
         if (deadline.expired) throw deadline.error();
-        const lease = await this.acquire(target, deadline);
-        const { connection } = lease;
+        let lease: Lease | undefined;
         try {
-          return await deadline.race(traced(() => operation(connection.client, deadline)));
+          lease = await this.acquire(target, deadline);
+          const { client } = lease.connection;
+          return await deadline.race(traced(() => operation(client, deadline)));
         } catch (error) {
+          // The SDK's own timeout (set to what was left of ours) may fire a hair before ours.
           if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);
-          const sessionLost = isSessionLost(error, connection.sessionId);
+          if (!lease) throw error;
+          const sessionLost = isSessionLost(error, lease.connection.sessionId);
           // The era this connection speaks no longer fits the server (it was replaced by the other era).
           const staleEra = !sessionLost && isEraMismatch(error);
           if (staleEra) this.eras.forget(target.url);
           if (sessionLost || staleEra || !keepsConnection(error)) this.discard(lease);
-          if (false) {
+          if (attempt === 0 && (sessionLost || staleEra)) {
             this.logger.warn(
               { upstream: originOf(target), reason: sessionLost ? 'session_lost' : 'era_changed' },
               'upstream reconnect and retry',
@@ -143,7 +153,7 @@ export class UpstreamPool {
           }
           throw error;
         } finally {
-          this.release(lease);
+          if (lease) this.release(lease);
         }
       }
     } catch (error) {
@@ -156,8 +166,26 @@ export class UpstreamPool {
   /** A connected client for `target`: the pooled one (connecting it if needed), or a fresh one. */
   private async acquire(target: NormalizedTarget, deadline: Deadline): Promise<Lease> {
     if (this.options.sessionMode === 'fresh') {
-      const signal = AbortSignal.any([deadline.signal, this.lifetime.signal]);
-      return { connection: await deadline.race(this.connect(target, deadline.remaining(), signal)) };
+      // Its own controller, aborted by the deadline or by close(): no composite signal hangs off
+      // the pool's long-lived one (AbortSignal.any retains its composites on Node 20).
+      const abandon = new AbortController();
+      const onDeadline = () => abandon.abort(deadline.signal.reason);
+      deadline.signal.addEventListener('abort', onDeadline, { once: true });
+      this.freshConnects.add(abandon);
+      const connecting = this.connect(target, deadline.remaining(), abandon.signal);
+      try {
+        return { connection: await deadline.race(connecting) };
+      } catch (error) {
+        // The deadline may win the race a moment after the connect succeeded: close what it produced.
+        connecting.then(
+          (late) => this.closeInBackground(late),
+          () => {},
+        );
+        throw error;
+      } finally {
+        deadline.signal.removeEventListener('abort', onDeadline);
+        this.freshConnects.delete(abandon);
+      }
     }
     let slot = this.slots.get(target.key);
     if (slot && (slot.connection?.broken || slot.connection?.closed)) {
@@ -198,6 +226,7 @@ export class UpstreamPool {
         if (slot.retired && slot.users === 0) this.closeInBackground(connection);
       },
       () => {
+        slot.retired = true;
         if (this.slots.get(slot.key) === slot) this.slots.delete(slot.key);
       },
     );
@@ -212,44 +241,47 @@ export class UpstreamPool {
   /** Connects with the remembered era; if that verdict no longer works, forgets it and negotiates once. */
   private async connect(target: NormalizedTarget, timeoutMs: number, signal: AbortSignal): Promise<Connection> {
     const startedAt = Date.now();
-    const prior = this.eras.get(target.url);
+    const open = async (prior: PriorDiscovery | undefined) => {
+      const remaining = Math.max(1, timeoutMs - (Date.now() - startedAt));
+      const { fetch } = this.options;
+      const connection = await Connection.open({
+        target,
+        fetch,
+        prior,
+        timeoutMs: remaining,
+        signal,
+        logger: this.logger,
+      });
+      if (!prior) this.eras.remember(target.url, target.key, connection.verdict());
+      this.logger.debug({ upstream: originOf(target), era: connection.era, remembered: !!prior }, 'upstream connected');
+      return connection;
+    };
+    const prior = this.eras.get(target.url, target.key);
     this.connecting += 1;
     try {
-      try {
-        const connection = await Connection.open({
-          target,
-          fetch: this.options.fetch,
-          prior,
-          timeoutMs,
-          signal,
-          logger: this.logger,
-        });
-        if (!prior) this.eras.remember(target.url, connection.verdict());
-        return connection;
-      } catch (error) {
-        if (!prior || signal.aborted || !isEraMismatch(error)) throw error;
-        this.eras.forget(target.url);
-        this.logger.warn({ upstream: originOf(target), reason: 'era_changed' }, 'upstream era renegotiated');
-        const remaining = Math.max(1, timeoutMs - (Date.now() - startedAt));
-        const connection = await Connection.open({
-          target,
-          fetch: this.options.fetch,
-          prior: undefined,
-          timeoutMs: remaining,
-          signal,
-          logger: this.logger,
-        });
-        this.eras.remember(target.url, connection.verdict());
-        return connection;
-      }
+      return await open(prior);
+    } catch (error) {
+      if (!prior || signal.aborted || !isEraMismatch(error)) throw error;
+      this.eras.forget(target.url);
+      this.logger.warn({ upstream: originOf(target), reason: 'era_changed' }, 'upstream era renegotiated');
+      return await open(undefined);
     } finally {
       this.connecting -= 1;
     }
   }
 
   private release(lease: Lease): void {
-    if (lease.slot) this.unuse(lease.slot);
-    else this.closeInBackground(lease.connection);
+    const { connection, slot } = lease;
+    if (!slot) {
+      this.closeInBackground(connection);
+      return;
+    }
+    // Each modern request leaves a dead entry on the transport's long-lived AbortSignal (the SDK
+    // combines it with a per-request signal; Node 20's AbortSignal.any never prunes those), so a
+    // modern connection is replaced now and then. Reconnecting costs no round trip (remembered era).
+    connection.operations += 1;
+    if (connection.era === 'modern' && connection.operations >= MODERN_RECYCLE_AFTER) this.retire(slot);
+    this.unuse(slot);
   }
 
   private unuse(slot: Slot): void {
@@ -290,7 +322,8 @@ export class UpstreamPool {
 
 const originOf = (target: NormalizedTarget) => new URL(target.url).origin;
 
-const poolClosed = () => new GatehouseError('upstream_unreachable', 'The upstream pool is closed.', { reason: 'pool_closed' });
+const poolClosed = () =>
+  new GatehouseError('upstream_unreachable', 'The upstream pool is closed.', { reason: 'pool_closed' });
 
 function isSdkTimeout(error: unknown): boolean {
   return !findGatehouseError(error) && error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout;

@@ -1,14 +1,15 @@
 /**
- * Operation tracing across the SDK's asynchronous layers.
+ * Operation tracing across the SDK's asynchronous layers, for two SDK gaps: a request whose SSE
+ * response stream dies before the answer (the upstream crashed, or the egress guard cut the body at
+ * its size cap) is never rejected — it waits for its timeout — and the error that killed the stream
+ * reaches `onerror` only as a string.
  *
- * Two gaps in the SDK need it. A request answered over an SSE stream that dies before the answer
- * (the upstream crashed, or the egress guard cut the body at its size cap) is never rejected by the
- * SDK: it waits for its timeout, and the error that killed the stream reaches `onerror` only as a
- * string. So each operation runs in an AsyncLocalStorage scope; the transport gives every request a
- * child scope, the fetch wrapper records the error the response body died with, and when a request's
+ * So each operation runs in an AsyncLocalStorage scope; the transport gives every request a child
+ * scope, the fetch wrapper records the error its response body died with, and when a request's
  * stream ends unanswered the whole operation fails at once with that error (or as unreachable).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { setMaxListeners } from 'node:events';
 import type { FetchLike } from '@modelcontextprotocol/client';
 
 type RequestId = string | number;
@@ -109,6 +110,15 @@ function observeBody(
  */
 export function tracedFetch(base: FetchLike): FetchLike {
   return async (url, init) => {
+    // A 2025-era transport hands every request its one long-lived signal; undici adds a listener per
+    // request and drops it only when the Request is garbage-collected, so busy connections trip
+    // Node's leak warning although nothing leaks: GC bounds the count. (Not 0 for "unlimited":
+    // getMaxListeners() throws on a 0 it reads back, and undici calls it.)
+    try {
+      if (init?.signal) setMaxListeners(Number.POSITIVE_INFINITY, init.signal);
+    } catch {
+      // Not a Node EventTarget (a foreign signal): nothing to quiet.
+    }
     const scope = scopes.getStore();
     const response = await base(url, init);
     if (scope?.requestId === undefined || !response.body || !response.ok || !isEventStream(response)) return response;

@@ -9,9 +9,10 @@ import { Cleanup, eventually, expectFailure, makePool } from './helpers.js';
 const cleanup = new Cleanup();
 afterEach(() => cleanup.run());
 
-async function timed<T>(work: Promise<T>): Promise<{ value: T; ms: number }> {
+/** Runs `work` and measures it, the clock started before any of it runs. */
+async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const start = performance.now();
-  const value = await work;
+  const value = await work();
   return { value, ms: performance.now() - start };
 }
 
@@ -19,7 +20,7 @@ describe('deadlines', () => {
   it('times out a connect that never gets an answer, within the list deadline', async () => {
     const hostile = cleanup.add(await startHostileServer({ mode: 'never-answers', fromStart: true }));
     const pool = cleanup.add(makePool({ listTimeoutMs: 300 }));
-    const { value: error, ms } = await timed(
+    const { value: error, ms } = await timed(() =>
       expectFailure(pool.listTools({ url: hostile.url }), 'upstream_timeout', { timeoutMs: 300 }),
     );
     expect(ms).toBeGreaterThanOrEqual(290);
@@ -30,7 +31,7 @@ describe('deadlines', () => {
   it('times out a call the upstream never answers, connect included in the budget', async () => {
     const hostile = cleanup.add(await startHostileServer({ mode: 'never-answers' }));
     const pool = cleanup.add(makePool({ callTimeoutMs: 300 }));
-    const { ms } = await timed(expectFailure(pool.callTool({ url: hostile.url }, 'x', {}), 'upstream_timeout'));
+    const { ms } = await timed(() => expectFailure(pool.callTool({ url: hostile.url }, 'x', {}), 'upstream_timeout'));
     expect(ms).toBeLessThan(2_000);
   });
 
@@ -54,7 +55,7 @@ describe('deadlines', () => {
     const pool = cleanup.add(makePool({ callTimeoutMs: 1_000 }));
     // Connected first, so the deadline is sure to fire while the tool runs.
     await pool.callTool({ url: fixture.url }, 'echo', { text: 'warm up' });
-    const { ms } = await timed(
+    const { ms } = await timed(() =>
       expectFailure(pool.callTool({ url: fixture.url }, 'slow', { ms: 20_000 }), 'upstream_timeout', {
         timeoutMs: 1_000,
       }),
@@ -77,12 +78,10 @@ describe('caller cancellation', () => {
     const controller = new AbortController();
     const call = pool.callTool({ url: fixture.url }, 'slow', { ms: 20_000 }, { signal: controller.signal });
     await eventually(() => fixture.stats.calls.slow === 1);
-    const { ms } = await timed(
-      (async () => {
-        controller.abort();
-        return expectFailure(call, 'upstream_timeout', { reason: 'cancelled' });
-      })(),
-    );
+    const { ms } = await timed(() => {
+      controller.abort();
+      return expectFailure(call, 'upstream_timeout', { reason: 'cancelled' });
+    });
     expect(ms).toBeLessThan(1_000);
     // The SDK's cancellation reached the upstream: its handler saw the abort.
     await eventually(() => fixture.stats.cancelled === 1);
@@ -108,7 +107,7 @@ describe('caller cancellation', () => {
       return tools.map((t) => t.name);
     });
     expect(names).toContain('echo');
-    const { ms } = await timed(
+    const { ms } = await timed(() =>
       expectFailure(
         pool.withClient({ url: fixture.url }, 1_000, (client, signal) =>
           client.callTool({ name: 'slow', arguments: { ms: 20_000 } }, { signal }),

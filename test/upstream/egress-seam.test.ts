@@ -7,6 +7,7 @@
 import type http from 'node:http';
 import type { FetchLike } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createEgressGuard } from '../../src/egress/index.js';
 import { GatehouseError } from '../../src/errors.js';
 import { startHostileServer } from '../fixtures/hostile-servers.js';
 import { listen } from '../fixtures/http.js';
@@ -34,6 +35,28 @@ describe('egress seam', () => {
     expect(seen.every((s) => s.endsWith(` ${fixture.url}`))).toBe(true);
     expect(seen.filter((s) => s.startsWith('DELETE'))).toHaveLength(1);
     expect(seen.filter((s) => s.startsWith('GET'))).toHaveLength(1);
+  });
+
+  it('works through the real egress guard, both eras, its response cap included', async () => {
+    // 127.0.0.2 counts as public for the guard under NODE_ENV=test; plain http is allowed here.
+    const guard = cleanup.add(
+      createEgressGuard({ testPublicAddresses: [HOST], allowHttp: true, maxResponseBytes: 256 * 1024 }),
+    );
+    const legacy = cleanup.add(await startLegacyServer({ host: HOST }));
+    const modern = cleanup.add(await startModernServer({ host: HOST }));
+    const pool = cleanup.add(makePool({ fetch: guard.fetch }));
+    for (const fixture of [legacy, modern]) {
+      expect((await pool.listTools({ url: fixture.url })).tools.map((t) => t.name)).toContain('echo');
+      const headers = { authorization: 'Bearer through-the-guard' };
+      expect((await pool.callTool({ url: fixture.url, headers }, 'add', { a: 1, b: 2 })).structuredContent).toEqual({
+        sum: 3,
+      });
+      await expectFailure(pool.callTool({ url: fixture.url }, 'big', { bytes: 1_000_000 }), 'upstream_protocol_error', {
+        reason: 'response_too_large',
+      });
+    }
+    // Loopback proper is still refused.
+    await expectFailure(pool.listTools({ url: legacy.url.replace(HOST, '127.0.0.1') }), 'private_network_blocked');
   });
 
   it.each([

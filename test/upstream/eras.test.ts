@@ -95,6 +95,32 @@ describe.each(servers)('$label', ({ start, era, streams }) => {
   });
 });
 
+describe('methods an upstream does not have', () => {
+  it('reports a modern "method not found" (HTTP 404 + -32601) as the JSON-RPC error it is, without retrying', async () => {
+    const fixture = cleanup.add(await startModernServer());
+    const pool = cleanup.add(makePool());
+    await expectFailure(
+      pool.withClient({ url: fixture.url }, 5_000, (client, signal) =>
+        client.request({ method: 'prompts/list', params: {} }, { signal }),
+      ),
+      'upstream_protocol_error',
+      { reason: 'rpc_error', rpcCode: -32601, status: 404 },
+    );
+    expect(fixture.log.count('prompts/list')).toBe(1);
+    expect(fixture.log.count('server/discover')).toBe(1);
+    expect(pool.stats().open).toBe(1);
+  });
+
+  it.each([
+    ['modern', () => startModernServer({ tools: [] })],
+    ['2025-era', () => startLegacyServer({ tools: [] })],
+  ])('%s: lists no tools instead of failing', async (_, start) => {
+    const fixture = cleanup.add(await start());
+    const pool = cleanup.add(makePool());
+    expect(await pool.listTools({ url: fixture.url })).toEqual({ tools: [] });
+  });
+});
+
 describe('era memory', () => {
   it('probes a modern upstream once; later connects send no server/discover', async () => {
     const fixture = cleanup.add(await startModernServer());
@@ -170,5 +196,36 @@ describe('era memory', () => {
     await pool.callTool({ url: legacy.url }, 'echo', { text: 'pooled again' });
     expect(legacy.sessionsOpened).toBe(1);
     expect(legacy.log.count('server/discover')).toBe(1);
+  });
+
+  it('reuses a private discover result only for the key that received it', async () => {
+    const fixture = cleanup.add(await startModernServer());
+    const pool = cleanup.add(makePool({ sessionMode: 'fresh' }));
+    const alice = { url: fixture.url, headers: { authorization: 'Bearer alice' } };
+    const bob = { url: fixture.url, headers: { authorization: 'Bearer bob' } };
+    for (const target of [alice, bob, alice, bob, alice]) await pool.callTool(target, 'echo', { text: 'x' });
+    const probes = fixture.log.withMethod('server/discover').map((r) => r.headers.authorization);
+    expect(probes).toEqual(['Bearer alice', 'Bearer bob']);
+    expect(pool.stats().eraByUrl).toBe(1);
+  });
+
+  it('shares a discover result the server marked public across keys', async () => {
+    const fixture = cleanup.add(
+      await startModernServer({ serverOptions: { cacheHints: { 'server/discover': { cacheScope: 'public' } } } }),
+    );
+    const pool = cleanup.add(makePool({ sessionMode: 'fresh' }));
+    for (const token of ['alice', 'bob', 'carol']) {
+      await pool.callTool({ url: fixture.url, headers: { authorization: `Bearer ${token}` } }, 'echo', { text: 'x' });
+    }
+    expect(fixture.log.count('server/discover')).toBe(1);
+  });
+
+  it('shares a 2025-era verdict across keys (it carries nothing of the key)', async () => {
+    const fixture = cleanup.add(await startLegacyServer());
+    const pool = cleanup.add(makePool({ sessionMode: 'fresh' }));
+    for (const token of ['alice', 'bob']) {
+      await pool.callTool({ url: fixture.url, headers: { authorization: `Bearer ${token}` } }, 'echo', { text: 'x' });
+    }
+    expect(fixture.log.count('server/discover')).toBe(1);
   });
 });
