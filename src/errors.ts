@@ -73,8 +73,16 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'This tool changed since it was approved (or is new) and waits for an operator to review it.',
   },
-  'tool.invalid_arguments': { status: 400, mcp: 'result', message: 'The arguments do not match the tool\'s input schema.' },
-  'policy.path_escape': { status: 403, mcp: 'result', message: 'A path argument points outside the allowed workspace.' },
+  'tool.invalid_arguments': {
+    status: 400,
+    mcp: 'result',
+    message: "The arguments do not match the tool's input schema.",
+  },
+  'policy.path_escape': {
+    status: 403,
+    mcp: 'result',
+    message: 'A path argument points outside the allowed workspace.',
+  },
   'hub.disabled': { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'The hub is switched off.' },
   /** What a caller gets for a tool it may not see: exactly what a tool that does not exist gets. */
   unknown_tool: { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'Unknown tool.' },

@@ -7,9 +7,12 @@ import { VERSION } from '../version.js';
 import { addAdminCommands } from './admin.js';
 import { addApprovalCommands } from './approvals.js';
 import { runConduit } from './conduit.js';
+import { addConnectCommands } from './connect/index.js';
+import { addDoctorCommand } from './doctor.js';
 import { ApiError, formatApiError } from './rest-client.js';
 import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
+import { addStdioBridgeCommand } from './stdio-bridge.js';
 import { addTokenCommands } from './token.js';
 
 /** Adds one `--flag` per setting, so every setting can be given on the command line. */
@@ -95,6 +98,9 @@ export function buildCli(): Command {
   addServerCommands(program, configFrom);
   addApprovalCommands(program);
   addAdminCommands(program);
+  addConnectCommands(program, configFrom);
+  addStdioBridgeCommand(program);
+  addDoctorCommand(program, configFrom);
   return program;
 }
 

@@ -99,7 +99,11 @@ async function stdioHandshake(
   const redact = redactor(Object.values(connection.env));
   const deadline = AbortSignal.timeout(options.timeoutMs);
   const era = rememberedEra(row);
-  const { client, child, era: verdict } = await connectStdio(
+  const {
+    client,
+    child,
+    era: verdict,
+  } = await connectStdio(
     {
       command: connection.command,
       args: connection.args,
@@ -121,7 +125,9 @@ async function stdioHandshake(
       ...(await listExtras(client, deadline)),
     };
   } catch (error) {
-    throw deadline.aborted ? new GatehouseError('upstream_timeout', 'The stdio server did not answer in time.') : stdioError(error, child);
+    throw deadline.aborted
+      ? new GatehouseError('upstream_timeout', 'The stdio server did not answer in time.')
+      : stdioError(error, child);
   } finally {
     await client.close().catch(() => {});
     await child.stop(1000);

@@ -140,7 +140,8 @@ function openSqlite(dataDir: string): Store {
   };
 }
 
-function redactUrl(url: string): string {
+/** A database URL fit for messages: the password, if any, replaced. */
+export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';

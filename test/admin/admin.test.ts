@@ -22,6 +22,9 @@ import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
+type Json = Record<string, any>;
+
 describe('admin surface', () => {
   let gw: TestGateway;
   let base: string;
@@ -43,7 +46,7 @@ describe('admin surface', () => {
   const call = async (client: Client, name: string, args: Record<string, unknown>) =>
     (await client.callTool({ name, arguments: { args } })) as {
       isError?: boolean;
-      structuredContent: Record<string, any>;
+      structuredContent: Json;
     };
 
   beforeEach(async () => {
@@ -73,7 +76,7 @@ describe('admin surface', () => {
       expect(excluded).toContain(never);
     }
     expect(catalog.excluded.every((e) => e.reason.length > 10)).toBe(true);
-    const schema = catalog.tools.get('mcp_server_get')?.definition.inputSchema as any;
+    const schema = catalog.tools.get('mcp_server_get')?.definition.inputSchema as Json;
     expect(schema.properties.args.required).toEqual(['id']);
     expect(() =>
       buildAdminCatalog([
@@ -193,7 +196,7 @@ describe('admin surface', () => {
         name: 'gatehouse__approval_status',
         arguments: { approval_id: pending.approval_id, wait_s: 10 },
       })
-    ).structuredContent as Record<string, any>;
+    ).structuredContent as Json;
     expect(done).toMatchObject({ status: 'executed', result: { uninstalled: 'files' } });
     expect((await gw.request('GET', '/api/mcp/servers/files')).statusCode).toBe(404);
 
@@ -207,7 +210,7 @@ describe('admin surface', () => {
         name: 'gatehouse__approval_status',
         arguments: { approval_id: second.approval_id, wait_s: 10 },
       })
-    ).structuredContent as Record<string, any>;
+    ).structuredContent as Json;
     expect(ended.status).toBe('out_of_scope');
     expect((await gw.request('GET', '/api/mcp/servers/again')).statusCode).toBe(200);
   });
