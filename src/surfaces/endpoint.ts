@@ -107,6 +107,15 @@ export class McpEndpoint {
       config: { mcpEndpoint: true },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
         this.checkTransport(request);
+        // JSON-RPC batching was removed in 2025-06-18 (the revision that also introduced this header).
+        const version = request.headers['mcp-protocol-version'];
+        if (Array.isArray(request.body) && typeof version === 'string' && version >= '2025-06-18') {
+          return reply.code(400).send({
+            jsonrpc: '2.0',
+            error: { code: -32600, message: `JSON-RPC batches are not allowed in protocol version ${version}.` },
+            id: null,
+          });
+        }
         const refused = await this.options.gate();
         if (refused) throw refused;
         const principal = this.principalOf(request);
