@@ -1,0 +1,69 @@
+/** One measured cell: a load-generator run with the CPU counters of the parties read around its measured phase. */
+import os from 'node:os';
+import { type Party, procCpuMs, runLoad } from './children.js';
+import type { LoadReport } from './load.js';
+import { num } from './table.js';
+
+/** Measured phase and warm-up per cell; the environment overrides exist for quick trial runs only. */
+export const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
+export const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 1_000);
+
+/** The machine's 1-minute load average at the start of every cell since the last `takeLoadSamples()`. */
+const loadSamples: number[] = [];
+
+/** Records the load average now (for runs outside `measureCell`). */
+export function noteLoad(): void {
+  loadSamples.push(os.loadavg()[0] ?? 0);
+}
+
+/** The range of the load averages seen since the last call, which it forgets. */
+export function takeLoadSamples(): { min: number; max: number } | undefined {
+  const samples = loadSamples.splice(0);
+  return samples.length === 0 ? undefined : { min: Math.min(...samples), max: Math.max(...samples) };
+}
+
+export interface CellResult {
+  report: LoadReport;
+  /** The gateway's (or conduit's) CPU in the measured phase, per call (from its `process.cpuUsage()`). */
+  gatewayCpuMsPerCall: number | undefined;
+  /** The upstream process's CPU in the measured phase, per call (from /proc). */
+  upstreamCpuMsPerCall: number | undefined;
+}
+
+export async function measureCell(
+  label: string,
+  load: Record<string, string | number | undefined>,
+  parties: { gateway?: Party | undefined; upstreamPid: number },
+): Promise<CellResult> {
+  noteLoad();
+  process.stderr.write(`  ${label} … `);
+  let gateway0: number | undefined;
+  let gateway1: number | undefined;
+  let upstream0: number | undefined;
+  let upstream1: number | undefined;
+  const report = await runLoad(
+    { 'duration-ms': DURATION_MS, 'warmup-ms': WARMUP_MS, ...load },
+    {
+      beforeMeasure: async () => {
+        upstream0 = procCpuMs(parties.upstreamPid);
+        gateway0 = await parties.gateway?.cpuMs();
+      },
+      afterMeasure: async () => {
+        gateway1 = await parties.gateway?.cpuMs();
+        upstream1 = procCpuMs(parties.upstreamPid);
+      },
+    },
+  );
+  const perCall = (a: number | undefined, b: number | undefined) =>
+    a === undefined || b === undefined || report.calls === 0 ? undefined : (b - a) / report.calls;
+  const result = {
+    report,
+    gatewayCpuMsPerCall: perCall(gateway0, gateway1),
+    upstreamCpuMsPerCall: perCall(upstream0, upstream1),
+  };
+  process.stderr.write(
+    `${num(report.callsPerS, 0)} calls/s, p50 ${num(report.p50Ms, 2)} ms` +
+      `${report.errors > 0 ? `, ${report.errors} errors (${report.firstError})` : ''}\n`,
+  );
+  return result;
+}

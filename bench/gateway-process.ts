@@ -1,0 +1,26 @@
+/**
+ * `gatehouse serve` in its own process for the benchmark: the product's `createGateway` with its
+ * configuration read from the environment (`GATEHOUSE_DATA_DIR`, `GATEHOUSE_ADMIN_TOKEN`,
+ * `GATEHOUSE_ALLOW_PRIVATE_NETWORKS`, …) by `loadConfig`, listening on 127.0.0.1:0. The orchestrator
+ * creates a temporary data folder and sets everything up through the REST API, as an operator would.
+ * See `launcher.ts` for the stdout line and the IPC questions.
+ *
+ * With `BENCH_REMOVE_DATA_DIR=1` the data folder is removed when the process stops, so it goes even
+ * when the orchestrator was killed and could not remove it itself.
+ *
+ *   node --expose-gc --import tsx bench/gateway-process.ts
+ */
+import { rm } from 'node:fs/promises';
+import { loadConfig } from '../src/config.js';
+import { createGateway } from '../src/gateway.js';
+import { launch } from './launcher.js';
+
+const config = loadConfig({ env: { ...process.env, GATEHOUSE_HOST: '127.0.0.1', GATEHOUSE_PORT: '0' } });
+
+await launch(
+  'gateway',
+  async () => (await createGateway(config)).app,
+  async () => {
+    if (process.env.BENCH_REMOVE_DATA_DIR === '1') await rm(config.dataDir, { recursive: true, force: true });
+  },
+);

@@ -1,0 +1,287 @@
+/**
+ * Section `hub` (issue 4): direct SDK client → upstream against the same client through the gateway's
+ * `/mcp` (allow verdict on `echo`), at concurrency 1 and 16, in both protocol eras; then `tools/list`
+ * of an aggregate of 50 upstreams × 100 tools, warm.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { type CellResult, DURATION_MS, measureCell, takeLoadSamples, WARMUP_MS } from './cells.js';
+import { childEnv, type Party, startParty, UPSTREAM_PRELOAD } from './children.js';
+import { loadLine, machineLine, num, ratio, renderTable, verdict } from './table.js';
+
+const ERAS = [
+  { era: 'modern', label: '2026-07-28' },
+  { era: 'legacy', label: '2025 (sessions)' },
+] as const;
+const CONCURRENCY = [1, 16] as const;
+const AGG_SERVERS = 50;
+const AGG_TOOLS = 100;
+const LOG_LEVEL = 'warn';
+
+interface Gateway {
+  party: Party;
+  url: string;
+  admin: string;
+  dataDir: string;
+}
+
+async function startGateway(name: string): Promise<Gateway> {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gatehouse-bench-'));
+  const admin = `gh_bench_${randomBytes(24).toString('hex')}`;
+  try {
+    const party = await startParty(
+      name,
+      'bench/gateway-process.ts',
+      [],
+      childEnv({
+        GATEHOUSE_DATA_DIR: dataDir,
+        GATEHOUSE_ADMIN_TOKEN: admin,
+        GATEHOUSE_ALLOW_PRIVATE_NETWORKS: 'true',
+        GATEHOUSE_LOG_LEVEL: LOG_LEVEL,
+        BENCH_REMOVE_DATA_DIR: '1',
+      }),
+      { launcher: true },
+    );
+    return { party, url: party.info.url, admin, dataDir };
+  } catch (error) {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function stopGateway(gateway: Gateway): Promise<void> {
+  await gateway.party.stop();
+  rmSync(gateway.dataDir, { recursive: true, force: true });
+}
+
+/** One REST call as the admin, as an operator would make it; a non-2xx answer throws with the body. */
+async function rest<T = Record<string, unknown>>(gw: Gateway, method: string, route: string, body?: unknown) {
+  const response = await fetch(`${gw.url}${route}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${gw.admin}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${route}: HTTP ${response.status} ${text.slice(0, 500)}`);
+  return JSON.parse(text) as T;
+}
+
+async function agentToken(gw: Gateway): Promise<string> {
+  // The per-token rate limit (default 600/min) would cap the benchmark, not measure it: raise it to the maximum.
+  const created = await rest<{ token: string }>(gw, 'POST', '/api/tokens', {
+    role: 'agent',
+    name: 'bench-agent',
+    rateLimit: 1_000_000,
+  });
+  return created.token;
+}
+
+async function installAndTest(gw: Gateway, id: string, url: string, allow?: string[]): Promise<number> {
+  await rest(gw, 'POST', '/api/mcp/install', { url, id });
+  if (allow) await rest(gw, 'PATCH', `/api/mcp/servers/${id}/tools`, { allow });
+  const test = await rest<{ ok: boolean; discoveredToolsCount: number; error: unknown }>(
+    gw,
+    'POST',
+    `/api/mcp/servers/${id}/test`,
+  );
+  if (!test.ok) throw new Error(`handshake of ${id} failed: ${JSON.stringify(test.error)}`);
+  return test.discoveredToolsCount;
+}
+
+interface Row {
+  path: string;
+  era: string;
+  c: number;
+  cell: CellResult;
+  direct?: CellResult;
+}
+
+interface ListRow {
+  era: string;
+  cell: CellResult;
+}
+
+export async function hubSection(): Promise<string> {
+  const machine = machineLine();
+  takeLoadSamples();
+  let load: ReturnType<typeof takeLoadSamples>;
+  const parties: Party[] = [];
+  const gateways: Gateway[] = [];
+  const rows: Row[] = [];
+  const listRows: ListRow[] = [];
+  try {
+    process.stderr.write('hub: starting upstreams and the gateway\n');
+    const start = async (name: string, era: string) => {
+      const p = await startParty(name, 'test/fixtures/upstream-process.ts', [era], childEnv(), {
+        preload: UPSTREAM_PRELOAD,
+      });
+      parties.push(p);
+      return p;
+    };
+    const upstreams = {
+      modern: await start('modern upstream', 'modern'),
+      legacy: await start('legacy upstream', 'legacy'),
+    };
+    const gw = await startGateway('gateway');
+    gateways.push(gw);
+    const token = await agentToken(gw);
+    for (const { era } of ERAS) await installAndTest(gw, `bench-${era}`, upstreams[era].info.url, ['echo']);
+
+    for (const { era, label } of ERAS) {
+      const upstream = upstreams[era];
+      for (const c of CONCURRENCY) {
+        const direct = await measureCell(
+          `direct ${era} c=${c}`,
+          { mode: 'sdk', url: upstream.info.url, era, concurrency: c },
+          { upstreamPid: upstream.info.pid },
+        );
+        rows.push({ path: 'direct SDK client', era: label, c, cell: direct });
+        const hub = await measureCell(
+          `hub /mcp ${era} c=${c}`,
+          { mode: 'sdk', url: `${gw.url}/mcp`, era, concurrency: c, token, tool: `bench-${era}__echo` },
+          { gateway: gw.party, upstreamPid: upstream.info.pid },
+        );
+        rows.push({ path: 'through /mcp (allow)', era: label, c, cell: hub, direct });
+      }
+    }
+    await stopGateway(gateways.pop() as Gateway);
+    await Promise.all(parties.splice(0).map((p) => p.stop()));
+
+    process.stderr.write(`hub: aggregate of ${AGG_SERVERS} upstreams × ${AGG_TOOLS} tools (install and handshake)\n`);
+    const many = await startParty<{ urls: string[]; pid: number }>(
+      'many-tools upstream',
+      'bench/many-tools-upstream.ts',
+      ['--servers', String(AGG_SERVERS), '--tools', String(AGG_TOOLS)],
+      childEnv(),
+    );
+    parties.push(many as unknown as Party);
+    const aggregate = await startGateway('aggregate gateway');
+    gateways.push(aggregate);
+    const aggToken = await agentToken(aggregate);
+    let total = 0;
+    for (const [i, url] of many.info.urls.entries()) {
+      total += await installAndTest(aggregate, `many-${String(i).padStart(2, '0')}`, url);
+    }
+    if (total !== AGG_SERVERS * AGG_TOOLS) throw new Error(`the handshakes found ${total} tools`);
+    for (const { era, label } of ERAS) {
+      const cell = await measureCell(
+        `tools/list ${era}`,
+        {
+          mode: 'sdk',
+          op: 'list',
+          url: `${aggregate.url}/mcp`,
+          era,
+          concurrency: 1,
+          token: aggToken,
+          'warmup-ms': Math.max(WARMUP_MS, 2_000),
+          // The hub adds one tool of its own, gatehouse__approval_status.
+          'expect-tools': total + 1,
+        },
+        { gateway: aggregate.party, upstreamPid: many.info.pid },
+      );
+      listRows.push({ era: label, cell });
+    }
+  } finally {
+    load = takeLoadSamples();
+    await Promise.all([...gateways.map((g) => stopGateway(g)), ...parties.map((p) => p.stop())]);
+  }
+
+  const callTable = renderTable(
+    [
+      { title: 'path', align: 'left' },
+      { title: 'era', align: 'left' },
+      { title: 'c' },
+      { title: 'calls/s' },
+      { title: 'p50 ms' },
+      { title: 'p99 ms' },
+      { title: 'gateway CPU ms/call' },
+      { title: 'upstream CPU ms/call' },
+      { title: 'client CPU ms/call' },
+      { title: '× direct' },
+      { title: 'errors' },
+    ],
+    rows.map(({ path, era, c, cell, direct }) => [
+      path,
+      era,
+      String(c),
+      num(cell.report.callsPerS, 0),
+      num(cell.report.p50Ms, 2),
+      num(cell.report.p99Ms, 2),
+      num(cell.gatewayCpuMsPerCall, 3),
+      num(cell.upstreamCpuMsPerCall, 3),
+      num(cell.report.loadCpuMsPerCall, 3),
+      direct ? ratio(cell.report.callsPerS / direct.report.callsPerS) : '1.00×',
+      String(cell.report.errors),
+    ]),
+  );
+  const listTable = renderTable(
+    [
+      { title: 'agent era', align: 'left' },
+      { title: 'tools' },
+      { title: 'answer KB' },
+      { title: 'lists/s' },
+      { title: 'p50 ms' },
+      { title: 'p99 ms' },
+      { title: 'gateway CPU ms/list' },
+      { title: 'client CPU ms/list' },
+      { title: 'errors' },
+    ],
+    listRows.map(({ era, cell }) => [
+      era,
+      String(AGG_SERVERS * AGG_TOOLS + 1),
+      num((cell.report.answerBytes ?? Number.NaN) / 1024, 0),
+      num(cell.report.callsPerS, 1),
+      num(cell.report.p50Ms, 2),
+      num(cell.report.p99Ms, 2),
+      num(cell.gatewayCpuMsPerCall, 2),
+      num(cell.report.loadCpuMsPerCall, 2),
+      String(cell.report.errors),
+    ]),
+  );
+
+  const find = (p: string, era: string, c: number) => rows.find((r) => r.path === p && r.era === era && r.c === c);
+  const targets: string[] = [];
+  for (const { label } of ERAS) {
+    const hub1 = find('through /mcp (allow)', label, 1)?.cell.report;
+    const direct1 = find('direct SDK client', label, 1)?.cell.report;
+    const added = hub1 && direct1 ? hub1.p50Ms - direct1.p50Ms : Number.NaN;
+    targets.push(
+      `  added p50 latency at c=1 ≤ 1 ms (${label}): ${num(added, 3)} ms (${num(hub1?.p50Ms, 2)} through /mcp − ` +
+        `${num(direct1?.p50Ms, 2)} direct) — ${verdict(added <= 1 && hub1?.errors === 0)}`,
+    );
+    const hub16 = find('through /mcp (allow)', label, 16)?.cell.report;
+    const direct16 = find('direct SDK client', label, 16)?.cell.report;
+    const r = hub16 && direct16 ? hub16.callsPerS / direct16.callsPerS : Number.NaN;
+    targets.push(
+      `  throughput at c=16 ≥ 0.6× direct (${label}): ${ratio(r, 3)} — ${verdict(r >= 0.6 && hub16?.errors === 0)}`,
+    );
+  }
+  for (const { era, cell } of listRows) {
+    const p50 = cell.report.p50Ms;
+    targets.push(
+      `  aggregated tools/list (${AGG_SERVERS} × ${AGG_TOOLS} tools) ≤ 20 ms warm, p50, ${era} agent: ${num(p50, 2)} ms — ` +
+        verdict(p50 <= 20 && cell.report.errors === 0),
+    );
+  }
+
+  return [
+    `== hub: tools/call "echo" on loopback — direct SDK client → upstream vs the same client through the gateway's /mcp (agent token, allow verdict, audit on)`,
+    `   upstream, gateway and load generator are separate processes; ${DURATION_MS / 1000} s measured per cell after ${WARMUP_MS / 1000} s warm-up; c = concurrent SDK clients in a closed loop; gateway log level ${LOG_LEVEL}, SQLite store; upstream HTTP keep-alive 5 s`,
+    `   ${machine}; ${loadLine(load)}`,
+    '',
+    callTable,
+    '',
+    `tools/list through /mcp of an aggregate of ${AGG_SERVERS} upstreams × ${AGG_TOOLS} tools (one upstream process serving all 50), one SDK agent client, response cache bypassed (every list is a round trip), after a 2 s warm-up`,
+    '',
+    listTable,
+    '',
+    'targets:',
+    ...targets,
+  ].join('\n');
+}

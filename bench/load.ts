@@ -1,0 +1,283 @@
+/**
+ * The load generator: N concurrent callers, each connected once, each making calls in a closed loop
+ * (next call as soon as the previous answer arrives) for a fixed duration or a fixed total count.
+ * Latency is measured here, per call, around the client's own call; throughput is calls completed
+ * over the measured wall time. One JSON line on stdout is the report.
+ *
+ *   node --import tsx bench/load.ts --mode sdk --url http://127.0.0.1:PORT/mcp --era modern \
+ *        --concurrency 16 --duration-ms 5000 --warmup-ms 1000
+ *   node --import tsx bench/load.ts --mode ops --url http://127.0.0.1:PORT --upstream http://…/mcp --count 10000
+ *
+ * Modes:
+ *   sdk  one official SDK `Client` per caller (Streamable HTTP), `--era modern` (2026-07-28, negotiated
+ *        with `versionNegotiation: {mode: 'auto'}`) or `legacy` (2025 era, the SDK's default);
+ *        `--token` adds a bearer; `--op call` calls `--tool` with `{text}`, `--op list` runs `tools/list`
+ *        (cache bypassed, so every call is a round trip) and checks `--expect-tools`.
+ *   ops  the conduit's REST contract: `POST {url}/ops/call-tool {url: upstream, name, arguments}` over one
+ *        undici keep-alive pool with one connection per caller.
+ *
+ * Phases: connect every caller; warm up for `--warmup-ms` (not reported); then, when started by the
+ * orchestrator (an IPC channel exists), send `{type: 'ready'}` and wait for `{type: 'go'}` so the
+ * orchestrator can read the gateway's CPU counter right before the measured phase; then measure.
+ * Every phase is bounded in time; more than 50 failed calls end the run early (reported, not hidden).
+ */
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Agent, request } from 'undici';
+
+export interface LoadReport {
+  mode: 'sdk' | 'ops';
+  op: 'call' | 'list';
+  concurrency: number;
+  /** Protocol era the SDK clients ended up speaking (sdk mode). */
+  era?: string | undefined;
+  /** Calls that completed with a correct answer in the measured phase. */
+  calls: number;
+  errors: number;
+  firstError?: string | undefined;
+  /** Wall time of the measured phase, until the last call in flight came back. */
+  elapsedMs: number;
+  callsPerS: number;
+  p50Ms: number;
+  p99Ms: number;
+  meanMs: number;
+  /** This process's CPU (user + system) during the measured phase, per call. */
+  loadCpuMsPerCall: number;
+  /** Serialized size of one answer (list mode: the whole tools/list result). */
+  answerBytes?: number | undefined;
+  /** False when the count was not reached before `--max-ms`. */
+  complete: boolean;
+}
+
+const { values } = parseArgs({
+  options: {
+    mode: { type: 'string', default: 'sdk' },
+    url: { type: 'string' },
+    upstream: { type: 'string' },
+    era: { type: 'string', default: 'modern' },
+    token: { type: 'string' },
+    op: { type: 'string', default: 'call' },
+    tool: { type: 'string', default: 'echo' },
+    concurrency: { type: 'string', default: '1' },
+    'duration-ms': { type: 'string' },
+    count: { type: 'string' },
+    'warmup-ms': { type: 'string', default: '1000' },
+    'max-ms': { type: 'string', default: '120000' },
+    'expect-tools': { type: 'string' },
+  },
+});
+
+const CONNECT_TIMEOUT_MS = 30_000;
+const GO_TIMEOUT_MS = 60_000;
+const MAX_ERRORS = 50;
+const MAX_SAMPLES = 5_000_000;
+
+function fail(message: string): never {
+  process.stderr.write(`load: ${message}\n`);
+  process.exit(2);
+}
+
+const mode = values.mode === 'ops' ? 'ops' : values.mode === 'sdk' ? 'sdk' : fail(`unknown --mode ${values.mode}`);
+const op = values.op === 'list' ? 'list' : values.op === 'call' ? 'call' : fail(`unknown --op ${values.op}`);
+const url = values.url ?? fail('--url is required');
+const concurrency = Number(values.concurrency);
+const durationMs = values['duration-ms'] !== undefined ? Number(values['duration-ms']) : undefined;
+const count = values.count !== undefined ? Number(values.count) : undefined;
+const warmupMs = Number(values['warmup-ms']);
+const maxMs = Number(values['max-ms']);
+const expectTools = values['expect-tools'] !== undefined ? Number(values['expect-tools']) : undefined;
+if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) fail('--concurrency must be 1..256');
+if ((durationMs === undefined) === (count === undefined)) fail('give exactly one of --duration-ms and --count');
+if (mode === 'ops' && !values.upstream) fail('--upstream is required with --mode ops');
+
+/** One caller: a function making one call, throwing when the answer is not the expected one. */
+interface Caller {
+  call(): Promise<void>;
+  close(): Promise<void>;
+  era?: string | undefined;
+  /** List mode: the serialized size of one tools/list answer (an extra, untimed call). */
+  answerBytes?(): Promise<number>;
+}
+
+const TEXT = 'hello gatehouse';
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+async function sdkCaller(): Promise<Caller> {
+  const client = new Client(
+    { name: 'gatehouse-bench', version: '1.0.0' },
+    values.era === 'modern' ? { versionNegotiation: { mode: 'auto' } } : {},
+  );
+  const transport = new StreamableHTTPClientTransport(
+    new URL(url),
+    values.token ? { requestInit: { headers: { authorization: `Bearer ${values.token}` } } } : {},
+  );
+  await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, 'connect');
+  const era = client.getProtocolEra();
+  if (era !== values.era) throw new Error(`asked for the ${values.era} era, the client negotiated ${era}`);
+  const name = values.tool;
+  const list = async () => {
+    const result = await client.listTools(undefined, { cacheMode: 'bypass' });
+    if (expectTools !== undefined && result.tools.length !== expectTools) {
+      throw new Error(`expected ${expectTools} tools, got ${result.tools.length}`);
+    }
+    return result;
+  };
+  return {
+    era,
+    async call() {
+      if (op === 'list') {
+        await list();
+        return;
+      }
+      const result = await client.callTool({ name, arguments: { text: TEXT } });
+      const first = result.content[0];
+      if (result.isError || first?.type !== 'text' || first.text !== TEXT) {
+        throw new Error(`unexpected answer: ${JSON.stringify(result).slice(0, 300)}`);
+      }
+    },
+    answerBytes: async () => Buffer.byteLength(JSON.stringify(await list())),
+    close: () => client.close(),
+  };
+}
+
+function opsCallers(): Caller[] {
+  const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 30_000, pipelining: 1 });
+  const target = new URL('/ops/call-tool', url).href;
+  const body = JSON.stringify({ url: values.upstream, name: values.tool, arguments: { text: TEXT } });
+  const caller: Caller = {
+    async call() {
+      const response = await request(target, {
+        method: 'POST',
+        dispatcher,
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      const text = await response.body.text();
+      if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
+      const result = JSON.parse(text) as { isError?: boolean; content?: { type: string; text?: string }[] };
+      if (result.isError || result.content?.[0]?.text !== TEXT) {
+        throw new Error(`unexpected answer: ${text.slice(0, 300)}`);
+      }
+    },
+    close: () => dispatcher.close(),
+  };
+  return Array.from({ length: concurrency }, () => caller);
+}
+
+interface Phase {
+  latencies: number[];
+  calls: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
+  cpuMs: number;
+}
+
+/** Runs every caller in a closed loop until the deadline passes or the tickets run out. */
+async function runPhase(callers: Caller[], untilMs: number, tickets: number, record: boolean): Promise<Phase> {
+  const phase: Phase = { latencies: [], calls: 0, errors: 0, elapsedMs: 0, cpuMs: 0 };
+  let issued = 0;
+  let stop = false;
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  const deadline = start + untilMs;
+  await Promise.all(
+    callers.map(async (caller) => {
+      while (!stop && issued < tickets && performance.now() < deadline) {
+        issued += 1;
+        const t0 = performance.now();
+        try {
+          await caller.call();
+          const dt = performance.now() - t0;
+          phase.calls += 1;
+          if (record && phase.latencies.length < MAX_SAMPLES) phase.latencies.push(dt);
+        } catch (error) {
+          phase.errors += 1;
+          phase.firstError ??= error instanceof Error ? error.message : String(error);
+          if (phase.errors > MAX_ERRORS) stop = true;
+        }
+      }
+    }),
+  );
+  phase.elapsedMs = performance.now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  phase.cpuMs = (cpu.user + cpu.system) / 1000;
+  return phase;
+}
+
+function percentile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank] as number;
+}
+
+/** With an orchestrator (IPC channel): tell it `type`, wait for its `answer`. Without one, go on at once. */
+function handshake(type: string, answer: string, send = process.send?.bind(process)): Promise<void> {
+  if (!send) return Promise.resolve();
+  let onMessage: ((message: unknown) => void) | undefined;
+  return withTimeout(
+    new Promise<void>((resolve) => {
+      onMessage = (message: unknown) => {
+        if ((message as { type?: string } | null)?.type === answer) resolve();
+      };
+      process.on('message', onMessage);
+      send({ type });
+    }),
+    GO_TIMEOUT_MS,
+    `waiting for the orchestrator's ${answer}`,
+  ).finally(() => {
+    if (onMessage) process.off('message', onMessage);
+  });
+}
+
+async function main(): Promise<void> {
+  const callers =
+    mode === 'ops' ? opsCallers() : await Promise.all(Array.from({ length: concurrency }, () => sdkCaller()));
+  if (warmupMs > 0) {
+    const warm = await runPhase(callers, warmupMs, Number.POSITIVE_INFINITY, false);
+    if (warm.errors > MAX_ERRORS) throw new Error(`warm-up failed: ${warm.firstError}`);
+  }
+  await handshake('ready', 'go');
+  const measured = await runPhase(callers, durationMs ?? maxMs, count ?? Number.POSITIVE_INFINITY, true);
+  const sorted = Float64Array.from(measured.latencies).sort();
+  const sum = measured.latencies.reduce((a, b) => a + b, 0);
+  const answerBytes = op === 'list' ? await callers[0]?.answerBytes?.() : undefined;
+  const report: LoadReport = {
+    mode,
+    op,
+    concurrency,
+    era: callers[0]?.era,
+    calls: measured.calls,
+    errors: measured.errors,
+    firstError: measured.firstError,
+    elapsedMs: measured.elapsedMs,
+    callsPerS: measured.calls / (measured.elapsedMs / 1000),
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+    meanMs: measured.calls > 0 ? sum / measured.calls : Number.NaN,
+    loadCpuMsPerCall: measured.calls > 0 ? measured.cpuMs / measured.calls : Number.NaN,
+    answerBytes,
+    complete: count === undefined || measured.calls + measured.errors >= count,
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+  // Closing the clients makes requests too (a 2025 session ends with DELETE): only once the orchestrator
+  // has read the gateway's CPU counter.
+  await handshake('reported', 'close').catch(() => {});
+  await withTimeout(Promise.allSettled(callers.map((c) => c.close())), 3_000, 'closing').catch(() => {});
+}
+
+try {
+  await main();
+  process.exit(0);
+} catch (error) {
+  process.stderr.write(`load: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,47 @@
+/**
+ * `npm run bench [-- conduit|hub ...]`: runs the chosen sections (all when none is named) and prints
+ * each one's table and target verdicts on stdout; progress goes to stderr. Every process it starts is
+ * stopped at the end, on an error, and on Ctrl-C (see `children.ts` and `orphan-guard.ts`).
+ */
+import { stopAll } from './children.js';
+import { conduitSection } from './conduit-section.js';
+import { hubSection } from './hub-section.js';
+
+const SECTIONS: Record<string, () => Promise<string>> = { conduit: conduitSection, hub: hubSection };
+/** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
+const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);
+
+const asked = process.argv.slice(2).filter((a) => a !== '--');
+const unknown = asked.filter((a) => !(a in SECTIONS));
+if (unknown.length > 0) {
+  process.stderr.write(`unknown section ${unknown.join(', ')}; choose from: ${Object.keys(SECTIONS).join(', ')}\n`);
+  process.exit(2);
+}
+const chosen = asked.length > 0 ? asked : Object.keys(SECTIONS);
+
+let interrupted = false;
+const interrupt = (signal: string) => {
+  if (interrupted) return;
+  interrupted = true;
+  process.stderr.write(`\n${signal}: stopping every benchmark process\n`);
+  void stopAll().finally(() => process.exit(130));
+};
+process.on('SIGINT', () => interrupt('SIGINT'));
+process.on('SIGTERM', () => interrupt('SIGTERM'));
+const limit = setTimeout(() => interrupt(`run limit of ${RUN_LIMIT_MS} ms reached`), RUN_LIMIT_MS);
+limit.unref();
+
+const started = Date.now();
+let failed = false;
+for (const name of chosen) {
+  try {
+    const text = await (SECTIONS[name] as () => Promise<string>)();
+    process.stdout.write(`\n${text}\n`);
+  } catch (error) {
+    failed = true;
+    process.stderr.write(`section ${name} failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    await stopAll();
+  }
+}
+process.stderr.write(`\nbench finished in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
+process.exit(failed ? 1 : 0);
