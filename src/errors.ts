@@ -86,6 +86,11 @@ export const ERROR_CATALOGUE = {
   'hub.disabled': { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'The hub is switched off.' },
   /** What a caller gets for a tool it may not see: exactly what a tool that does not exist gets. */
   unknown_tool: { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'Unknown tool.' },
+  'hub.request_state_mismatch': {
+    status: 400,
+    mcp: 'result',
+    message: 'The requestState of this round belongs to a different call (token, tool or arguments).',
+  },
 
   // The admin surface
   'mcp.invalid_arg': { status: 400, mcp: 'result', message: 'A path argument is not allowed.' },
@@ -94,6 +99,11 @@ export const ERROR_CATALOGUE = {
   // Approvals
   'approval.not_found': { status: 404, mcp: 'result', message: 'No approval with that id (for this token).' },
   'approval.not_pending': { status: 409, mcp: 'result', message: 'The approval was already decided.' },
+  'approval.out_of_scope': {
+    status: 409,
+    mcp: 'result',
+    message: 'The approved call no longer matches its tool or policy; it cannot continue.',
+  },
   'approval.self_approval': { status: 403, mcp: 'result', message: 'The requester cannot decide its own approval.' },
 
   // Gatehouse itself

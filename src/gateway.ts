@@ -43,6 +43,7 @@ import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
+import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import { UpstreamPool } from './upstream/index.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
@@ -173,6 +174,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       poolFor,
       limiter: new CallLimiter(),
       audit: (record) => callAuditor.record(record),
+      stateCodec: createHubStateCodec(key),
     });
 
     const capabilities = async (): Promise<Capability[]> => [

@@ -370,6 +370,22 @@ export class ApprovalQueue {
     }
   }
 
+  /**
+   * Stores the outcome of a later round of an executed call (its upstream asked the agent for input
+   * and the agent answered), so asking again returns the latest. Only over the outcome the round
+   * continued from: a stale round never overwrites a newer one.
+   */
+  async recordRound(id: string, previous: unknown, result: unknown): Promise<boolean> {
+    const update = await this.store.db
+      .updateTable('approvals')
+      .set({ result: JSON.stringify(result ?? null) })
+      .where('id', '=', id)
+      .where('status', '=', 'executed')
+      .where('result', '=', JSON.stringify(previous ?? null))
+      .executeTakeFirst();
+    return Number(update.numUpdatedRows) === 1;
+  }
+
   /** Expires every pending approval past its `expiresAt`; returns their ids. */
   async expireDue(): Promise<string[]> {
     const due = await this.store.db

@@ -20,7 +20,7 @@ import { redact } from './redact.js';
 import type { NewStreamEvent } from './stream.js';
 
 export type { CallSurface, CallVerdict };
-export type CallOutcome = 'ok' | 'tool_error' | 'pending_approval' | ErrorCode;
+export type CallOutcome = 'ok' | 'tool_error' | 'pending_approval' | 'input_required' | ErrorCode;
 export type PayloadMode = Settings['audit.payloads'];
 
 export interface CallEvent {

@@ -29,6 +29,11 @@ export function aadFor(parts: readonly string[]): Buffer {
   return Buffer.from(parts.map((p) => `${p.length}:${p}`).join('|'), 'utf8');
 }
 
+/** A key for another purpose (e.g. signing), derived from the sealing key so every replica derives the same one. */
+export function deriveKey(key: SealKey, purpose: string): Buffer {
+  return createHmac('sha256', key.key).update(`gatehouse derived key v1: ${purpose}`).digest();
+}
+
 export function seal(key: SealKey, plaintext: string, aad: Buffer): string {
   const iv = randomBytes(12);
   const cipher = createCipheriv('aes-256-gcm', key.key, iv);

@@ -15,12 +15,16 @@ export { LIST_LIMITS } from './operations.js';
 export { UpstreamPool } from './pool.js';
 export type {
   CallOptions,
+  Continuation,
   FetchLike,
+  InteractiveCallOptions,
+  InteractiveCallResult,
   ListToolsResult,
   OperationOptions,
   PoolStats,
   Progress,
   Tool,
+  UpstreamInputRequired,
   UpstreamLogger,
   UpstreamOptions,
   UpstreamTarget,

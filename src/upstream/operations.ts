@@ -2,12 +2,12 @@
  * The two operations the conduit needs, on an already connected client, both bounded.
  */
 import { createHash } from 'node:crypto';
-import type { Client, Tool } from '@modelcontextprotocol/client';
+import { CLIENT_CAPABILITIES_META_KEY, type Client, type Tool } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
-import type { CallOptions, ListToolsResult } from './types.js';
+import type { CallOptions, InteractiveCallOptions, InteractiveCallResult, ListToolsResult } from './types.js';
 
 export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
 
@@ -92,4 +92,63 @@ export async function callBoundedTool(
     }),
   });
   return boundCallResult(result);
+}
+
+/** The most upstream `requestState` Gatehouse carries between rounds (it rides inside the hub's own signed state). */
+export const MAX_UPSTREAM_REQUEST_STATE = 64 * 1024;
+
+/**
+ * Calls one tool on the 2026-07-28 multi-round-trip path: `continuation` carries the agent's
+ * `inputResponses` and the upstream's last `requestState`, and an upstream that needs input
+ * (elicitation, sampling, roots) answers `inputRequired` instead of a result — bounded like any
+ * upstream value, for the caller to hand to its own agent. On a 2025-era connection there is no
+ * such vocabulary and this is a plain call.
+ */
+export async function callInteractiveTool(
+  client: Client,
+  deadline: Deadline,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  options: Pick<InteractiveCallOptions, 'onProgress' | 'continuation' | 'inputCapabilities'>,
+): Promise<InteractiveCallResult> {
+  const { continuation, onProgress, inputCapabilities } = options;
+  const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
+  if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
+  if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
+  // The per-request envelope declares what the agent can answer (the client merges the rest of it).
+  if (inputCapabilities && client.getProtocolEra() === 'modern') {
+    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities };
+  }
+  const result = (await client.callTool(params as { name: string }, {
+    ...requestOptions(deadline),
+    allowInputRequired: true,
+    ...(onProgress && {
+      onprogress: (progress) =>
+        onProgress(typeof progress.message === 'string' ? boundStrings(progress).value : progress),
+    }),
+  })) as Record<string, unknown>;
+  if (result.resultType !== 'input_required') return boundCallResult(result);
+  const requestState = result.requestState;
+  if (requestState !== undefined && typeof requestState !== 'string') {
+    throw new GatehouseError('upstream_protocol_error', 'The upstream sent a requestState that is not a string.', {
+      reason: 'invalid_request_state',
+    });
+  }
+  if (requestState !== undefined && requestState.length > MAX_UPSTREAM_REQUEST_STATE) {
+    throw new GatehouseError('upstream_protocol_error', 'The upstream sent a requestState over 64 KB.', {
+      reason: 'request_state_too_large',
+    });
+  }
+  const requests = result.inputRequests;
+  if (requests !== undefined && (requests === null || typeof requests !== 'object' || Array.isArray(requests))) {
+    throw new GatehouseError('upstream_protocol_error', 'The upstream sent inputRequests that are not an object.', {
+      reason: 'invalid_input_requests',
+    });
+  }
+  return {
+    inputRequired: {
+      inputRequests: boundStrings((requests ?? {}) as Record<string, unknown>).value,
+      ...(requestState !== undefined ? { requestState } : {}),
+    },
+  };
 }

@@ -16,11 +16,13 @@ import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
 import { EraMemory } from './era-memory.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
-import { callBoundedTool, listAllTools } from './operations.js';
+import { callBoundedTool, callInteractiveTool, listAllTools } from './operations.js';
 import { type NormalizedTarget, normalizeTarget } from './target.js';
 import { traced } from './trace.js';
 import type {
   CallOptions,
+  InteractiveCallOptions,
+  InteractiveCallResult,
   ListToolsResult,
   OperationOptions,
   PoolStats,
@@ -84,6 +86,21 @@ export class UpstreamPool {
   ): Promise<BoundedCallResult> {
     return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
       callBoundedTool(client, deadline, name, args, opts.onProgress),
+    );
+  }
+
+  /**
+   * `callTool` for a gateway that relays the 2026-07-28 multi-round-trip flow: an upstream asking
+   * for input answers `{inputRequired}` instead of failing, and `continuation` carries a later round.
+   */
+  callToolInteractive(
+    target: UpstreamTarget,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts: InteractiveCallOptions = {},
+  ): Promise<InteractiveCallResult> {
+    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
+      callInteractiveTool(client, deadline, name, args, opts),
     );
   }
 

@@ -1,5 +1,6 @@
 /** The public shapes of the upstream client side. */
 import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+import type { BoundedCallResult } from './bounds.js';
 
 export type { FetchLike, Progress, Tool };
 
@@ -45,6 +46,28 @@ export interface OperationOptions {
 export interface CallOptions extends OperationOptions {
   /** Progress the upstream reports while the call runs (`message` bounded like result strings). */
   onProgress?: (progress: Progress) => void;
+}
+
+/** What an agent answered to an upstream's input request, and the upstream's state to echo (2026-07-28). */
+export interface Continuation {
+  inputResponses?: Record<string, unknown> | undefined;
+  requestState?: string | undefined;
+}
+
+/** An upstream that needs the agent's input before it can answer (elicitation, sampling, roots). */
+export interface UpstreamInputRequired {
+  inputRequired: { inputRequests: Record<string, unknown>; requestState?: string };
+}
+
+export type InteractiveCallResult = BoundedCallResult | UpstreamInputRequired;
+
+export interface InteractiveCallOptions extends CallOptions {
+  continuation?: Continuation | undefined;
+  /**
+   * The agent's input capabilities (elicitation, sampling, roots), declared to a 2026-07-28 upstream
+   * for this call only: an upstream may ask only for input the agent can give.
+   */
+  inputCapabilities?: Record<string, unknown> | undefined;
 }
 
 export interface PoolStats {

@@ -5,16 +5,24 @@
  * their sandbox, queue a gated call for approval or run an allowed one on its
  * upstream, and audit exactly one event whatever happens.
  */
-import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
+import {
+  type CallToolResult,
+  CLIENT_CAPABILITIES_META_KEY,
+  type ClientCapabilities,
+  type InputRequests,
+  type InputRequiredResult,
+  type ServerContext,
+} from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { CallOutcome } from '../../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { SettingsService } from '../../settings/service.js';
-import type { BoundedCallResult, UpstreamPool } from '../../upstream/index.js';
+import type { BoundedCallResult, Continuation, UpstreamInputRequired, UpstreamPool } from '../../upstream/index.js';
 import type { EndpointScope } from '../endpoint.js';
 import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
+import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
 
 export type CallVerdict = 'allow' | 'gated' | 'blocked' | 'unknown_server' | 'unknown_tool' | 'quarantined';
@@ -39,6 +47,8 @@ export interface CallPorts {
   settings: SettingsService;
   validator: ArgumentValidator;
   poolFor(privateNetwork: boolean): UpstreamPool;
+  /** Signs the hub's `requestState` when an upstream asks the agent for input. */
+  stateCodec: HubStateCodec;
   limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
   audit(record: CallRecord): void;
   approvals: {
@@ -51,7 +61,7 @@ export interface CallPorts {
       arguments: Record<string, unknown>;
       pinHash: string | null;
       policyVersion: number;
-      detail: { title?: string; description?: string };
+      detail: { title?: string; description?: string; inputCapabilities?: Record<string, unknown> };
     }): Promise<{ id: string }>;
   };
 }
@@ -92,7 +102,18 @@ function toCallToolResult(result: BoundedCallResult): CallToolResult {
   };
 }
 
-/** Runs an allowed call on its upstream: through the pool (and so the egress guard) for HTTP servers. */
+/** What an upstream answered: a tool result, or a request for the agent's input (2026-07-28). */
+export type UpstreamOutcome = CallToolResult | UpstreamInputRequired;
+
+export function needsInput(outcome: UpstreamOutcome): outcome is UpstreamInputRequired {
+  return 'inputRequired' in outcome;
+}
+
+/**
+ * Runs an allowed call on its upstream: through the pool (and so the egress guard) for HTTP servers.
+ * `continuation` carries a later round of the multi-round-trip flow (the agent's answers and the
+ * upstream's state); an upstream that asks for input answers `{inputRequired}`.
+ */
 export async function runUpstream(
   ports: Pick<CallPorts, 'poolFor'>,
   snapshot: Snapshot,
@@ -102,8 +123,10 @@ export async function runUpstream(
   options: {
     signal?: AbortSignal;
     onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
+    continuation?: Continuation | undefined;
+    inputCapabilities?: Record<string, unknown> | undefined;
   },
-): Promise<CallToolResult> {
+): Promise<UpstreamOutcome> {
   const connection = snapshot.connectionOf(server);
   if (connection.transport === 'stdio') {
     throw new GatehouseError(
@@ -116,11 +139,54 @@ export async function runUpstream(
   }
   const result = await ports
     .poolFor(connection.privateNetwork)
-    .callTool({ url: connection.url, headers: connection.headers }, toolName, args, {
+    .callToolInteractive({ url: connection.url, headers: connection.headers }, toolName, args, {
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      ...(options.continuation ? { continuation: options.continuation } : {}),
+      ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
     });
-  return toCallToolResult(result);
+  return 'inputRequired' in result ? result : toCallToolResult(result);
+}
+
+/** The MCP `input_required` result that hands an upstream's input requests to the agent, with the hub's state. */
+export function inputRequiredResult(outcome: UpstreamInputRequired, requestState: string): InputRequiredResult {
+  return {
+    resultType: 'input_required',
+    inputRequests: outcome.inputRequired.inputRequests as InputRequests,
+    requestState,
+  };
+}
+
+/** The continuation a retried round carries: the agent's answers and the upstream state from the hub's state. */
+export function continuationOf(ctx: ServerContext, state: HubRequestState | undefined): Continuation | undefined {
+  const inputResponses = ctx.mcpReq.inputResponses;
+  if (!inputResponses && state?.u === undefined) return undefined;
+  return { inputResponses, requestState: state?.u };
+}
+
+const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const;
+
+/**
+ * What input the agent can give (elicitation, sampling, roots), from its per-request envelope
+ * (2026-07-28) or its session (2025): an upstream is told exactly that, and no more.
+ */
+export function agentInputCapabilities(
+  ctx: ServerContext,
+  sessionCapabilities: ClientCapabilities | undefined,
+): Record<string, unknown> | undefined {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  const declared = (envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? sessionCapabilities) as
+    | Record<string, unknown>
+    | undefined;
+  if (!declared || typeof declared !== 'object') return undefined;
+  const picked = INPUT_CAPABILITIES.filter((key) => declared[key] !== undefined).map((key) => [key, declared[key]]);
+  return picked.length > 0 ? Object.fromEntries(picked) : undefined;
+}
+
+/** The hub's verified state of this round (the codec ran at the SDK seam), if the agent sent one. */
+export function verifiedState(ctx: ServerContext): HubRequestState | undefined {
+  const state = ctx.mcpReq.requestState<HubRequestState>();
+  return state !== null && typeof state === 'object' ? state : undefined;
 }
 
 export class HubCalls {
@@ -136,7 +202,9 @@ export class HubCalls {
       _meta?: { progressToken?: string | number } | undefined;
     },
     ctx: ServerContext,
-  ): Promise<CallToolResult> {
+    /** What input the agent can give an upstream that asks (see `agentInputCapabilities`). */
+    inputCapabilities?: Record<string, unknown>,
+  ): Promise<CallToolResult | InputRequiredResult> {
     const started = performance.now();
     const args = params.arguments ?? {};
     const record = (
@@ -186,6 +254,14 @@ export class HubCalls {
       return errorResult(error);
     }
     const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
+    // A later round of a multi-round-trip call: its state must be the one minted for this very call.
+    const state = verifiedState(ctx);
+    const binding = stateBinding(principal.id, server.row.id, tool.name, args);
+    if (state && !stateMatches(state, binding)) {
+      const error = new GatehouseError('hub.request_state_mismatch');
+      audit(verdict, error.code);
+      return errorResult(error);
+    }
 
     let release: (() => void) | undefined;
     try {
@@ -211,6 +287,8 @@ export class HubCalls {
           detail: {
             ...(tool.definition.title ? { title: tool.definition.title } : {}),
             ...(tool.definition.description ? { description: tool.definition.description } : {}),
+            // The approved call runs without the agent; it may ask only for input the agent can give later.
+            ...(inputCapabilities ? { inputCapabilities } : {}),
           },
         });
         audit('gated', 'pending_approval', undefined, approval.id);
@@ -223,6 +301,8 @@ export class HubCalls {
       const progressToken = ctx.mcpReq._meta?.progressToken ?? params._meta?.progressToken;
       const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
         signal: ctx.mcpReq.signal,
+        continuation: continuationOf(ctx, state),
+        inputCapabilities,
         ...(progressToken !== undefined
           ? {
               onProgress: (p) =>
@@ -232,6 +312,15 @@ export class HubCalls {
             }
           : {}),
       });
+      if (needsInput(result)) {
+        audit('allow', 'input_required', result.inputRequired);
+        const { requestState } = result.inputRequired;
+        const minted = await this.ports.stateCodec.mint({
+          ...binding,
+          ...(requestState !== undefined ? { u: requestState } : {}),
+        });
+        return inputRequiredResult(result, minted);
+      }
       audit('allow', result.isError ? 'tool_error' : 'ok', result);
       return result;
     } catch (error) {

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import { checkHubBinding } from '../../approvals/binding.js';
 import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
+import type { ApprovalView } from '../../approvals/types.js';
 import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
 import { GatehouseError } from '../../errors.js';
@@ -15,9 +16,11 @@ import { ArgumentValidator } from '../../policy/arguments.js';
 import type { ServerStore } from '../../registry/records.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { Store } from '../../store/db.js';
-import type { UpstreamPool } from '../../upstream/index.js';
+import type { Continuation, UpstreamPool } from '../../upstream/index.js';
 import { McpEndpoint } from '../endpoint.js';
+import { ApprovedRounds, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, HubCalls, runUpstream } from './calls.js';
+import type { HubStateCodec } from './request-state.js';
 import { buildHubServer } from './server.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
 
@@ -34,6 +37,8 @@ export interface HubDeps {
   poolFor(privateNetwork: boolean): UpstreamPool;
   limiter: CallPorts['limiter'];
   audit: CallPorts['audit'];
+  /** Signs the hub's multi-round-trip state; derived from the sealing key so every replica shares it. */
+  stateCodec: HubStateCodec;
 }
 
 export interface Hub {
@@ -47,12 +52,19 @@ export interface Hub {
 /** Stream events after which the aggregate may look different to agents. */
 const LIST_EVENTS = new Set(['server.changed', 'server.status', 'tool.quarantined', 'tool.approved']);
 
+/** The input capabilities the agent declared when it asked (kept on the approval's card). */
+function storedCapabilities(approval: ApprovalView): Record<string, unknown> | undefined {
+  const declared = approval.detail.inputCapabilities;
+  return declared !== null && typeof declared === 'object' ? (declared as Record<string, unknown>) : undefined;
+}
+
 export function createHub(deps: HubDeps): Hub {
   const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax);
   const calls = new HubCalls({
     settings: deps.settings,
     validator: new ArgumentValidator(),
     poolFor: deps.poolFor,
+    stateCodec: deps.stateCodec,
     limiter: deps.limiter,
     audit: deps.audit,
     approvals: deps.approvals,
@@ -85,7 +97,8 @@ export function createHub(deps: HubDeps): Hub {
         registry,
         calls,
         withUpstream,
-        approvalStatus: async (id, requester, waitS) => ({ ...(await deps.approvals.status(id, requester, waitS)) }),
+        approvedRounds,
+        stateCodec: deps.stateCodec,
       },
       principal,
       scope,
@@ -104,15 +117,35 @@ export function createHub(deps: HubDeps): Hub {
     buildServer,
   });
 
-  const executor: ApprovalExecutor = {
-    recheck: (approval) => checkHubBinding(deps.store.db, approval),
-    async execute(approval, signal) {
-      const snapshot = await registry.snapshot();
-      const server = approval.serverId ? snapshot.servers.get(approval.serverId) : undefined;
-      if (!server) throw new GatehouseError('mcp.not_found', `Server "${approval.serverId}" is gone.`);
-      return runUpstream({ poolFor: deps.poolFor }, snapshot, server, approval.tool, approval.arguments, { signal });
-    },
+  /** One round of an approved call on its upstream (the first, or a later one carrying the agent's answers). */
+  const runApproved = async (
+    approval: ApprovalView,
+    continuation: Continuation | undefined,
+    inputCapabilities: Record<string, unknown> | undefined,
+    signal: AbortSignal,
+  ) => {
+    const snapshot = await registry.snapshot();
+    const server = approval.serverId ? snapshot.servers.get(approval.serverId) : undefined;
+    if (!server) throw new GatehouseError('mcp.not_found', `Server "${approval.serverId}" is gone.`);
+    return runUpstream({ poolFor: deps.poolFor }, snapshot, server, approval.tool, approval.arguments, {
+      signal,
+      continuation,
+      inputCapabilities,
+    });
   };
+  const recheck = (approval: ApprovalView) => checkHubBinding(deps.store.db, approval);
+  const executor: ApprovalExecutor = {
+    recheck,
+    execute: async (approval, signal) =>
+      storedOutcome(await runApproved(approval, undefined, storedCapabilities(approval), signal)),
+  };
+  const approvedRounds = new ApprovedRounds({
+    approvals: deps.approvals,
+    stateCodec: deps.stateCodec,
+    recheck,
+    run: runApproved,
+    audit: deps.audit,
+  });
   deps.approvals.registerExecutor('hub', executor);
 
   const unsubscribe = deps.events.subscribe((event) => {

@@ -8,9 +8,11 @@ import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import { VERSION } from '../../version.js';
-import { errorResult, jsonToolResult } from '../results.js';
-import type { CallScope, HubCalls } from './calls.js';
+import { errorResult } from '../results.js';
+import type { ApprovedRounds } from './approved-rounds.js';
+import { agentInputCapabilities, type CallScope, type HubCalls } from './calls.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
+import type { HubStateCodec } from './request-state.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
 export const APPROVAL_STATUS_TOOL = `${GATEHOUSE_PREFIX}approval_status`;
@@ -36,7 +38,9 @@ export const approvalStatusTool: Tool = {
 export interface HubServerDeps {
   registry: HubRegistry;
   calls: HubCalls;
-  approvalStatus(id: string, requester: TokenPrincipal, waitS: number): Promise<Record<string, unknown>>;
+  approvedRounds: ApprovedRounds;
+  /** Verifies the hub's signed `requestState` at the SDK seam, before any handler runs. */
+  stateCodec: HubStateCodec;
   /** Runs `fn` on a connected client of the server's upstream (prompts and resources). */
   withUpstream<T>(
     snapshot: Snapshot,
@@ -66,6 +70,8 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     {
       capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
       instructions: INSTRUCTIONS,
+      // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
+      requestState: { verify: (state, ctx) => deps.stateCodec.verify(state, ctx) },
     },
   );
   const single = (snapshot: Snapshot): HubServer | undefined =>
@@ -97,7 +103,13 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       const waitS =
         typeof args.wait_s === 'number' && Number.isFinite(args.wait_s) ? Math.min(Math.max(args.wait_s, 0), 30) : 0;
       try {
-        return jsonToolResult(await deps.approvalStatus(args.approval_id, principal, waitS));
+        return await deps.approvedRounds.status(
+          principal,
+          args.approval_id,
+          waitS,
+          ctx,
+          agentInputCapabilities(ctx, server.getClientCapabilities()),
+        );
       } catch (error) {
         const known = findGatehouseError(error);
         if (known) return errorResult(known);
@@ -106,7 +118,14 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     }
     if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
     const snapshot = await deps.registry.snapshot();
-    return deps.calls.call(principal, snapshot, scope, request.params as Parameters<HubCalls['call']>[3], ctx);
+    return deps.calls.call(
+      principal,
+      snapshot,
+      scope,
+      request.params as Parameters<HubCalls['call']>[3],
+      ctx,
+      agentInputCapabilities(ctx, server.getClientCapabilities()),
+    );
   });
 
   server.setRequestHandler('prompts/list', async () => {

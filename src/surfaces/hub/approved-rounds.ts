@@ -1,0 +1,154 @@
+/**
+ * `gatehouse__approval_status`, and the later rounds of an approved call. An approved call runs
+ * in the background; when its upstream asks for input (2026-07-28 `input_required`), that request
+ * is the stored result, and the agent reading it gets it as an `input_required` result of
+ * approval_status itself. The agent's client answers by retrying approval_status with its
+ * answers, and the round is relayed to the upstream under the approval already given: no new
+ * approval, but the same re-check (tool pin, policy) an approved call gets before it runs.
+ * 2025-era agents get the same through the SDK's legacy shim (real server-to-client requests).
+ */
+import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
+import type { TokenPrincipal } from '../../api/token-auth.js';
+import type { ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
+import type { ApprovalView } from '../../approvals/types.js';
+import { GatehouseError } from '../../errors.js';
+import type { Continuation } from '../../upstream/index.js';
+import { jsonToolResult } from '../results.js';
+import {
+  type CallRecord,
+  continuationOf,
+  inputRequiredResult,
+  needsInput,
+  type UpstreamOutcome,
+  verifiedState,
+} from './calls.js';
+import { type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
+
+/** How an approved call that asked for input is stored: the MCP wire shape, readable in the approval record. */
+interface StoredInputRequired {
+  resultType: 'input_required';
+  inputRequests: Record<string, unknown>;
+  requestState?: string;
+}
+
+export function storedOutcome(outcome: UpstreamOutcome): unknown {
+  if (!needsInput(outcome)) return outcome;
+  const { inputRequests, requestState } = outcome.inputRequired;
+  return {
+    resultType: 'input_required',
+    inputRequests,
+    ...(requestState !== undefined ? { requestState } : {}),
+  } satisfies StoredInputRequired;
+}
+
+function isStoredInputRequired(value: unknown): value is StoredInputRequired {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    (value as { resultType?: unknown }).resultType === 'input_required' &&
+    typeof (value as { inputRequests?: unknown }).inputRequests === 'object'
+  );
+}
+
+export interface ApprovedRoundsDeps {
+  approvals: Pick<ApprovalQueue, 'status' | 'get' | 'recordRound'>;
+  stateCodec: HubStateCodec;
+  /** The same re-check an approved call gets before it runs. */
+  recheck(approval: ApprovalView): Promise<RecheckOutcome>;
+  /** Runs one round of the approved call on its upstream. */
+  run(
+    approval: ApprovalView,
+    continuation: Continuation | undefined,
+    inputCapabilities: Record<string, unknown> | undefined,
+    signal: AbortSignal,
+  ): Promise<UpstreamOutcome>;
+  audit(record: CallRecord): void;
+}
+
+export class ApprovedRounds {
+  constructor(private readonly deps: ApprovedRoundsDeps) {}
+
+  /** The outcome for the token that asked; a stored input request becomes an `input_required` result. */
+  async status(
+    principal: TokenPrincipal,
+    approvalId: string,
+    waitS: number,
+    ctx: ServerContext,
+    inputCapabilities?: Record<string, unknown>,
+  ): Promise<CallToolResult | InputRequiredResult> {
+    const state = verifiedState(ctx);
+    if (state) return this.nextRound(principal, approvalId, ctx, inputCapabilities);
+    const answer = await this.deps.approvals.status(approvalId, principal, waitS);
+    if (answer.status === 'executed' && isStoredInputRequired(answer.result)) {
+      const approval = await this.deps.approvals.get(approvalId);
+      return this.askAgent(principal, approval, answer.result);
+    }
+    return jsonToolResult({ ...answer });
+  }
+
+  private async askAgent(
+    principal: TokenPrincipal,
+    approval: ApprovalView,
+    stored: StoredInputRequired,
+  ): Promise<InputRequiredResult> {
+    const minted = await this.deps.stateCodec.mint({
+      ...stateBinding(principal.id, approval.serverId ?? '', approval.tool, approval.arguments),
+      a: approval.id,
+      ...(stored.requestState !== undefined ? { u: stored.requestState } : {}),
+    });
+    return inputRequiredResult({ inputRequired: { inputRequests: stored.inputRequests } }, minted);
+  }
+
+  private async nextRound(
+    principal: TokenPrincipal,
+    approvalId: string,
+    ctx: ServerContext,
+    inputCapabilities: Record<string, unknown> | undefined,
+  ): Promise<CallToolResult | InputRequiredResult> {
+    const started = performance.now();
+    const state = verifiedState(ctx);
+    const approval = await this.deps.approvals.get(approvalId).catch(() => undefined);
+    // Another token's approval reads exactly like a missing one.
+    if (!approval || approval.requester.id !== principal.id) {
+      throw new GatehouseError('approval.not_found', `No approval ${approvalId} (for this token).`, { id: approvalId });
+    }
+    const binding = stateBinding(principal.id, approval.serverId ?? '', approval.tool, approval.arguments);
+    if (!state || approval.status !== 'executed' || !stateMatches(state, binding, approval.id)) {
+      throw new GatehouseError('hub.request_state_mismatch');
+    }
+    const check = await this.deps.recheck(approval);
+    if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
+
+    const audit = (outcome: CallRecord['outcome'], result?: unknown) =>
+      this.deps.audit({
+        client: principal,
+        surface: 'hub',
+        serverId: approval.serverId,
+        tool: approval.tool,
+        verdict: 'gated',
+        approvalId: approval.id,
+        outcome,
+        latencyMs: Math.round(performance.now() - started),
+        requestBytes: 0,
+        responseBytes: result === undefined ? 0 : Buffer.byteLength(JSON.stringify(result) ?? ''),
+        arguments: approval.arguments,
+        result,
+      });
+    let outcome: UpstreamOutcome;
+    try {
+      outcome = await this.deps.run(approval, continuationOf(ctx, state), inputCapabilities, ctx.mcpReq.signal);
+    } catch (error) {
+      audit(error instanceof GatehouseError ? error.code : 'internal_error');
+      throw error;
+    }
+    const stored = storedOutcome(outcome);
+    // Asking again returns the latest round's outcome, never a new upstream call.
+    await this.deps.approvals.recordRound(approval.id, approval.result, stored);
+    if (needsInput(outcome)) {
+      audit('input_required', stored);
+      return this.askAgent(principal, approval, stored as StoredInputRequired);
+    }
+    audit(outcome.isError ? 'tool_error' : 'ok', outcome);
+    return jsonToolResult({ status: 'executed', approval_id: approval.id, result: outcome });
+  }
+}
