@@ -2,7 +2,7 @@
 import os from 'node:os';
 import { type Party, procCpuMs, runLoad } from './children.js';
 import type { LoadReport } from './load.js';
-import { num } from './table.js';
+import { num, ratio, renderTable } from './table.js';
 
 /** Measured phase and warm-up per cell; the environment overrides exist for quick trial runs only. */
 export const DURATION_MS = Number(process.env.BENCH_DURATION_MS ?? 5_000);
@@ -66,4 +66,46 @@ export async function measureCell(
       `${report.errors > 0 ? `, ${report.errors} errors (${report.firstError})` : ''}\n`,
   );
   return result;
+}
+
+/** One measured row of a "direct vs through a gateway" comparison. */
+export interface CallRow {
+  path: string;
+  era: string;
+  c: number;
+  cell: CellResult;
+  /** The direct cell this one is compared with; absent on the direct rows themselves. */
+  direct?: CellResult;
+}
+
+/** The call table every section prints the same way; `gateway` names the process in the middle. */
+export function renderCallTable(rows: readonly CallRow[], columns: { era: string; gateway: string }): string {
+  return renderTable(
+    [
+      { title: 'path', align: 'left' },
+      { title: columns.era, align: 'left' },
+      { title: 'c' },
+      { title: 'calls/s' },
+      { title: 'p50 ms' },
+      { title: 'p99 ms' },
+      { title: `${columns.gateway} CPU ms/call` },
+      { title: 'upstream CPU ms/call' },
+      { title: 'client CPU ms/call' },
+      { title: '× direct' },
+      { title: 'errors' },
+    ],
+    rows.map(({ path, era, c, cell, direct }) => [
+      path,
+      era,
+      String(c),
+      num(cell.report.callsPerS, 0),
+      num(cell.report.p50Ms, 2),
+      num(cell.report.p99Ms, 2),
+      num(cell.gatewayCpuMsPerCall, 3),
+      num(cell.upstreamCpuMsPerCall, 3),
+      num(cell.report.loadCpuMsPerCall, 3),
+      direct ? ratio(cell.report.callsPerS / direct.report.callsPerS) : '1.00×',
+      String(cell.report.errors),
+    ]),
+  );
 }

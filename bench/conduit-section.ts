@@ -5,9 +5,17 @@
  * 10k and 50k calls.
  */
 
-import { type CellResult, DURATION_MS, measureCell, noteLoad, takeLoadSamples, WARMUP_MS } from './cells.js';
+import {
+  type CallRow,
+  DURATION_MS,
+  measureCell,
+  noteLoad,
+  renderCallTable,
+  takeLoadSamples,
+  WARMUP_MS,
+} from './cells.js';
 import { childEnv, type Party, runLoad, startParty, UPSTREAM_PRELOAD } from './children.js';
-import { loadLine, machineLine, mb, num, ratio, renderTable, verdict } from './table.js';
+import { loadLine, machineLine, mb, num, ratio, verdict } from './table.js';
 
 const ERAS = [
   { era: 'modern', label: '2026-07-28' },
@@ -30,13 +38,7 @@ function conduitEnv(mode: 'pooled' | 'fresh'): NodeJS.ProcessEnv {
   return childEnv({ MCP_ALLOW_PRIVATE_NETWORKS: 'true', MCP_SESSION_MODE: mode, LOG_LEVEL });
 }
 
-interface Row {
-  path: string;
-  era: string;
-  c: number;
-  cell: CellResult;
-  direct?: CellResult;
-}
+type Row = CallRow;
 
 export async function conduitSection(): Promise<string> {
   const machine = machineLine();
@@ -128,34 +130,7 @@ export async function conduitSection(): Promise<string> {
     await Promise.all(parties.map((p) => p.stop()));
   }
 
-  const table = renderTable(
-    [
-      { title: 'path', align: 'left' },
-      { title: 'upstream era', align: 'left' },
-      { title: 'c' },
-      { title: 'calls/s' },
-      { title: 'p50 ms' },
-      { title: 'p99 ms' },
-      { title: 'conduit CPU ms/call' },
-      { title: 'upstream CPU ms/call' },
-      { title: 'client CPU ms/call' },
-      { title: '× direct' },
-      { title: 'errors' },
-    ],
-    rows.map(({ path, era, c, cell, direct }) => [
-      path,
-      era,
-      String(c),
-      num(cell.report.callsPerS, 0),
-      num(cell.report.p50Ms, 2),
-      num(cell.report.p99Ms, 2),
-      num(cell.gatewayCpuMsPerCall, 3),
-      num(cell.upstreamCpuMsPerCall, 3),
-      num(cell.report.loadCpuMsPerCall, 3),
-      direct ? ratio(cell.report.callsPerS / direct.report.callsPerS) : '1.00×',
-      String(cell.report.errors),
-    ]),
-  );
+  const table = renderCallTable(rows, { era: 'upstream era', gateway: 'conduit' });
 
   const find = (path: string, era: string, c: number) =>
     rows.find((r) => r.path === path && r.era === era && r.c === c)?.cell.report;

@@ -7,7 +7,15 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { type CellResult, DURATION_MS, measureCell, takeLoadSamples, WARMUP_MS } from './cells.js';
+import {
+  type CallRow,
+  type CellResult,
+  DURATION_MS,
+  measureCell,
+  renderCallTable,
+  takeLoadSamples,
+  WARMUP_MS,
+} from './cells.js';
 import { childEnv, type Party, startParty, UPSTREAM_PRELOAD } from './children.js';
 import { loadLine, machineLine, num, ratio, renderTable, verdict } from './table.js';
 
@@ -94,13 +102,7 @@ async function installAndTest(gw: Gateway, id: string, url: string, allow?: stri
   return test.discoveredToolsCount;
 }
 
-interface Row {
-  path: string;
-  era: string;
-  c: number;
-  cell: CellResult;
-  direct?: CellResult;
-}
+type Row = CallRow;
 
 interface ListRow {
   era: string;
@@ -192,34 +194,7 @@ export async function hubSection(): Promise<string> {
     await Promise.all([...gateways.map((g) => stopGateway(g)), ...parties.map((p) => p.stop())]);
   }
 
-  const callTable = renderTable(
-    [
-      { title: 'path', align: 'left' },
-      { title: 'era', align: 'left' },
-      { title: 'c' },
-      { title: 'calls/s' },
-      { title: 'p50 ms' },
-      { title: 'p99 ms' },
-      { title: 'gateway CPU ms/call' },
-      { title: 'upstream CPU ms/call' },
-      { title: 'client CPU ms/call' },
-      { title: '× direct' },
-      { title: 'errors' },
-    ],
-    rows.map(({ path, era, c, cell, direct }) => [
-      path,
-      era,
-      String(c),
-      num(cell.report.callsPerS, 0),
-      num(cell.report.p50Ms, 2),
-      num(cell.report.p99Ms, 2),
-      num(cell.gatewayCpuMsPerCall, 3),
-      num(cell.upstreamCpuMsPerCall, 3),
-      num(cell.report.loadCpuMsPerCall, 3),
-      direct ? ratio(cell.report.callsPerS / direct.report.callsPerS) : '1.00×',
-      String(cell.report.errors),
-    ]),
-  );
+  const callTable = renderCallTable(rows, { era: 'era', gateway: 'gateway' });
   const listTable = renderTable(
     [
       { title: 'agent era', align: 'left' },

@@ -19,6 +19,7 @@ import { TokenStore } from '../../src/store/tokens.js';
 import { createAdminSurface } from '../../src/surfaces/admin/index.js';
 import { buildAdminCatalog } from '../../src/surfaces/admin/tools.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
@@ -33,12 +34,7 @@ describe('admin surface', () => {
   const clients: Client[] = [];
 
   const connect = async (token: string): Promise<Client> => {
-    const client = new Client({ name: 'admin-agent', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp/admin`), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
-      }),
-    );
+    const client = await connectAgent(`${base}/mcp/admin`, token, { name: 'admin-agent' });
     clients.push(client);
     return client;
   };
@@ -54,8 +50,7 @@ describe('admin surface', () => {
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
     await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } });
     agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'admin-agent' } })).json();
-    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
-    base = `http://127.0.0.1:${(gw.gateway.app.server.address() as AddressInfo).port}`;
+    base = await gw.listen();
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));

@@ -6,7 +6,6 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -58,8 +57,7 @@ describe('gatehouse stdio', { timeout: 90_000 }, () => {
     await gw.request('PATCH', '/api/mcp/servers/fix/tools', { body: { allow: ['echo', 'progress', 'slow'] } });
     expect((await gw.request('POST', '/api/mcp/servers/fix/test')).json().ok).toBe(true);
     agentToken = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'desktop' } })).json().token;
-    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
-    hubUrl = `http://127.0.0.1:${(gw.gateway.app.server.address() as AddressInfo).port}/mcp`;
+    hubUrl = `${await gw.listen()}/mcp`;
   });
 
   afterEach(async () => {

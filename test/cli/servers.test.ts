@@ -17,9 +17,7 @@ describe('gatehouse servers list|add|test|remove against a listening gateway', {
 
   beforeAll(async () => {
     gw = await startTestGateway(sqliteTarget);
-    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
-    const { port } = gw.gateway.app.server.address() as AddressInfo;
-    env = { GATEHOUSE_URL: `http://127.0.0.1:${port}`, GATEHOUSE_TOKEN: TEST_ADMIN_TOKEN };
+    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_TOKEN: TEST_ADMIN_TOKEN };
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'] });
     dir = mkdtempSync(join(tmpdir(), 'gatehouse-cli-'));
   });

@@ -2,6 +2,7 @@
  * A real `gatehouse serve` app on a fresh store, for tests: upstream fixtures
  * listen on 127.0.0.2, which the egress guard's test seam treats as public.
  */
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { LightMyRequestResponse } from 'fastify';
 import { loadConfig } from '../../src/config.js';
@@ -22,6 +23,8 @@ export interface TestGateway {
     url: string,
     options?: { body?: unknown; token?: string | null; headers?: Record<string, string> },
   ): Promise<LightMyRequestResponse>;
+  /** Listens on 127.0.0.1, any free port; answers the base URL (`http://127.0.0.1:PORT`). */
+  listen(): Promise<string>;
   close(): Promise<void>;
   dataDir: string;
   databaseUrl: string | undefined;
@@ -65,6 +68,10 @@ export async function startTestGateway(target: StoreTarget, env: Record<string, 
         headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...options.headers },
         ...(options.body !== undefined ? { payload: options.body as object } : {}),
       });
+    },
+    async listen() {
+      await gateway.app.listen({ host: '127.0.0.1', port: 0 });
+      return `http://127.0.0.1:${(gateway.app.server.address() as AddressInfo).port}`;
     },
     async close() {
       await gateway.app.close();

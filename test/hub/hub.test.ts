@@ -4,7 +4,6 @@
  */
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -12,10 +11,9 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
-
-type Era = 'modern' | 'legacy';
 
 describeEachStore('agent hub', (target) => {
   let gw: TestGateway;
@@ -40,14 +38,7 @@ describeEachStore('agent hub', (target) => {
     path = '/mcp',
     headers: Record<string, string> = {},
   ): Promise<Client> {
-    const client = new Client(
-      { name: `test-${era}`, version: '1.0.0' },
-      era === 'modern' ? { versionNegotiation: { mode: 'auto' } } : {},
-    );
-    const transport = new StreamableHTTPClientTransport(new URL(`${base}${path}`), {
-      requestInit: { headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers } },
-    });
-    await client.connect(transport);
+    const client = await connectAgent(`${base}${path}`, token, { era, headers });
     clients.push(client);
     return client;
   }
@@ -71,8 +62,7 @@ describeEachStore('agent hub', (target) => {
     });
     expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
     agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent-one' } })).json();
-    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
-    base = `http://127.0.0.1:${(gw.gateway.app.server.address() as AddressInfo).port}`;
+    base = await gw.listen();
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));

@@ -4,16 +4,14 @@
  * the hub's own signed state around the upstream's. 2025-era agents get the same through real
  * server-to-client requests; an approved call's later rounds are relayed without a new approval.
  */
-import type { AddressInfo } from 'node:net';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import type { Client } from '@modelcontextprotocol/client';
 import { acceptedContent, inputRequired, type McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
-
-type Era = 'modern' | 'legacy';
 
 describeEachStore('hub: input-required rounds', (target) => {
   let gw: TestGateway;
@@ -43,46 +41,32 @@ describeEachStore('hub: input-required rounds', (target) => {
     });
   };
 
-  /** An agent whose user answers every form with `confirm: <answer>`; `asked` collects the messages. */
-  async function connect(token: string, era: Era, answer = true, asked: string[] = []): Promise<Client> {
-    const client = new Client(
-      { name: `agent-${era}`, version: '1.0.0' },
-      {
-        capabilities: { elicitation: { form: {} } },
-        ...(era === 'modern' ? { versionNegotiation: { mode: 'auto' as const } } : {}),
-      },
-    );
-    client.setRequestHandler('elicitation/create', async (request) => {
-      asked.push(String(request.params.message));
-      return { action: 'accept', content: { confirm: answer } };
-    });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
-      }),
-    );
+  const track = (client: Client) => {
     clients.push(client);
     return client;
-  }
+  };
+
+  /** An agent whose user answers every form with `confirm: <answer>`; `asked` collects the messages. */
+  const connect = async (token: string, era: Era, answer = true, asked: string[] = []) =>
+    track(
+      await connectAgent(`${base}/mcp`, token, {
+        era,
+        client: { capabilities: { elicitation: { form: {} } } },
+        prepare: (client) =>
+          client.setRequestHandler('elicitation/create', async (request) => {
+            asked.push(String(request.params.message));
+            return { action: 'accept', content: { confirm: answer } };
+          }),
+      }),
+    );
 
   /** A 2026 agent that handles rounds itself, to send states of its own choosing. */
-  async function manual(token: string): Promise<Client> {
-    const client = new Client(
-      { name: 'manual', version: '1.0.0' },
-      {
-        capabilities: { elicitation: { form: {} } },
-        versionNegotiation: { mode: 'auto' },
-        inputRequired: { autoFulfill: false },
-      },
-    );
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
+  const manual = async (token: string) =>
+    track(
+      await connectAgent(`${base}/mcp`, token, {
+        client: { capabilities: { elicitation: { form: {} } }, inputRequired: { autoFulfill: false } },
       }),
     );
-    clients.push(client);
-    return client;
-  }
 
   const text = (result: unknown) => JSON.stringify((result as { content: unknown }).content);
   const structured = (result: unknown) => (result as { structuredContent: Record<string, unknown> }).structuredContent;
@@ -95,8 +79,7 @@ describeEachStore('hub: input-required rounds', (target) => {
     await gw.request('PATCH', '/api/mcp/servers/ops/tools', { body: { allow: ['deploy', 'echo'] } });
     expect((await gw.request('POST', '/api/mcp/servers/ops/test')).json().ok).toBe(true);
     agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent-one' } })).json();
-    await gw.gateway.app.listen({ host: '127.0.0.1', port: 0 });
-    base = `http://127.0.0.1:${(gw.gateway.app.server.address() as AddressInfo).port}`;
+    base = await gw.listen();
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
