@@ -23,6 +23,15 @@ function signedIn(principal: Principal | undefined): Principal {
   return principal;
 }
 
+/** The two decisions share one declaration: same access, same body, same answer. */
+const DECISIONS = [
+  {
+    decision: 'approve',
+    summary: 'Approve a pending call; it runs once, in the background, right after this answer (`approved`).',
+  },
+  { decision: 'reject', summary: 'Reject a pending call with an optional reason the agent will read.' },
+] as const;
+
 export interface ApprovalRouteDeps {
   queue: ApprovalQueue;
 }
@@ -52,27 +61,19 @@ export function approvalRoutes({ queue }: ApprovalRouteDeps): RouteDeclaration[]
       params: idParams,
       handler: ({ params }) => queue.get(params.id),
     }),
-    defineRoute({
-      method: 'POST',
-      url: '/api/approvals/:id/approve',
-      summary: 'Approve a pending call; it runs once, in the background, right after this answer (`approved`).',
-      scope: 'approvals',
-      access: DECIDERS,
-      mcp: { exclude: 'an agent could approve its own requests' },
-      params: idParams,
-      body: decisionBody,
-      handler: ({ params, body, principal }) => queue.decide(params.id, 'approve', signedIn(principal), reasonOf(body)),
-    }),
-    defineRoute({
-      method: 'POST',
-      url: '/api/approvals/:id/reject',
-      summary: 'Reject a pending call with an optional reason the agent will read.',
-      scope: 'approvals',
-      access: DECIDERS,
-      mcp: { exclude: 'an agent could approve its own requests' },
-      params: idParams,
-      body: decisionBody,
-      handler: ({ params, body, principal }) => queue.decide(params.id, 'reject', signedIn(principal), reasonOf(body)),
-    }),
+    ...DECISIONS.map(({ decision, summary }) =>
+      defineRoute({
+        method: 'POST',
+        url: `/api/approvals/:id/${decision}`,
+        summary,
+        scope: 'approvals',
+        access: DECIDERS,
+        mcp: { exclude: 'an agent could approve its own requests' },
+        params: idParams,
+        body: decisionBody,
+        handler: ({ params, body, principal }) =>
+          queue.decide(params.id, decision, signedIn(principal), reasonOf(body)),
+      }),
+    ),
   ];
 }
