@@ -1,4 +1,5 @@
 /** Response size cap, enforced while the body streams so an endless or huge body never sits in memory. */
+import type { Readable } from 'node:stream';
 import { ReadableStream, type ReadableStreamReadResult } from 'node:stream/web';
 import { GatehouseError } from '../errors.js';
 import { toEgressError } from './network-errors.js';
@@ -47,4 +48,48 @@ export function capBody(source: ReadableStream<Uint8Array>, limit: number, host:
     // Pull only on demand, so nothing is read ahead of the consumer.
     { highWaterMark: 0 },
   );
+}
+
+/**
+ * `capBody` for a Node stream (the dispatcher's answer): the same cap and error mapping, read on
+ * demand, and cancelling destroys the source (undici then drops the connection instead of draining).
+ */
+export function capNodeBody(source: Readable, limit: number, host: string): ReadableStream<Uint8Array> {
+  const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  let total = 0;
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        let chunk: IteratorResult<Buffer>;
+        try {
+          chunk = await chunks.next();
+        } catch (err) {
+          controller.error(toEgressError(err, host, 'body'));
+          return;
+        }
+        if (chunk.done) {
+          controller.close();
+          return;
+        }
+        total += chunk.value.byteLength;
+        if (total > limit) {
+          const err = responseTooLarge(limit);
+          controller.error(err);
+          discard(source);
+          return;
+        }
+        controller.enqueue(new Uint8Array(chunk.value.buffer, chunk.value.byteOffset, chunk.value.byteLength));
+      },
+      cancel() {
+        discard(source);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/** Drops a response body unread; undici then closes the connection (its abort error has nowhere to go). */
+export function discard(source: Readable): void {
+  source.on('error', () => {});
+  source.destroy();
 }

@@ -1,10 +1,12 @@
 /** The egress guard: every outbound HTTP request and TCP probe Gatehouse makes to an upstream goes through one. */
 import { connect as netConnect } from 'node:net';
+import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import { capBody, responseTooLarge } from './body.js';
+import { capBody, capNodeBody, discard, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
+import { type DispatchedResponse, dispatch, leanRequest } from './dispatch.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,
@@ -92,6 +94,21 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     const { url, requestInit } = splitRequest(input, init);
     await admit(url, false);
     const host = bareHost(url);
+    const lean = leanRequest(url, requestInit);
+    if (lean) {
+      let answer: DispatchedResponse;
+      try {
+        answer = await dispatch(agent, lean);
+      } catch (err) {
+        throw toEgressError(err, host);
+      }
+      const refused = refusal(answer.status, answer.headers);
+      if (refused) {
+        if (answer.source) discard(answer.source);
+        throw refused;
+      }
+      return respond(answer.source && capNodeBody(answer.source, maxBytes, host), answer, url.href);
+    }
     let response: UndiciResponse;
     try {
       response = await undiciFetch(url, {
@@ -102,32 +119,36 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     } catch (err) {
       throw toEgressError(err, host);
     }
-    return bound(response, host);
+    const headers = response.headers as unknown as Headers;
+    const refused =
+      response.type === 'opaqueredirect' ? redirectRefused(response.status) : refusal(response.status, headers);
+    if (refused) {
+      await response.body?.cancel().catch(() => {});
+      throw refused;
+    }
+    const body = response.body as ReadableStream<Uint8Array> | null;
+    return respond(body && capBody(body, maxBytes, host), { status: response.status, headers }, response.url);
   }
 
-  /** Refuses redirects and over-long bodies, and wraps the body in the streaming cap. */
-  async function bound(response: UndiciResponse, host: string): Promise<Response> {
-    if ((response.status >= 300 && response.status < 400) || response.type === 'opaqueredirect') {
-      await response.body?.cancel().catch(() => {});
-      throw new GatehouseError(
-        'upstream_protocol_error',
-        `The upstream answered with a redirect (${response.status}); redirects are not followed.`,
-        { reason: 'redirect_refused', status: response.status },
-      );
-    }
-    const declared = Number(response.headers.get('content-length'));
-    if (Number.isFinite(declared) && declared > maxBytes) {
-      await response.body?.cancel().catch(() => {});
-      throw responseTooLarge(maxBytes);
-    }
-    if (!response.body) return response as unknown as Response;
-    const capped = new UndiciResponse(capBody(response.body, maxBytes, host), {
-      status: response.status,
-      statusText: response.statusText,
-      headers: response.headers,
+  /** Redirects are not followed, and a declared length over the cap is refused before reading. */
+  function refusal(status: number, headers: Headers): GatehouseError | undefined {
+    if (status >= 300 && status < 400) return redirectRefused(status);
+    const declared = Number(headers.get('content-length'));
+    return Number.isFinite(declared) && declared > maxBytes ? responseTooLarge(maxBytes) : undefined;
+  }
+
+  /** The web Response the SDK reads, its body already wrapped in the streaming cap. */
+  function respond(
+    body: ReadableStream<Uint8Array> | null,
+    head: { status: number; headers: Headers },
+    url: string,
+  ): Response {
+    const response = new UndiciResponse(body, {
+      status: head.status,
+      headers: head.headers as unknown as import('undici').HeadersInit,
     });
-    Object.defineProperty(capped, 'url', { value: response.url });
-    return capped as unknown as Response;
+    Object.defineProperty(response, 'url', { value: url });
+    return response as unknown as Response;
   }
 
   async function probeTcp(input: string | URL, timeoutMs: number): Promise<boolean> {
@@ -162,6 +183,14 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
       return closed;
     },
   };
+}
+
+function redirectRefused(status: number): GatehouseError {
+  return new GatehouseError(
+    'upstream_protocol_error',
+    `The upstream answered with a redirect (${status}); redirects are not followed.`,
+    { reason: 'redirect_refused', status },
+  );
 }
 
 /** Accepts a Request from any fetch implementation: undici's fetch would not recognise the global one's class. */
