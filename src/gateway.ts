@@ -44,6 +44,7 @@ import { TokenStore } from './store/tokens.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { UpstreamPool } from './upstream/index.js';
+import { dashboardRoutes } from './web-serve.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
 
@@ -251,6 +252,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           }),
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
+        ...dashboardRoutes(),
       ],
     });
     hub.register(app);
