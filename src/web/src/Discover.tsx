@@ -135,7 +135,7 @@ function CatalogBrowser() {
       });
       setFlash({
         kind: 'ok',
-        text: `Installed ${answer.installed.name} as “${answer.installed.id}”.`,
+        text: `Installed ${item.title} as “${answer.installed.id}”.`,
         id: answer.installed.id,
       });
     } catch (error) {
