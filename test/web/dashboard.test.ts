@@ -282,6 +282,54 @@ describe('dashboard: lifecycle, failures and quarantine', () => {
     await page.getByLabel('Client').fill('nobody-at-all');
     await page.getByText('No events match.').waitFor();
 
+    // Reject, with a reason the agent reads.
+    await nav(page, 'Approvals');
+    const second = structured(await agent.callTool({ name: 'toolbox__echo', arguments: { text: 'second' } }));
+    const rejected = page.locator(`[data-approval="${second.approval_id as string}"]`);
+    await rejected.getByLabel('Reason (optional; the agent reads it)').fill('not today');
+    await rejected.getByRole('button', { name: 'Reject' }).click();
+    await rejected.waitFor({ state: 'detached' });
+    expect(
+      structured(
+        await agent.callTool({ name: 'gatehouse__approval_status', arguments: { approval_id: second.approval_id } }),
+      ),
+    ).toMatchObject({ status: 'rejected', reason: 'not today' });
+    expect(toolbox.stats.calls?.echo).toBe(1);
+
+    // The drawer's controls change what the agent sees: tool mode, exposure, the enable toggle.
+    const agentTools = async () => (await agent?.listTools())?.tools.map((t) => t.name) ?? [];
+    await nav(page, 'Servers');
+    await page.getByRole('button', { name: 'Toolbox' }).click();
+    await drawer.getByLabel('Tool mode').selectOption('exclude');
+    await drawer.getByRole('checkbox', { name: 'exclude add' }).check();
+    await drawer.getByRole('button', { name: 'Save tool policy' }).click();
+    await drawer.getByText('Tool policy saved.').waitFor();
+    await expect.poll(agentTools).not.toContain('toolbox__add');
+    expect(await agentTools()).toContain('toolbox__echo');
+    await drawer.getByLabel('Agent groups that see this server (comma-separated)').fill('team-b');
+    await drawer.getByRole('button', { name: 'Save groups' }).click();
+    await drawer.getByText('Visible to: team-b.').waitFor();
+    await expect.poll(agentTools).not.toContain('toolbox__echo');
+    await drawer.getByLabel('Agent groups that see this server (comma-separated)').fill('default');
+    await drawer.getByRole('button', { name: 'Save groups' }).click();
+    await drawer.getByText('Visible to: default.').waitFor();
+    await expect.poll(agentTools).toContain('toolbox__echo');
+    await drawer.getByRole('checkbox', { name: 'Enabled' }).uncheck();
+    await drawer.getByText('Disabled: its tools left the agents’ view.').waitFor();
+    await expect.poll(agentTools).not.toContain('toolbox__echo');
+    expect(await drawer.locator('ul.events li').count()).toBeGreaterThan(0);
+    await drawer.getByRole('button', { name: 'Close', exact: true }).click();
+    await page.locator('[data-server="toolbox"]').getByText('no', { exact: true }).waitFor();
+
+    // Revoke the agent's token: its next call is refused.
+    await nav(page, 'Settings');
+    await page.getByRole('button', { name: 'Revoke agent-smith' }).click();
+    await page.getByRole('button', { name: 'Confirm revoke' }).click();
+    await page.locator('[data-token="agent-smith"]').waitFor({ state: 'detached' });
+    await expect(agentTools()).rejects.toThrow();
+    await agent.close().catch(() => {});
+    agent = undefined;
+
     expect(browserErrors).toEqual([]);
   }, 120_000);
 

@@ -217,6 +217,7 @@ function Shell({
 }) {
   const [view, setView] = useState<View>(viewFromHash);
   const [openServer, setOpenServer] = useState<string>();
+  const closeServer = useCallback(() => setOpenServer(undefined), []);
   const [streamState, setStreamState] = useState<StreamState>('connecting');
   const listeners = useRef(new Set<(event: LiveEvent) => void>());
 
@@ -307,7 +308,7 @@ function Shell({
           {view === 'activity' && <Activity />}
           {view === 'settings' && <Settings />}
         </main>
-        {openServer && <ServerDrawer id={openServer} onClose={() => setOpenServer(undefined)} />}
+        {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>
     </SessionContext.Provider>
   );

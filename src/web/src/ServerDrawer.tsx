@@ -34,14 +34,35 @@ export function ServerDrawer({ id, onClose }: { id: string; onClose: () => void 
     if (event.data.id === id || event.data.server === id) reloadAll();
   });
   const ref = useRef<HTMLElement>(null);
+  const close = useRef(onClose);
+  close.current = onClose;
   useEffect(() => {
+    // Focus moves into the drawer, stays there while it is open (Tab wraps), and returns on close.
+    const opener = document.activeElement instanceof HTMLElement ? document.activeElement : null;
     ref.current?.focus();
     const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape') onClose();
+      if (e.key === 'Escape') close.current();
+      if (e.key !== 'Tab' || !ref.current) return;
+      const focusable = [
+        ...ref.current.querySelectorAll<HTMLElement>('button, input, select, textarea, a[href]'),
+      ].filter((el) => !el.hasAttribute('disabled'));
+      const first = focusable[0];
+      const last = focusable[focusable.length - 1];
+      if (!first || !last) return;
+      if (e.shiftKey && (document.activeElement === first || document.activeElement === ref.current)) {
+        e.preventDefault();
+        last.focus();
+      } else if (!e.shiftKey && document.activeElement === last) {
+        e.preventDefault();
+        first.focus();
+      }
     };
     window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, [onClose]);
+    return () => {
+      window.removeEventListener('keydown', onKey);
+      opener?.focus();
+    };
+  }, []);
 
   return (
     <div className="drawer-backdrop">
@@ -97,6 +118,8 @@ function DrawerBody({
   const [flash, setFlash] = useState<Flash>();
   const [busy, setBusy] = useState<string>();
   const [test, setTest] = useState<TestResult>();
+  const [enabled, setEnabled] = useState(server.enabled);
+  useEffect(() => setEnabled(server.enabled), [server.enabled]);
 
   const act = async (label: string, run: () => Promise<string | undefined>) => {
     setBusy(label);
@@ -175,13 +198,19 @@ function DrawerBody({
           <label className="toggle">
             <input
               type="checkbox"
-              checked={server.enabled}
+              checked={enabled}
               disabled={busy !== undefined}
               onChange={(e) => {
-                const enabled = e.target.checked;
+                const next = e.target.checked;
+                setEnabled(next); // shown at once; put back if the gateway refuses
                 void act('enabled', async () => {
-                  await api(`${base}/config`, { method: 'PATCH', body: { enabled } });
-                  return enabled ? 'Enabled: agents can see it.' : 'Disabled: its tools left the agents’ view.';
+                  try {
+                    await api(`${base}/config`, { method: 'PATCH', body: { enabled: next } });
+                  } catch (error) {
+                    setEnabled(!next);
+                    throw error;
+                  }
+                  return next ? 'Enabled: agents can see it.' : 'Disabled: its tools left the agents’ view.';
                 });
               }}
             />
