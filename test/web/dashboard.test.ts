@@ -449,9 +449,23 @@ describe('dashboard: the capability gate', () => {
     await serve?.stop();
   });
 
-  it('refuses a wrong token in words and keeps nothing', async () => {
+  it('refuses a wrong token and an agent token in words, and gives an operator read-only settings', async () => {
     await signIn(page, serve.base, 'gh_not-a-real-token');
     await page.getByText('The gateway did not accept that token').waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('gatehouse.token'))).toBeNull();
+
+    // An agent token may not manage the gateway; an operator may, but reads settings only.
+    const agentToken = await serve.rest<{ token: string }>('POST', '/api/tokens', { role: 'agent', name: 'bot' });
+    await signIn(page, serve.base, agentToken.body.token);
+    await page.getByText('sign in with an admin or operator token', { exact: false }).waitFor();
+    const operator = await serve.rest<{ token: string }>('POST', '/api/tokens', { role: 'operator', name: 'olga' });
+    await signIn(page, serve.base, operator.body.token);
+    await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
+    await nav(page, 'Settings');
+    await page.getByText('Only an admin can create, list or revoke tokens.').waitFor();
+    expect(await page.getByLabel('mcp.hubEnabled').isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Token').waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('gatehouse.token'))).toBeNull();
   });
 
@@ -463,7 +477,12 @@ describe('dashboard: the capability gate', () => {
     // Switch the hub off from Settings: /info stops listing it and the app follows.
     await nav(page, 'Settings');
     await page.getByLabel('mcp.hubEnabled').uncheck();
-    await page.getByRole('button', { name: 'Save 1 change' }).click();
+    await page.getByLabel('mcp.scope.audit').selectOption('read');
+    expect(await page.getByLabel('mcp.scope.audit').locator('option').allTextContents()).toEqual(['off', 'read']);
+    await page.getByRole('button', { name: 'Save 2 changes' }).click();
+    await page.getByText('Saved: mcp.hubEnabled, mcp.scope.audit.', { exact: false }).waitFor();
+    const saved = await serve.rest<{ settings: Record<string, unknown> }>('GET', '/api/settings');
+    expect(saved.body.settings).toMatchObject({ 'mcp.hubEnabled': false, 'mcp.scope.audit': 'read' });
     await page.getByTestId('hub-off').getByText('mcp.hubEnabled is false').waitFor();
     const info = await serve.rest<{ capabilities: string[] }>('GET', '/info');
     expect(info.body.capabilities).toContain('registry');
