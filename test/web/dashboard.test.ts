@@ -279,6 +279,10 @@ describe('dashboard: lifecycle, failures and quarantine', () => {
     await expect.poll(() => page.locator('tbody tr:not([data-verdict="gated"])').count()).toBe(0);
     await page.getByLabel('Verdict').selectOption('allow');
     await page.locator('tr[data-verdict="allow"]').first().getByText('toolbox / add').waitFor();
+    // Live: a new call shows up without a reload.
+    const before = await page.locator('tr[data-verdict="allow"]').count();
+    await agent.callTool({ name: 'toolbox__add', arguments: { a: 1, b: 1 } });
+    await expect.poll(() => page.locator('tr[data-verdict="allow"]').count()).toBe(before + 1);
     await page.getByLabel('Client').fill('nobody-at-all');
     await page.getByText('No events match.').waitFor();
 
@@ -366,9 +370,31 @@ describe('dashboard: lifecycle, failures and quarantine', () => {
     await expect.poll(() => page.locator('[data-server]').count()).toBe(1);
     await page.getByLabel('Search').fill('');
 
+    // A stdio server by hand, with an env reference: only MCP_SECRET_ names are accepted, and the refusal is in words.
+    await nav(page, 'Discover');
+    await form.getByLabel('stdio').check();
+    await form.getByLabel('Name', { exact: true }).fill('Local');
+    await form.getByLabel('Command').fill('local-mcp');
+    await form.getByLabel('Arguments (one per line)').fill('--verbose\n--port=0');
+    await form.getByRole('button', { name: 'Add variable' }).click();
+    await form.getByLabel('Variable name').fill('API_KEY');
+    await form.getByLabel('Source').selectOption('env');
+    await form.getByLabel('Environment variable (MCP_SECRET_…)').fill('HOME');
+    await form.getByRole('button', { name: 'Install' }).click();
+    await page.getByRole('alert').getByText('MCP_SECRET_', { exact: false }).waitFor();
+    expect((await serve.rest('GET', '/api/mcp/servers/local')).status).toBe(404);
+    await form.getByLabel('Environment variable (MCP_SECRET_…)').fill('MCP_SECRET_API_KEY');
+    await form.getByRole('button', { name: 'Install' }).click();
+    await page.getByText('Installed Local as “local”.').waitFor();
+    const local = await serve.rest<{ env: unknown; args: string[] }>('GET', '/api/mcp/servers/local');
+    expect(local.body).toMatchObject({
+      env: { API_KEY: { env: 'MCP_SECRET_API_KEY' } },
+      args: ['--verbose', '--port=0'],
+    });
+    await form.getByLabel('streamable-http').check();
+
     // A real HTTP server with a header secret: sealed, sent upstream, never shown back.
     const secret = 'sekret-header-value-4242';
-    await nav(page, 'Discover');
     await form.getByLabel('Name', { exact: true }).fill('Dictionary');
     await form.getByLabel('URL').fill(upstream.url);
     await form.getByRole('button', { name: 'Add header' }).click();
@@ -457,7 +483,7 @@ describe('dashboard: the capability gate', () => {
     // An agent token may not manage the gateway; an operator may, but reads settings only.
     const agentToken = await serve.rest<{ token: string }>('POST', '/api/tokens', { role: 'agent', name: 'bot' });
     await signIn(page, serve.base, agentToken.body.token);
-    await page.getByText('sign in with an admin or operator token', { exact: false }).waitFor();
+    await page.getByRole('alert').getByText('sign in with an admin or operator token', { exact: false }).waitFor();
     const operator = await serve.rest<{ token: string }>('POST', '/api/tokens', { role: 'operator', name: 'olga' });
     await signIn(page, serve.base, operator.body.token);
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
