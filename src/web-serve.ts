@@ -89,7 +89,10 @@ export async function loadDashboard(dir: string): Promise<Map<string, StaticFile
 }
 
 function isReserved(path: string): boolean {
-  return RESERVED_PREFIXES.some((prefix) => path.startsWith(prefix));
+  // `/health` also covers `/healthz`; the others own their exact path and everything below it.
+  return RESERVED_PREFIXES.some((prefix) =>
+    prefix === '/health' ? path.startsWith(prefix) : path === prefix || path.startsWith(`${prefix}/`),
+  );
 }
 
 function securityHeaders(reply: FastifyReply): void {

@@ -475,7 +475,7 @@ describe('dashboard: the capability gate', () => {
     await serve?.stop();
   });
 
-  it('refuses a wrong token and an agent token in words, and gives an operator read-only settings', async () => {
+  it('refuses a wrong or agent token in words, gives an operator read-only settings, signs out a revoked token', async () => {
     await signIn(page, serve.base, 'gh_not-a-real-token');
     await page.getByText('The gateway did not accept that token').waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('gatehouse.token'))).toBeNull();
@@ -490,8 +490,12 @@ describe('dashboard: the capability gate', () => {
     await nav(page, 'Settings');
     await page.getByText('Only an admin can create, list or revoke tokens.').waitFor();
     expect(await page.getByLabel('mcp.hubEnabled').isDisabled()).toBe(true);
-    await page.getByRole('button', { name: 'Sign out' }).click();
-    await page.getByLabel('Token').waitFor();
+    // The operator's token is revoked mid-session: the next request signs the tab out, in words.
+    const olga = await serve.rest<{ tokens: { id: string; name: string }[] }>('GET', '/api/tokens');
+    const olgaId = olga.body.tokens.find((t) => t.name === 'olga')?.id as string;
+    expect((await serve.rest('DELETE', `/api/tokens/${olgaId}`)).status).toBe(200);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Servers' }).click();
+    await page.getByRole('alert').getByText('no longer accepts your token', { exact: false }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('gatehouse.token'))).toBeNull();
   });
 

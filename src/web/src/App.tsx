@@ -18,6 +18,7 @@ import {
   type StreamState,
   storedToken,
   storeToken,
+  UNAUTHORIZED_EVENT,
 } from './api';
 import { Discover } from './Discover';
 import { ServerDrawer } from './ServerDrawer';
@@ -83,6 +84,18 @@ export function App() {
   useEffect(() => {
     if (storedToken()) void check();
   }, [check]);
+
+  useEffect(() => {
+    const onRefused = () => {
+      storeToken(null);
+      setGate({
+        kind: 'signed-out',
+        message: 'The gateway no longer accepts your token (it may have been revoked). Sign in again.',
+      });
+    };
+    window.addEventListener(UNAUTHORIZED_EVENT, onRefused);
+    return () => window.removeEventListener(UNAUTHORIZED_EVENT, onRefused);
+  }, []);
 
   const signIn = async (token: string) => {
     try {

@@ -5,6 +5,8 @@
  */
 
 const TOKEN_KEY = 'gatehouse.token';
+/** Dispatched on `window` when the stored token is refused (401). */
+export const UNAUTHORIZED_EVENT = 'gatehouse:unauthorized';
 
 export function storedToken(): string | null {
   return sessionStorage.getItem(TOKEN_KEY);
@@ -76,7 +78,11 @@ export async function api<T>(path: string, options: RequestOptions = {}): Promis
   } catch {
     data = undefined;
   }
-  if (!response.ok) throw describe(response.status, data as ErrorBody | undefined);
+  if (!response.ok) {
+    // A token revoked or expired mid-session: the app signs out and says why.
+    if (response.status === 401 && !options.token) window.dispatchEvent(new Event(UNAUTHORIZED_EVENT));
+    throw describe(response.status, data as ErrorBody | undefined);
+  }
   return data as T;
 }
 
