@@ -8,5 +8,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     pool: 'forks',
     env: { NODE_ENV: 'test' },
+    // Builds the dashboard into dist/web when it is missing or older than src/web (the browser tests serve it).
+    globalSetup: ['test/web/global-setup.ts'],
   },
 });

@@ -45,6 +45,7 @@ import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfa
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import { UpstreamPool } from './upstream/index.js';
+import { dashboardRoutes } from './web-serve.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
 
@@ -253,6 +254,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           }),
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
+        ...dashboardRoutes(),
       ],
     });
     hub.register(app);

@@ -1,0 +1,347 @@
+/**
+ * Sign-in, the capability gate and the shell. At start the app reads `/info` with the signed-in token:
+ * `registry` and `hub` → everything; `registry` without `hub` → the registry with use-related actions
+ * disabled and the reason shown; `/info` failing → a "backend unavailable" page, never a broken screen.
+ */
+import { type FormEvent, useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { Activity } from './Activity';
+import { Approvals } from './Approvals';
+import {
+  ApiError,
+  type Approval,
+  type AuthContext,
+  api,
+  errorText,
+  type Info,
+  type LiveEvent,
+  openEventStream,
+  type StreamState,
+  storedToken,
+  storeToken,
+  UNAUTHORIZED_EVENT,
+} from './api';
+import { Discover } from './Discover';
+import { ServerDrawer } from './ServerDrawer';
+import { Servers } from './Servers';
+import { Settings } from './Settings';
+import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
+
+type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'settings';
+const VIEWS: { id: View; label: string }[] = [
+  { id: 'servers', label: 'Servers' },
+  { id: 'discover', label: 'Discover' },
+  { id: 'approvals', label: 'Approvals' },
+  { id: 'activity', label: 'Activity' },
+  { id: 'settings', label: 'Settings' },
+];
+
+function viewFromHash(): View {
+  const name = window.location.hash.replace(/^#\/?/, '').split('/')[0];
+  return VIEWS.some((v) => v.id === name) ? (name as View) : 'servers';
+}
+
+type Gate =
+  | { kind: 'signed-out'; message?: string }
+  | { kind: 'checking' }
+  | { kind: 'unavailable'; message: string }
+  | { kind: 'ready'; info: Info; who: AuthContext };
+
+/** Reads /info and who the token is; throws ApiError. */
+async function probe(token: string): Promise<{ info: Info; who: AuthContext }> {
+  const info = await api<Info>('/info', { token });
+  const who = await api<AuthContext>('/api/platform/auth-context', { token });
+  return { info, who };
+}
+
+function gateFromError(error: unknown): Gate {
+  if (error instanceof ApiError && error.status === 401) {
+    storeToken(null);
+    return { kind: 'signed-out', message: 'The gateway did not accept that token (it may have been revoked).' };
+  }
+  if (error instanceof ApiError && error.status === 403) {
+    storeToken(null);
+    return {
+      kind: 'signed-out',
+      message: 'That token may not manage this gateway: sign in with an admin or operator token.',
+    };
+  }
+  return { kind: 'unavailable', message: errorText(error) };
+}
+
+export function App() {
+  const [gate, setGate] = useState<Gate>(() => (storedToken() ? { kind: 'checking' } : { kind: 'signed-out' }));
+
+  const check = useCallback(async () => {
+    const token = storedToken();
+    if (!token) return setGate({ kind: 'signed-out' });
+    try {
+      setGate(gateOf(await probe(token)));
+    } catch (error) {
+      setGate(gateFromError(error));
+    }
+  }, []);
+
+  useEffect(() => {
+    if (storedToken()) void check();
+  }, [check]);
+
+  useEffect(() => {
+    const onRefused = () => {
+      storeToken(null);
+      setGate({
+        kind: 'signed-out',
+        message: 'The gateway no longer accepts your token (it may have been revoked). Sign in again.',
+      });
+    };
+    window.addEventListener(UNAUTHORIZED_EVENT, onRefused);
+    return () => window.removeEventListener(UNAUTHORIZED_EVENT, onRefused);
+  }, []);
+
+  const signIn = async (token: string) => {
+    try {
+      const probed = await probe(token);
+      const next = gateOf(probed);
+      if (next.kind === 'ready' || next.kind === 'unavailable') storeToken(token);
+      setGate(next);
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
+        setGate(gateFromError(error));
+      } else {
+        storeToken(token);
+        setGate({ kind: 'unavailable', message: errorText(error) });
+      }
+    }
+  };
+
+  const signOut = () => {
+    storeToken(null);
+    setGate({ kind: 'signed-out' });
+  };
+
+  if (gate.kind === 'signed-out') return <SignIn message={gate.message} onSignIn={signIn} />;
+  if (gate.kind === 'checking') {
+    return (
+      <main className="center">
+        <p role="status">Connecting to the gateway…</p>
+      </main>
+    );
+  }
+  if (gate.kind === 'unavailable') return <Unavailable message={gate.message} onRetry={check} onSignOut={signOut} />;
+  return <Shell info={gate.info} who={gate.who} onSignOut={signOut} onRefreshInfo={check} />;
+}
+
+function gateOf({ info, who }: { info: Info; who: AuthContext }): Gate {
+  if (who.role !== 'admin' && who.role !== 'operator') {
+    storeToken(null);
+    return {
+      kind: 'signed-out',
+      message: 'That token may not manage this gateway: sign in with an admin or operator token.',
+    };
+  }
+  if (!info.capabilities.includes('registry')) {
+    return {
+      kind: 'unavailable',
+      message: `This gateway (${info.name} ${info.version}) does not offer the server registry: it reports only [${info.capabilities.join(', ') || 'nothing'}].`,
+    };
+  }
+  return { kind: 'ready', info, who };
+}
+
+function SignIn({ message, onSignIn }: { message?: string | undefined; onSignIn: (token: string) => Promise<void> }) {
+  const [token, setToken] = useState('');
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    if (!token.trim()) return;
+    setBusy(true);
+    await onSignIn(token.trim());
+    setBusy(false);
+  };
+  return (
+    <main className="center">
+      <form className="card signin" onSubmit={submit} aria-labelledby="signin-title">
+        <h1 id="signin-title">Gatehouse</h1>
+        <p className="muted">
+          Sign in with an admin or operator token. It is kept in this tab only and sent as a bearer header.
+        </p>
+        {message && (
+          <p className="notice notice-error" role="alert">
+            {message}
+          </p>
+        )}
+        <label>
+          Token
+          <input
+            type="password"
+            name="token"
+            autoComplete="off"
+            spellCheck={false}
+            value={token}
+            onChange={(e) => setToken(e.target.value)}
+            required
+          />
+        </label>
+        <button type="submit" className="primary" disabled={busy}>
+          {busy ? 'Signing in…' : 'Sign in'}
+        </button>
+        <p className="muted small-text">
+          Create one with <code>gatehouse token create --role operator --name you</code>.
+        </p>
+      </form>
+    </main>
+  );
+}
+
+function Unavailable({ message, onRetry, onSignOut }: { message: string; onRetry: () => void; onSignOut: () => void }) {
+  return (
+    <main className="center">
+      <section className="card unavailable" aria-labelledby="unavailable-title">
+        <h1 id="unavailable-title">Backend unavailable</h1>
+        <p>
+          The dashboard could not read what this gateway offers, so it shows nothing rather than stale or broken
+          screens.
+        </p>
+        <p className="notice notice-error" role="alert">
+          {message}
+        </p>
+        <div className="row">
+          <button type="button" className="primary" onClick={onRetry}>
+            Retry
+          </button>
+          <button type="button" onClick={onSignOut}>
+            Sign out
+          </button>
+        </div>
+      </section>
+    </main>
+  );
+}
+
+function Shell({
+  info,
+  who,
+  onSignOut,
+  onRefreshInfo,
+}: {
+  info: Info;
+  who: AuthContext;
+  onSignOut: () => void;
+  onRefreshInfo: () => void;
+}) {
+  const [view, setView] = useState<View>(viewFromHash);
+  const [openServer, setOpenServer] = useState<string>();
+  const closeServer = useCallback(() => setOpenServer(undefined), []);
+  const [streamState, setStreamState] = useState<StreamState>('connecting');
+  const listeners = useRef(new Set<(event: LiveEvent) => void>());
+
+  useEffect(() => {
+    const onHash = () => setView(viewFromHash());
+    window.addEventListener('hashchange', onHash);
+    return () => window.removeEventListener('hashchange', onHash);
+  }, []);
+
+  useEffect(
+    () =>
+      openEventStream((event) => {
+        for (const listener of listeners.current) listener(event);
+      }, setStreamState),
+    [],
+  );
+
+  const bus = useMemo<LiveBus>(
+    () => ({
+      subscribe(listener) {
+        listeners.current.add(listener);
+        return () => listeners.current.delete(listener);
+      },
+    }),
+    [],
+  );
+
+  const hubOn = info.capabilities.includes('hub');
+  const session = useMemo<Session>(
+    () => ({
+      role: who.role as 'admin' | 'operator',
+      name: who.name,
+      hubOn,
+      refreshInfo: onRefreshInfo,
+      openServer: setOpenServer,
+    }),
+    [who, hubOn, onRefreshInfo],
+  );
+
+  const go = (next: View) => {
+    window.location.hash = `#/${next}`;
+    setView(next);
+  };
+
+  return (
+    <SessionContext.Provider value={session}>
+      <LiveContext.Provider value={bus}>
+        <a className="skip" href="#main">
+          Skip to content
+        </a>
+        <header className="topbar">
+          <span className="brand">Gatehouse</span>
+          <nav aria-label="Main">
+            {VIEWS.map((v) => (
+              <button
+                key={v.id}
+                type="button"
+                className={view === v.id ? 'tab active' : 'tab'}
+                aria-current={view === v.id ? 'page' : undefined}
+                onClick={() => go(v.id)}
+              >
+                {v.label}
+                {v.id === 'approvals' && <PendingBadge />}
+              </button>
+            ))}
+          </nav>
+          <span className="who">
+            <span className={`live live-${streamState}`} title={`Live updates: ${streamState}`}>
+              {streamState === 'live' ? 'live' : streamState}
+            </span>
+            <span className="muted">
+              {who.name} ({who.role}) · v{info.version}
+            </span>
+            <button type="button" className="small" onClick={onSignOut}>
+              Sign out
+            </button>
+          </span>
+        </header>
+        {!hubOn && (
+          <div className="banner" role="status" data-testid="hub-off">
+            {HUB_OFF_REASON}
+          </div>
+        )}
+        <main id="main" tabIndex={-1}>
+          {view === 'servers' && <Servers />}
+          {view === 'discover' && <Discover />}
+          {view === 'approvals' && <Approvals />}
+          {view === 'activity' && <Activity />}
+          {view === 'settings' && <Settings />}
+        </main>
+        {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
+      </LiveContext.Provider>
+    </SessionContext.Provider>
+  );
+}
+
+function PendingBadge() {
+  const [count, setCount] = useState<number>();
+  const load = useCallback(() => {
+    api<{ total: number; approvals: Approval[] }>('/api/approvals?status=pending&limit=1').then(
+      (a) => setCount(a.total),
+      () => setCount(undefined),
+    );
+  }, []);
+  useEffect(load, [load]);
+  useLive(['approval.'], load);
+  if (!count) return null;
+  return (
+    <span className="badge" title={`${count} pending`}>
+      {count}
+      <span className="sr-only"> pending</span>
+    </span>
+  );
+}

@@ -1,0 +1,338 @@
+/**
+ * The dashboard's only way to the gateway: its REST API, with the signed-in token as a bearer header.
+ * The token lives in sessionStorage (this tab, until it closes) and never in a URL; the event stream
+ * is read with fetch and a stream reader, because EventSource cannot send an Authorization header.
+ */
+
+const TOKEN_KEY = 'gatehouse.token';
+/** Dispatched on `window` when the stored token is refused (401). */
+export const UNAUTHORIZED_EVENT = 'gatehouse:unauthorized';
+
+export function storedToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function storeToken(token: string | null): void {
+  if (token === null) sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+  /** A 404 from the router itself (the route does not exist here), not a missing resource. */
+  get noSuchRoute(): boolean {
+    return this.status === 404 && this.code === 'not_found' && this.message.startsWith('No route');
+  }
+}
+
+interface ErrorBody {
+  error?: { code?: string; message?: string; issues?: { path: string; message: string }[] };
+}
+
+function describe(status: number, body: ErrorBody | undefined): ApiError {
+  const error = body?.error;
+  const code = error?.code ?? `http_${status}`;
+  let message = error?.message ?? `The gateway answered ${status}.`;
+  if (error?.issues?.length) message += ` ${error.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`;
+  return new ApiError(status, code, message);
+}
+
+export interface RequestOptions {
+  method?: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  body?: unknown;
+  /** Overrides the stored token (sign-in tries a token before keeping it). */
+  token?: string;
+  signal?: AbortSignal;
+}
+
+export async function api<T>(path: string, options: RequestOptions = {}): Promise<T> {
+  const token = options.token ?? storedToken();
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method: options.method ?? 'GET',
+      headers,
+      body: options.body === undefined ? null : JSON.stringify(options.body),
+      cache: 'no-store',
+      credentials: 'omit',
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    if (error instanceof DOMException && error.name === 'AbortError') throw error;
+    throw new ApiError(0, 'network_error', 'The gateway could not be reached. Is `gatehouse serve` running?');
+  }
+  const text = await response.text();
+  let data: unknown;
+  try {
+    data = text ? JSON.parse(text) : undefined;
+  } catch {
+    data = undefined;
+  }
+  if (!response.ok) {
+    // A token revoked or expired mid-session: the app signs out and says why.
+    if (response.status === 401 && !options.token) window.dispatchEvent(new Event(UNAUTHORIZED_EVENT));
+    throw describe(response.status, data as ErrorBody | undefined);
+  }
+  return data as T;
+}
+
+export const enc = encodeURIComponent;
+
+export function errorText(error: unknown): string {
+  if (error instanceof ApiError) return error.message;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Shapes the REST API answers (only the fields the dashboard reads).
+
+export type Capability = 'ops' | 'registry' | 'hub' | 'admin' | 'memory';
+export interface Info {
+  name: string;
+  version: string;
+  operations: string[];
+  transports: string[];
+  capabilities: Capability[];
+}
+export interface AuthContext {
+  id: string;
+  name: string;
+  role: 'admin' | 'operator' | 'agent' | 'ops';
+}
+
+export type ShownValue = { set: true } | { env: string };
+export type Tier = 'allow' | 'gated' | 'blocked';
+export interface ToolPolicy {
+  mode: 'all' | 'include' | 'exclude';
+  include: string[];
+  exclude: string[];
+  allow: string[];
+  gated: string[];
+  blocked: string[];
+  defaultTier: Tier;
+}
+export interface ServerView {
+  id: string;
+  name: string;
+  description: string | null;
+  transport: 'streamable-http' | 'stdio';
+  url: string | null;
+  command: string | null;
+  args: string[];
+  headers: Record<string, ShownValue>;
+  env: Record<string, ShownValue>;
+  auth: { type: 'none' } | { type: 'bearer'; token: ShownValue };
+  enabled: boolean;
+  privateNetwork: boolean;
+  trustNewTools: boolean;
+  exposure: string[];
+  toolPolicy: ToolPolicy;
+  status: 'connected' | 'failed' | 'unknown';
+  state?: string;
+  lastError: string | null;
+  lastTestedAt: string | null;
+  latencyMs: number | null;
+  discoveredToolsCount: number;
+  sourceKind: string;
+  envRequired?: string[];
+}
+export interface DiscoveredTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema?: unknown;
+}
+export interface DiffEntry {
+  path: string;
+  change: 'added' | 'removed' | 'changed';
+  before?: unknown;
+  after?: unknown;
+}
+export interface HiddenContentFlag {
+  path: string;
+  in: 'value' | 'key';
+  kind: string;
+  index: number;
+  match: string;
+  count: number;
+}
+export interface Pin {
+  tool: string;
+  state: 'pinned' | 'quarantined';
+  reason: 'changed' | 'new' | 'schema_too_large' | null;
+  pinHash: string | null;
+  pendingHash: string | null;
+  definition: { description?: string } | null;
+  pendingDefinition: { description?: string } | null;
+  diff?: DiffEntry[] | null;
+  flags?: HiddenContentFlag[];
+  updatedAt: string;
+}
+export interface ServerDetail extends ServerView {
+  discoveredTools: DiscoveredTool[];
+  pins: Pin[];
+}
+export interface TestResult {
+  ok: boolean;
+  latencyMs: number;
+  discoveredToolsCount: number;
+  verdicts: Record<string, string>;
+  error: { code: string; message: string } | null;
+}
+export interface ServerEvent {
+  id: number;
+  kind: string;
+  message: string;
+  at: string;
+}
+export interface CatalogItem {
+  name: string;
+  id?: string;
+  title: string;
+  description: string;
+  category: string;
+  transport: 'streamable-http' | 'stdio';
+  command?: string;
+  args?: string[];
+  url?: string;
+  envRequired: string[];
+  homepage?: string;
+}
+export interface Approval {
+  id: string;
+  surface: 'hub' | 'admin';
+  status: string;
+  requester: { id: string; name: string };
+  serverId: string | null;
+  tool: string;
+  exposedName: string;
+  arguments: Record<string, unknown>;
+  detail: { title?: string; description?: string; [fact: string]: unknown };
+  createdAt: string;
+  expiresAt: string;
+  decidedAt: string | null;
+  decidedBy: { id: string; name: string | null } | null;
+  reason: string | null;
+}
+export interface AuditEvent {
+  id: number;
+  at: string;
+  kind: string;
+  action: string;
+  actorId: string | null;
+  actorName: string | null;
+  serverId: string | null;
+  tool: string | null;
+  verdict: string | null;
+  outcome: string | null;
+  latencyMs: number | null;
+}
+export interface TokenView {
+  id: string;
+  name: string;
+  role: string;
+  groups: string[];
+  source: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+export type SettingsMap = Record<string, unknown>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The live event stream: `GET /api/mcp/stream` read with fetch, resumed with Last-Event-ID.
+
+export interface LiveEvent {
+  id: number;
+  type: string;
+  data: Record<string, unknown>;
+}
+
+export type StreamState = 'connecting' | 'live' | 'reconnecting';
+
+/** Parses one SSE frame (`id:`, `event:`, `data:` lines); comments and heartbeats yield nothing. */
+export function parseFrame(frame: string): LiveEvent | undefined {
+  let id: number | undefined;
+  let type = 'message';
+  const data: string[] = [];
+  for (const line of frame.split('\n')) {
+    if (line.startsWith(':') || line === '') continue;
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'id' && /^\d+$/.test(value)) id = Number(value);
+    else if (field === 'event') type = value;
+    else if (field === 'data') data.push(value);
+  }
+  if (data.length === 0 || id === undefined) return undefined;
+  try {
+    return { id, type, data: JSON.parse(data.join('\n')) as Record<string, unknown> };
+  } catch {
+    return undefined;
+  }
+}
+
+export function openEventStream(
+  onEvent: (event: LiveEvent) => void,
+  onState: (state: StreamState) => void,
+): () => void {
+  const controller = new AbortController();
+  let stopped = false;
+  let lastId: number | undefined;
+  const run = async () => {
+    while (!stopped) {
+      try {
+        const headers: Record<string, string> = { accept: 'text/event-stream' };
+        const token = storedToken();
+        if (token) headers.authorization = `Bearer ${token}`;
+        if (lastId !== undefined) headers['last-event-id'] = String(lastId);
+        const response = await fetch('/api/mcp/stream', {
+          headers,
+          cache: 'no-store',
+          credentials: 'omit',
+          signal: controller.signal,
+        });
+        if (!response.ok || !response.body) throw new Error(`stream answered ${response.status}`);
+        onState('live');
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer = (buffer + value).replace(/\r\n?/g, '\n');
+          let end = buffer.indexOf('\n\n');
+          while (end !== -1) {
+            const event = parseFrame(buffer.slice(0, end));
+            buffer = buffer.slice(end + 2);
+            if (event) {
+              lastId = event.id;
+              onEvent(event);
+            }
+            end = buffer.indexOf('\n\n');
+          }
+        }
+      } catch {
+        // Falls through to the reconnect below.
+      }
+      if (stopped) return;
+      onState('reconnecting');
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  };
+  onState('connecting');
+  void run();
+  return () => {
+    stopped = true;
+    controller.abort();
+  };
+}
