@@ -138,10 +138,13 @@ export class AuditLog {
 
   private async write(batch: Queued[]): Promise<void> {
     try {
-      await this.store.db
-        .insertInto('audit_events')
-        .values(batch.map((q) => q.row))
-        .execute();
+      // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
+      await this.store.relaxedWrite((db) =>
+        db
+          .insertInto('audit_events')
+          .values(batch.map((q) => q.row))
+          .execute(),
+      );
     } catch (error) {
       // Put the rows back in front (bounded) and retry later: a store outage delays the trail, not loses it.
       this.pending = batch.concat(this.pending);

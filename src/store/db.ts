@@ -65,6 +65,14 @@ export interface Store {
    * unrelated commits by other processes, which only costs a re-read). Compare, never interpret.
    */
   version(topic: ChangeTopic): string;
+  /**
+   * Runs writes whose commit need not wait for the disk (the audit trail's batches, already held in
+   * memory up to 100 ms): SQLite `synchronous = NORMAL` on the one connection for their duration (the
+   * WAL reaches the disk with the next synced commit or checkpoint), PostgreSQL `synchronous_commit
+   * = off` for their transaction. Both stay crash-consistent; only a power cut can lose them. Every
+   * other write keeps waiting for the disk, and none of this blocks the event loop on an fsync.
+   */
+  relaxedWrite<T>(fn: (db: Kysely<Database>) => Promise<T>): Promise<T>;
   /** Announces a committed change to `topic` to this and every other process. */
   changed(topic: ChangeTopic): Promise<void>;
   /**
@@ -136,6 +144,16 @@ function openSqlite(dataDir: string): Store {
     changed: async (topic) => {
       local.set(topic, (local.get(topic) ?? 0) + 1);
     },
+    // The connection is held for the whole run, so no other write commits under the relaxed setting.
+    relaxedWrite: (fn) =>
+      db.connection().execute(async (connection) => {
+        await sql`pragma synchronous = NORMAL`.execute(connection);
+        try {
+          return await fn(connection);
+        } finally {
+          await sql`pragma synchronous = FULL`.execute(connection);
+        }
+      }),
     close: () => db.destroy(),
   };
 }
@@ -214,6 +232,11 @@ async function openPostgres(url: string): Promise<Store> {
       await sql`select pg_notify(${channel}, ${payload})`.execute(db);
     },
     subscribe: (channel, listener) => listeners.add(channel, listener),
+    relaxedWrite: (fn) =>
+      db.transaction().execute(async (trx) => {
+        await sql`set local synchronous_commit = off`.execute(trx);
+        return fn(trx);
+      }),
     close: async () => {
       closed = true;
       await listener?.end().catch(() => {});

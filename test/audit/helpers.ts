@@ -45,7 +45,11 @@ export class StatementCounter implements KyselyPlugin {
 
 /** The same store, its statements going through `counter`. */
 export function countedStore(store: Store, counter: StatementCounter): Store {
-  return { ...store, db: store.db.withPlugin(counter) };
+  return {
+    ...store,
+    db: store.db.withPlugin(counter),
+    relaxedWrite: (fn) => store.relaxedWrite((db) => fn(db.withPlugin(counter))),
+  };
 }
 
 export interface AuditRig {

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { loadSealKey } from '../../src/secrets/key.js';
 import { aadFor, seal, unseal } from '../../src/secrets/seal.js';
@@ -99,5 +100,50 @@ describeEachStore('store', (target) => {
       code: 'validation_error',
     });
     expect((await loadSealKey(store, { secretKey: keyHex, dataDir: place.dataDir })).fingerprint).toBe(key.fingerprint);
+  });
+
+  it('relaxes durability for the duration of a relaxed write only, with no other write inside it', async () => {
+    const durability = async (db: typeof store.db) =>
+      target.kind === 'sqlite'
+        ? String((await sql<{ synchronous: number }>`pragma synchronous`.execute(db)).rows[0]?.synchronous)
+        : String(
+            (await sql<{ setting: string }>`select current_setting('synchronous_commit') as setting`.execute(db))
+              .rows[0]?.setting,
+          );
+    const strict = target.kind === 'sqlite' ? '2' : 'on';
+    const relaxed = target.kind === 'sqlite' ? '1' : 'off';
+    expect(await durability(store.db)).toBe(strict);
+
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let inside = '';
+    const write = store.relaxedWrite(async (db) => {
+      inside = await durability(db);
+      await db
+        .insertInto('settings')
+        .values({ key: 'probe', value: '1', updated_at: 'now', updated_by: null })
+        .execute();
+      await held;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    // On SQLite the one connection is held, so another write waits and never commits under NORMAL.
+    let otherDone = false;
+    const other = store.db
+      .insertInto('settings')
+      .values({ key: 'other', value: '1', updated_at: 'now', updated_by: null })
+      .execute()
+      .then(() => {
+        otherDone = true;
+      });
+    await new Promise((r) => setTimeout(r, 20));
+    if (target.kind === 'sqlite') expect(otherDone).toBe(false);
+    release();
+    await Promise.all([write, other]);
+    expect(inside).toBe(relaxed);
+    expect(await durability(store.db)).toBe(strict);
+    const keys = (await store.db.selectFrom('settings').select('key').execute()).map((r) => r.key).sort();
+    expect(keys).toEqual(['other', 'probe']);
   });
 });
