@@ -131,6 +131,8 @@ function openSqlite(dataDir: string): Store {
   raw.pragma('synchronous = FULL');
   raw.pragma('foreign_keys = ON');
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(raw) });
+  // Prepared once: `raw.pragma()` would prepare a statement on every call, and this runs several times per request.
+  const dataVersion = raw.prepare('pragma data_version').pluck();
   const local = new Map<ChangeTopic, number>();
   const listeners = new Listeners();
   return {
@@ -140,7 +142,7 @@ function openSqlite(dataDir: string): Store {
     db,
     location: file,
     // data_version changes when another connection (another process) commits; `local` covers our own writes.
-    version: (topic) => `${raw.pragma('data_version', { simple: true })}:${local.get(topic) ?? 0}`,
+    version: (topic) => `${dataVersion.get()}:${local.get(topic) ?? 0}`,
     changed: async (topic) => {
       local.set(topic, (local.get(topic) ?? 0) + 1);
     },
