@@ -9,6 +9,7 @@ import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
 import { SurfaceGrants } from './api/grants.js';
+import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
@@ -29,6 +30,8 @@ import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
 import { createLogger, type Logger } from './logging.js';
+import { MemoryEngine } from './memory/engine.js';
+import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
 import { CallLimiter } from './policy/limits.js';
 import { loadCatalog } from './registry/catalog.js';
@@ -43,6 +46,7 @@ import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
+import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { UpstreamPool } from './upstream/index.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
@@ -64,6 +68,8 @@ export interface Gateway {
   approvals: ApprovalQueue;
   hub: Hub;
   admin: AdminSurface;
+  /** The embedded memory engine behind `/mcp/memory` and `/api/memory/…`. */
+  memory: MemoryEngine;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -148,6 +154,20 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     );
 
     const approvals = new ApprovalQueue({ store, audit, events, logger });
+    const memory = new MemoryEngine({
+      store,
+      logger,
+      llm: config.llmUrl
+        ? new LlmClient({
+            url: config.llmUrl,
+            model: config.llmModel,
+            apiKey: config.llmKey,
+            sealKey: key,
+            timeoutMs: config.llmTimeoutMs,
+            fetch: guards.for(config.llmPrivateNetwork).fetch,
+          })
+        : undefined,
+    });
     const metrics = new Metrics({
       poolConnections: () => [...pools.values()].reduce((n, p) => n + p.stats().open, 0),
       // Read at scrape time only (indexed by status).
@@ -179,6 +199,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       'registry',
       ...((await settings.current())['mcp.hubEnabled'] ? (['hub'] as const) : []),
       ...((await settings.current())['mcp.adminEnabled'] ? (['admin'] as const) : []),
+      ...((await settings.current())['mcp.memoryEnabled'] ? (['memory'] as const) : []),
       ...(config.opsEnabled ? (['ops'] as const) : []),
     ];
     const opsAuditor = {
@@ -236,13 +257,14 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...pinRoutes({ store, audit, events, registry }),
         ...auditRoutes({ store }),
         ...metricsRoutes({ metrics }),
+        ...memoryRoutes({ engine: memory }),
         ...platformRoutes({
           store,
           settings,
           opsEnabled: config.opsEnabled,
           capabilities: (current) => ({
             scopes: Object.fromEntries(
-              (['servers', 'approvals', 'audit', 'settings', 'tokens', 'platform'] as const).map((scope) => [
+              (['servers', 'approvals', 'audit', 'settings', 'tokens', 'platform', 'memory'] as const).map((scope) => [
                 scope,
                 accessTo(current, scope),
               ]),
@@ -262,10 +284,21 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
     });
+    const memorySurface: MemorySurface = createMemorySurface({
+      config,
+      app,
+      engine: memory,
+      settings,
+      approvals,
+      audit: (record) => callAuditor.record(record),
+    });
     await approvals.start();
+    await memory.resume();
     app.addHook('onClose', async () => {
       await hub.close();
       await admin.close();
+      await memorySurface.close();
+      await memory.close();
       await approvals.close();
       await callAuditor.flush();
       events.close();
@@ -274,7 +307,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
-    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, bootstrapToken };
+    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, memory, bootstrapToken };
   } catch (error) {
     await store.close();
     throw error;

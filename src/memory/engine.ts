@@ -28,6 +28,13 @@ export type Budget = 'low' | 'mid' | 'high';
 export type OperationStatus = 'pending' | 'processing' | 'completed' | 'failed' | 'cancelled';
 export type OperationKind = 'retain' | 'consolidation' | 'refresh';
 
+/** The datasets a caller may touch by id: a list, or a test. */
+export type DatasetScope = readonly string[] | ((dataset: string) => boolean);
+
+function visible(scope: DatasetScope, dataset: string): boolean {
+  return typeof scope === 'function' ? scope(dataset) : scope.includes(dataset);
+}
+
 export interface Actor {
   id: string;
   name: string;
@@ -471,8 +478,11 @@ export class MemoryEngine {
       if (options.datasets.length === 0) return { items: [], next_cursor: null };
       let before: number | undefined;
       if (options.cursor !== undefined) {
-        before = Number(Buffer.from(options.cursor, 'base64url').toString('utf8'));
-        if (!Number.isSafeInteger(before) || before < 0) {
+        const decoded = /^[A-Za-z0-9_-]{1,24}$/.test(options.cursor)
+          ? Buffer.from(options.cursor, 'base64url').toString('utf8')
+          : '';
+        before = /^[1-9]\d{0,15}$/.test(decoded) ? Number(decoded) : Number.NaN;
+        if (!Number.isSafeInteger(before)) {
           throw new GatehouseError('mcp.memory_schema', 'cursor is not one this server gave.', {
             detail: 'cursor is not one this server gave',
           });
@@ -498,6 +508,30 @@ export class MemoryEngine {
         next_cursor:
           rows.length > options.limit && last ? Buffer.from(String(Number(last.seq))).toString('base64url') : null,
       };
+    });
+  }
+
+  /** An offset page with its total (the REST list contract). */
+  async listPage(options: {
+    datasets: readonly string[];
+    state: UnitState | 'all';
+    tag?: string | undefined;
+    limit: number;
+    offset: number;
+  }): Promise<{ units: MemoryUnit[]; total: number }> {
+    return withStore(async () => {
+      if (options.datasets.length === 0) return { units: [], total: 0 };
+      let q = this.db.selectFrom('memory_units').where('dataset', 'in', [...options.datasets]);
+      if (options.state !== 'all') q = q.where('state', '=', options.state);
+      if (options.tag) q = q.where('tags', 'like', `%${JSON.stringify(options.tag)}%`);
+      const rows = await q
+        .select([...UNIT_COLUMNS])
+        .orderBy('seq', 'desc')
+        .limit(options.limit)
+        .offset(options.offset)
+        .execute();
+      const { total } = await q.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
+      return { units: rows.map(toUnit), total: Number(total) };
     });
   }
 
@@ -609,22 +643,19 @@ export class MemoryEngine {
   }
 
   /** One unit, if it lives in one of `datasets` (otherwise it does not exist for this caller). */
-  async getUnit(id: string, datasets: readonly string[]): Promise<MemoryUnit> {
+  async getUnit(id: string, datasets: DatasetScope): Promise<MemoryUnit> {
     return withStore(async () => {
       const row = await this.db
         .selectFrom('memory_units')
         .select([...UNIT_COLUMNS])
         .where('id', '=', id)
         .executeTakeFirst();
-      if (!row || !datasets.includes(row.dataset)) throw notFound('memory unit', id);
+      if (!row || !visible(datasets, row.dataset)) throw notFound('memory unit', id);
       return toUnit(row);
     });
   }
 
-  async history(
-    id: string,
-    datasets: readonly string[],
-  ): Promise<{ id: string; unit: MemoryUnit; history: unknown[] }> {
+  async history(id: string, datasets: DatasetScope): Promise<{ id: string; unit: MemoryUnit; history: unknown[] }> {
     const unit = await this.getUnit(id, datasets);
     const rows = await withStore(() =>
       this.db.selectFrom('memory_history').selectAll().where('unit_id', '=', id).orderBy('seq').execute(),
@@ -732,7 +763,7 @@ export class MemoryEngine {
   // --- curation --------------------------------------------------------------------------------------------
 
   /** Edits a unit or (in)validates it; every change is kept in its history. */
-  async curate(id: string, changes: CurateChanges, datasets: readonly string[], actor: Actor): Promise<MemoryUnit> {
+  async curate(id: string, changes: CurateChanges, datasets: DatasetScope, actor: Actor): Promise<MemoryUnit> {
     const before = await this.getUnit(id, datasets);
     return withStore(async () => {
       const at = nowIso();
@@ -774,7 +805,7 @@ export class MemoryEngine {
   }
 
   /** Units (and documents, with their units) that live in `datasets`; ids elsewhere count as not found. */
-  async resolveForDelete(ids: readonly string[], datasets: readonly string[]) {
+  async resolveForDelete(ids: readonly string[], datasets: DatasetScope) {
     return withStore(async () => {
       const units = await this.db
         .selectFrom('memory_units')
@@ -786,14 +817,14 @@ export class MemoryEngine {
         .select(['id', 'dataset', 'source'])
         .where('id', 'in', [...ids])
         .execute();
-      const found = [...units, ...docs].filter((r) => datasets.includes(r.dataset));
+      const found = [...units, ...docs].filter((r) => visible(datasets, r.dataset));
       const missing = ids.filter((id) => !found.some((r) => r.id === id));
       return { found, missing };
     });
   }
 
   /** Hard delete of units and documents (a document takes its units with it); returns how many units went. */
-  async delete(ids: readonly string[], datasets: readonly string[], actor: Actor): Promise<{ deleted: number }> {
+  async delete(ids: readonly string[], datasets: DatasetScope, actor: Actor): Promise<{ deleted: number }> {
     const { found, missing } = await this.resolveForDelete(ids, datasets);
     if (missing.length > 0) throw notFound('memory unit or document', missing.join(', '));
     return withStore(() =>
