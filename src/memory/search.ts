@@ -60,6 +60,50 @@ export function recency(createdAt: string, now: number): number {
   return 0.5 ** (age / HALF_LIFE_DAYS);
 }
 
+/**
+ * SQLite: the index ranks first on its own (FTS5 sorts by `rank` = BM25 internally, the fast path), a few
+ * times more rows than needed; the filters (dataset, state, tags, fact type) apply to those. Only when
+ * the filters leave too few and the index had more matches does the complete join run — same answer,
+ * the slow path only where it is needed.
+ */
+async function sqliteCandidates(
+  store: Store,
+  match: string,
+  filter: SearchFilter,
+  candidates: number,
+): Promise<(UnitRow & { rank: number })[]> {
+  const datasets = sql.join(filter.datasets.map((d) => sql`${d}`));
+  const factType = filter.factType ? sql` and u.fact_type = ${filter.factType}` : sql``;
+  const tags = sql.join(tagClauses('u', filter.tags), sql``);
+  const prefetch = candidates * 4;
+  const ranked = (
+    await sql<{ rowid: number; rank: number }>`
+      select rowid, rank from memory_units_fts where memory_units_fts match ${match} order by rank limit ${prefetch}`.execute(
+      store.db,
+    )
+  ).rows;
+  if (ranked.length === 0) return [];
+  const rankOf = new Map(ranked.map((r) => [Number(r.rowid), -Number(r.rank)]));
+  const seqs = sql.join(ranked.map((r) => sql`${r.rowid}`));
+  const found = (
+    await sql<UnitRow>`
+      select ${columnList('u')} from memory_units u
+      where u.seq in (${seqs}) and u.dataset in (${datasets}) and u.state = 'valid'${factType}${tags}`.execute(store.db)
+  ).rows;
+  if (found.length >= candidates || ranked.length < prefetch) {
+    return found
+      .map((row) => ({ ...row, rank: rankOf.get(Number(row.seq)) ?? 0 }))
+      .sort((a, b) => b.rank - a.rank)
+      .slice(0, candidates);
+  }
+  const result = await sql<UnitRow & { rank: number }>`
+    select ${columnList('u')}, -bm25(memory_units_fts) as rank
+    from memory_units_fts join memory_units u on u.seq = memory_units_fts.rowid
+    where memory_units_fts match ${match} and u.dataset in (${datasets}) and u.state = 'valid'${factType}${tags}
+    order by bm25(memory_units_fts) limit ${candidates}`.execute(store.db);
+  return result.rows;
+}
+
 /** Ranked candidates (best first), at most `limit`. An empty query (no searchable terms) finds nothing. */
 export async function searchUnits(
   store: Store,
@@ -76,12 +120,7 @@ export async function searchUnits(
   let rows: (UnitRow & { rank: number })[];
   if (store.kind === 'sqlite') {
     const match = terms.map((t) => `"${t}"`).join(' OR ');
-    const result = await sql<UnitRow & { rank: number }>`
-      select ${columnList('u')}, -bm25(memory_units_fts) as rank
-      from memory_units_fts join memory_units u on u.seq = memory_units_fts.rowid
-      where memory_units_fts match ${match} and u.dataset in (${datasets}) and u.state = 'valid'${factType}${tags}
-      order by bm25(memory_units_fts) limit ${candidates}`.execute(store.db);
-    rows = result.rows;
+    rows = await sqliteCandidates(store, match, filter, candidates);
   } else {
     const tsquery = terms.join(' | ');
     const result = await sql<UnitRow & { rank: number }>`

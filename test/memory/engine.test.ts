@@ -89,6 +89,38 @@ describeEachStore('memory engine', (target) => {
     expect(await engine.search('!!!', { datasets: ['shared'] }, 10)).toEqual([]);
   });
 
+  it('finds a match the filters leave behind many better-ranked ones (the complete path)', async () => {
+    const at = new Date().toISOString();
+    const row = (text: string, dataset: string, i: number) => ({
+      id: `mem_filler${i}`,
+      dataset,
+      text,
+      context: null,
+      fact_type: 'world',
+      entities: '[]',
+      tags: '[]',
+      occurred_start: null,
+      occurred_end: null,
+      state: 'valid',
+      source: 'tok_alice',
+      document_id: null,
+      content_hash: `h${i}`,
+      metadata: '{}',
+      created_at: at,
+      updated_at: at,
+    });
+    const rows = Array.from({ length: 200 }, (_, i) => row(`widget widget widget number ${i}`, 'shared', i));
+    rows.push(row('a long sentence that mentions the widget only once among many other words', 'project:x', 999));
+    for (let i = 0; i < rows.length; i += 50)
+      await engine.db
+        .insertInto('memory_units')
+        .values(rows.slice(i, i + 50))
+        .execute();
+    const hits = await engine.search('widget', { datasets: ['project:x'] }, 10);
+    expect(hits.map((h) => h.id)).toEqual(['mem_filler999']);
+    expect(await engine.search('widget', { datasets: ['shared'] }, 10)).toHaveLength(10);
+  });
+
   it('recalls within a token budget and collapses near-duplicates', async () => {
     await retain('The staging cluster lives in eu-west-1 and has three nodes.');
     await retain('The staging cluster lives in eu-west-1 and has three nodes!', 'shared', { context: 'dup' });
