@@ -204,7 +204,9 @@ async function onPostgres(): Promise<Figures | string> {
 }
 
 export async function memorySection(): Promise<string> {
+  const loadBefore = os.loadavg()[0] as number;
   const results: (Figures | string)[] = [await onSqlite(), await onPostgres()];
+  const loadAfter = os.loadavg()[0] as number;
   const figures = results.filter((r): r is Figures => typeof r !== 'string');
   const notes = results.filter((r): r is string => typeof r === 'string');
   const table = renderTable(
@@ -233,6 +235,7 @@ export async function memorySection(): Promise<string> {
   return [
     `## memory — embedded engine at ${UNITS.toLocaleString('en')} units (in process)`,
     machineLine(),
+    `load average (1 min) before/after: ${num(loadBefore, 2)} / ${num(loadAfter, 2)} on ${os.cpus().length} cores (other work lowers every figure)`,
     `add = engine.add end to end (document, operation, background extraction; ${ADD_SAMPLE} sequential adds, no language model);`,
     'seed = the remaining units in batched transactions; search limit 10; recall budget mid, max_tokens 2048.',
     '',
