@@ -183,6 +183,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ),
     });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
+    const limiter = new CallLimiter();
     const hub = createHub({
       config,
       store,
@@ -191,7 +192,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       events,
       approvals,
       poolFor,
-      limiter: new CallLimiter(),
+      limiter,
       audit: (record) => callAuditor.record(record),
     });
 
@@ -291,9 +292,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       settings,
       approvals,
       audit: (record) => callAuditor.record(record),
+      limiter,
     });
     await approvals.start();
-    await memory.resume();
+    await memory.start();
     app.addHook('onClose', async () => {
       await hub.close();
       await admin.close();

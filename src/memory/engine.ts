@@ -11,7 +11,7 @@
  * `unsupported` — never a made-up answer.
  */
 import { sql, type Transaction } from 'kysely';
-import { GatehouseError } from '../errors.js';
+import { ERROR_CATALOGUE, type ErrorCode, GatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
@@ -241,6 +241,10 @@ export interface MemoryEngineOptions {
   store: Store;
   llm?: LlmClient | undefined;
   logger?: Logger | undefined;
+  /** A running operation refreshes `updated_at` this often (default 10 s) … */
+  heartbeatMs?: number;
+  /** … and a `processing` one not refreshed for this long belongs to a dead process: it runs again (default 60 s). */
+  leaseMs?: number;
 }
 
 export class MemoryEngine {
@@ -249,11 +253,70 @@ export class MemoryEngine {
   private readonly logger: Logger | undefined;
   private readonly running = new Map<string, { controller: AbortController; promise: Promise<void> }>();
   private closed = false;
+  private readonly heartbeatMs: number;
+  private readonly leaseMs: number;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(options: MemoryEngineOptions) {
     this.store = options.store;
     this.llm = options.llm;
     this.logger = options.logger;
+    this.heartbeatMs = options.heartbeatMs ?? 10_000;
+    this.leaseMs = options.leaseMs ?? 60_000;
+  }
+
+  /**
+   * Runs what is pending now, then every heartbeat: refreshes the lease of the operations this process
+   * runs, and hands operations whose process died (lease lapsed) back to `pending` and runs them. That is
+   * safe because an operation's writes commit in the same transaction as its completion: a dead run left
+   * nothing behind.
+   */
+  async start(): Promise<void> {
+    await this.resume();
+    this.timer ??= setInterval(() => void this.tick(), this.heartbeatMs);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      const ids = [...this.running.keys()];
+      if (ids.length > 0) {
+        await this.db
+          .updateTable('memory_operations')
+          .set({ updated_at: nowIso() })
+          .where('id', 'in', ids)
+          .where('status', '=', 'processing')
+          .execute();
+      }
+      await this.reclaimLapsed();
+      await this.resume();
+    } catch (error) {
+      this.logger?.warn({ err: error }, 'memory operation sweep failed');
+    }
+  }
+
+  /** `processing` operations whose lease lapsed (and that this process does not run) go back to `pending`. */
+  async reclaimLapsed(): Promise<number> {
+    const lapsed = await this.db
+      .selectFrom('memory_operations')
+      .select(['id', 'updated_at'])
+      .where('status', '=', 'processing')
+      .where('updated_at', '<', new Date(Date.now() - this.leaseMs).toISOString())
+      .limit(100)
+      .execute();
+    let n = 0;
+    for (const op of lapsed) {
+      if (this.running.has(op.id)) continue;
+      const res = await this.db
+        .updateTable('memory_operations')
+        .set({ status: 'pending', updated_at: nowIso() })
+        .where('id', '=', op.id)
+        .where('status', '=', 'processing')
+        .where('updated_at', '=', op.updated_at)
+        .executeTakeFirst();
+      n += Number(res.numUpdatedRows);
+    }
+    return n;
   }
 
   get db() {
@@ -869,26 +932,33 @@ export class MemoryEngine {
    */
   async consolidate(dataset: string, actor: Actor): Promise<{ operation_id: string; deduplicated: number }> {
     return withStore(async () => {
-      const at = nowIso();
       const id = newMemoryId('op');
       await this.insertOperation({
         id,
         kind: 'consolidation',
-        status: 'processing',
+        status: 'pending',
         dataset,
         actor,
         targetId: null,
         payload: { dataset },
-        at,
-        startedAt: at,
+        at: nowIso(),
       });
-      try {
-        const deduplicated = await this.runConsolidation(id, dataset, actor);
-        return { operation_id: id, deduplicated };
-      } catch (error) {
-        await this.fail(id, error);
-        throw error;
+      // Run as an operation (claimed, leased, retryable like the others), and wait for it: the answer carries the count.
+      this.launch(id);
+      await this.running.get(id)?.promise;
+      const op = await this.operationGet(id);
+      if (op.status !== 'completed') {
+        const code = op.error?.code;
+        throw new GatehouseError(
+          op.status === 'cancelled'
+            ? 'memory.operation_state'
+            : code && Object.hasOwn(ERROR_CATALOGUE, code)
+              ? (code as ErrorCode)
+              : 'internal_error',
+          op.error?.message ?? `The consolidation ended ${op.status}.`,
+        );
       }
+      return { operation_id: id, deduplicated: Number(op.deduplicated ?? 0) };
     });
   }
 
@@ -1316,9 +1386,6 @@ export class MemoryEngine {
         },
       );
     }
-    if (op.kind === 'consolidation') {
-      throw new GatehouseError('memory.operation_state', 'Run memory_bank_consolidate again instead of retrying it.');
-    }
     const res = await withStore(() =>
       this.db
         .updateTable('memory_operations')
@@ -1359,6 +1426,8 @@ export class MemoryEngine {
 
   async close(): Promise<void> {
     this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
     for (const run of this.running.values()) run.controller.abort();
     await this.idle();
   }
@@ -1388,7 +1457,9 @@ export class MemoryEngine {
     try {
       if (op.kind === 'retain') await this.runRetain(op, signal);
       else if (op.kind === 'refresh') await this.runRefresh(op);
-      else
+      else if (op.kind === 'consolidation') {
+        await this.runConsolidation(op.id, op.dataset ?? 'shared', { id: op.requester_id, name: op.requester_name });
+      } else
         throw new GatehouseError('memory.operation_state', `Operation kind ${op.kind} does not run in the background.`);
     } catch (error) {
       if (error instanceof CancelledError) return;

@@ -205,6 +205,28 @@ describeEachStore('memory engine', (target) => {
     });
   });
 
+  it('runs again an operation whose process died mid-way (lapsed lease), exactly once', async () => {
+    const added = await engine.add({ text: 'Lease test fact.' }, 'shared', alice);
+    await engine.idle();
+    // Make it look like a process claimed it and died before committing: no units, no result, an old lease.
+    await engine.db.deleteFrom('memory_units').where('document_id', '=', added.id).execute();
+    await engine.db
+      .updateTable('memory_operations')
+      .set({ status: 'processing', result: null, updated_at: '2000-01-01T00:00:00.000Z' })
+      .where('id', '=', added.operation_id)
+      .execute();
+    expect(await engine.reclaimLapsed()).toBe(1);
+    expect(await engine.reclaimLapsed()).toBe(0);
+    expect(await engine.resume()).toBe(1);
+    await engine.idle();
+    expect(await engine.operationGet(added.operation_id)).toMatchObject({
+      status: 'completed',
+      facts_extracted: 1,
+      attempts: 2,
+    });
+    expect((await engine.list({ datasets: ['shared'], limit: 5 })).items).toHaveLength(1);
+  });
+
   it('keeps directives and mental models; refresh is unsupported without a language model', async () => {
     const directive = await engine.directiveCreate({ name: 'tone', content: 'Be brief.', priority: 5 }, alice);
     expect(await engine.directiveUpdate(directive.id, { is_active: false })).toMatchObject({ is_active: false });

@@ -300,6 +300,17 @@ describeEachStore('memory surface', (target) => {
     });
   });
 
+  it('counts memory calls against the token rate limit', async () => {
+    const limited = (
+      await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'limited', rateLimit: 2 } })
+    ).json();
+    const client = await connect(limited.token);
+    await ok(client, 'memory_bank_stats');
+    await ok(client, 'memory_tags_list');
+    const error = await refused(client, 'memory_bank_stats', {}, 'rate_limited');
+    expect(error.details.retryAfterS).toBeGreaterThan(0);
+  });
+
   it('is switched by mcp.memoryEnabled per request and needs an agent token', async () => {
     const post = (token: string) =>
       fetch(`${base}/mcp/memory`, {

@@ -40,6 +40,8 @@ export interface MemorySurfaceDeps {
   settings: SettingsService;
   approvals: ApprovalQueue;
   audit(record: CallEvent): void;
+  /** The per-token call limits the hub uses (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
+  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
 }
 
 export interface MemorySurface {
@@ -52,7 +54,9 @@ export function memoryErrorResult(error: GatehouseError): CallToolResult {
   const details = { ...(error.details ?? {}) };
   const { detail, issues, ...rest } = details as { detail?: unknown; issues?: unknown } & Record<string, unknown>;
   const agentDetails = Object.fromEntries(
-    Object.entries(rest).filter(([key]) => ['retry_after_s', 'status', 'reason', 'id'].includes(key)),
+    Object.entries(rest).filter(([key]) =>
+      ['retry_after_s', 'retryAfterS', 'limit', 'status', 'reason', 'id'].includes(key),
+    ),
   );
   const body = {
     status: 'error',
@@ -290,7 +294,9 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       throw unknownTool(name);
     }
     const verdict = tierOf(name) === 'gated' ? 'gated' : 'allow';
+    let release: (() => void) | undefined;
     try {
+      if (deps.limiter) release = deps.limiter.acquire(principal, (await deps.settings.current())['hub.rateLimit']);
       const { body, approvalId } = await dispatch(principal, view, name, raw);
       if (approvalId) {
         audit('pending_approval', 'gated', body, approvalId);
@@ -303,6 +309,8 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       if (!known) throw error;
       audit(known.code, verdict);
       return memoryErrorResult(known);
+    } finally {
+      release?.();
     }
   };
 
