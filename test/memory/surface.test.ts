@@ -275,6 +275,15 @@ describeEachStore('memory surface', (target) => {
     });
     expect((await ok(a, 'memory_directive_list', {})).total).toBe(0);
     expect((await ok(a, 'memory_mental_model_list', {})).total).toBe(0);
+
+    // Switched off between request and approval: the call ends out_of_scope and never runs.
+    const kept = await ok(a, 'memory_directive_create', { name: 'keep', content: 'Keep me.' });
+    const late = await ok(a, 'memory_directive_delete', { id: kept.id });
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.memoryEnabled': false } });
+    await gw.request('POST', `/api/approvals/${late.approval_id}/approve`, { body: {} });
+    await gw.gateway.approvals.idle();
+    expect((await gw.request('GET', `/api/approvals/${late.approval_id}`)).json().status).toBe('out_of_scope');
+    expect((await gw.request('GET', '/api/memory/directives')).json().total).toBe(1);
   });
 
   it('recalls within budget, consolidates, and reflects honestly without a language model', async () => {

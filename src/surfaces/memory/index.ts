@@ -365,6 +365,9 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
 
   const executor: ApprovalExecutor = {
     async recheck(approval): Promise<RecheckOutcome> {
+      if (!(await deps.settings.current())['mcp.memoryEnabled']) {
+        return { ok: false, reason: 'The memory surface was switched off after the call was approved.' };
+      }
       try {
         if (approval.tool === 'memory_delete') {
           const a = parseArgs('memory_delete', approval.arguments);
