@@ -3,11 +3,13 @@
  * contract, token-budgeted recall with near-duplicates collapsed, curation history, consolidation,
  * operations (cancel, retry), and the store-unreachable classification.
  */
-import { sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isStoreUnreachable, withStore } from '../../src/memory/availability.js';
 import { MemoryEngine, parseExtraction } from '../../src/memory/engine.js';
-import { openStore } from '../../src/store/db.js';
+import { openStore, type Store } from '../../src/store/db.js';
+import type { Database } from '../../src/store/schema.js';
 import { describeEachStore, freshStore } from '../helpers/stores.js';
 
 const alice = { id: 'tok_alice', name: 'alice' };
@@ -284,6 +286,18 @@ describe('memory engine availability', () => {
     const error = await engine.add({ text: 'x' }, 'shared', alice).catch((e) => e);
     expect(error).toMatchObject({ code: 'memory.engine_unavailable', details: { retry_after_s: 5 } });
     await fresh.cleanup().catch(() => {});
+  });
+
+  it('memory_add on a PostgreSQL that refuses connections is memory.engine_unavailable', async () => {
+    const pool = new pg.Pool({
+      connectionString: 'postgres://postgres@127.0.0.1:1/test',
+      connectionTimeoutMillis: 2000,
+    });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    const engine = new MemoryEngine({ store: { kind: 'postgres', db } as unknown as Store });
+    const error = await engine.add({ text: 'x' }, 'shared', alice).catch((e) => e);
+    expect(error).toMatchObject({ code: 'memory.engine_unavailable', details: { retry_after_s: 5 } });
+    await db.destroy();
   });
 
   it('a PostgreSQL that refuses connections is unavailable too', async () => {
