@@ -6,8 +6,13 @@
 import { stopAll } from './children.js';
 import { conduitSection } from './conduit-section.js';
 import { hubSection } from './hub-section.js';
+import { memorySection } from './memory-section.js';
 
-const SECTIONS: Record<string, () => Promise<string>> = { conduit: conduitSection, hub: hubSection };
+const SECTIONS: Record<string, () => Promise<string>> = {
+  conduit: conduitSection,
+  hub: hubSection,
+  memory: memorySection,
+};
 /** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
 const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);
 

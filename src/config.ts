@@ -270,6 +270,42 @@ export const SETTINGS = {
     default: '',
     description: 'Test seam, honoured only when NODE_ENV=test: loopback addresses the egress guard treats as public.',
   },
+  llmUrl: {
+    env: 'GATEHOUSE_LLM_URL',
+    flag: 'llm-url',
+    schema: z
+      .string()
+      .url()
+      .regex(/^https?:\/\//, 'expected an http(s):// URL'),
+    description: 'OpenAI-compatible chat endpoint base (e.g. https://host/v1) for memory extraction and reflect.',
+  },
+  llmModel: {
+    env: 'GATEHOUSE_LLM_MODEL',
+    flag: 'llm-model',
+    schema: z.string().min(1).max(200),
+    default: 'gpt-4o-mini',
+    description: 'Model name sent to the language-model endpoint.',
+  },
+  llmKey: {
+    env: 'GATEHOUSE_LLM_KEY',
+    flag: 'llm-key',
+    schema: z.string().min(1),
+    description: 'Bearer key for the language-model endpoint; sealed in memory, never logged or returned.',
+  },
+  llmTimeoutMs: {
+    env: 'GATEHOUSE_LLM_TIMEOUT_MS',
+    flag: 'llm-timeout-ms',
+    schema: positiveInt(600_000),
+    default: 60_000,
+    description: 'Deadline for one language-model call.',
+  },
+  llmPrivateNetwork: {
+    env: 'GATEHOUSE_LLM_PRIVATE_NETWORK',
+    flag: 'llm-private-network',
+    schema: boolish,
+    default: false,
+    description: 'Allow the language-model endpoint on a private or loopback address (a local model server).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -300,6 +336,11 @@ export interface Config {
   readonly allowedHosts: readonly string[];
   readonly toolNameMax: number;
   readonly testPublicAddresses: readonly string[];
+  readonly llmUrl: string | undefined;
+  readonly llmModel: string;
+  readonly llmKey: string | undefined;
+  readonly llmTimeoutMs: number;
+  readonly llmPrivateNetwork: boolean;
   readonly nodeEnv: string;
 }
 

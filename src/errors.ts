@@ -106,6 +106,25 @@ export const ERROR_CATALOGUE = {
   },
   'approval.self_approval': { status: 403, mcp: 'result', message: 'The requester cannot decide its own approval.' },
 
+  // The memory surface
+  'mcp.memory_schema': { status: 400, mcp: 'result', message: 'The memory tool arguments are invalid.' },
+  'memory.not_found': { status: 404, mcp: 'result', message: 'No such memory unit, directive, model or operation.' },
+  'memory.engine_unavailable': {
+    status: 503,
+    mcp: 'result',
+    message: 'The memory engine cannot be reached right now; retry shortly.',
+  },
+  'memory.llm_failed': {
+    status: 502,
+    mcp: 'result',
+    message: 'The language-model endpoint failed or answered something unusable.',
+  },
+  'memory.operation_state': {
+    status: 409,
+    mcp: 'result',
+    message: 'The operation is not in a state that allows this.',
+  },
+
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
 } as const satisfies Record<string, ErrorSpec>;

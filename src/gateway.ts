@@ -9,6 +9,7 @@ import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
 import { SurfaceGrants } from './api/grants.js';
+import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
@@ -29,6 +30,8 @@ import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
 import { createLogger, type Logger } from './logging.js';
+import { MemoryEngine } from './memory/engine.js';
+import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
 import { CallLimiter } from './policy/limits.js';
 import { loadCatalog } from './registry/catalog.js';
@@ -44,6 +47,7 @@ import { TokenStore } from './store/tokens.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
+import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { UpstreamPool } from './upstream/index.js';
 import { dashboardRoutes } from './web-serve.js';
 
@@ -66,6 +70,8 @@ export interface Gateway {
   approvals: ApprovalQueue;
   hub: Hub;
   admin: AdminSurface;
+  /** The embedded memory engine behind `/mcp/memory` and `/api/memory/…`. */
+  memory: MemoryEngine;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -150,6 +156,20 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     );
 
     const approvals = new ApprovalQueue({ store, audit, events, logger });
+    const memory = new MemoryEngine({
+      store,
+      logger,
+      llm: config.llmUrl
+        ? new LlmClient({
+            url: config.llmUrl,
+            model: config.llmModel,
+            apiKey: config.llmKey,
+            sealKey: key,
+            timeoutMs: config.llmTimeoutMs,
+            fetch: guards.for(config.llmPrivateNetwork).fetch,
+          })
+        : undefined,
+    });
     const metrics = new Metrics({
       poolConnections: () => [...pools.values()].reduce((n, p) => n + p.stats().open, 0),
       // Read at scrape time only (indexed by status).
@@ -165,6 +185,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ),
     });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
+    const limiter = new CallLimiter();
     const hub = createHub({
       config,
       store,
@@ -173,7 +194,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       events,
       approvals,
       poolFor,
-      limiter: new CallLimiter(),
+      limiter,
       audit: (record) => callAuditor.record(record),
       stateCodec: createHubStateCodec(key),
     });
@@ -182,6 +203,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       'registry',
       ...((await settings.current())['mcp.hubEnabled'] ? (['hub'] as const) : []),
       ...((await settings.current())['mcp.adminEnabled'] ? (['admin'] as const) : []),
+      ...((await settings.current())['mcp.memoryEnabled'] ? (['memory'] as const) : []),
       ...(config.opsEnabled ? (['ops'] as const) : []),
     ];
     const opsAuditor = {
@@ -239,13 +261,14 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...pinRoutes({ store, audit, events, registry }),
         ...auditRoutes({ store }),
         ...metricsRoutes({ metrics }),
+        ...memoryRoutes({ engine: memory }),
         ...platformRoutes({
           store,
           settings,
           opsEnabled: config.opsEnabled,
           capabilities: (current) => ({
             scopes: Object.fromEntries(
-              (['servers', 'approvals', 'audit', 'settings', 'tokens', 'platform'] as const).map((scope) => [
+              (['servers', 'approvals', 'audit', 'settings', 'tokens', 'platform', 'memory'] as const).map((scope) => [
                 scope,
                 accessTo(current, scope),
               ]),
@@ -266,10 +289,22 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
     });
+    const memorySurface: MemorySurface = createMemorySurface({
+      config,
+      app,
+      engine: memory,
+      settings,
+      approvals,
+      audit: (record) => callAuditor.record(record),
+      limiter,
+    });
     await approvals.start();
+    await memory.start();
     app.addHook('onClose', async () => {
       await hub.close();
       await admin.close();
+      await memorySurface.close();
+      await memory.close();
       await approvals.close();
       await callAuditor.flush();
       events.close();
@@ -278,7 +313,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
-    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, bootstrapToken };
+    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, memory, bootstrapToken };
   } catch (error) {
     await store.close();
     throw error;

@@ -11,7 +11,16 @@ import type { z } from 'zod';
 import { type ValidationIssue, validationError } from '../errors.js';
 import { type Principal, type Role, requirePrincipal } from './auth.js';
 
-export type Scope = 'servers' | 'approvals' | 'audit' | 'settings' | 'tokens' | 'platform' | 'ops' | 'system';
+export type Scope =
+  | 'servers'
+  | 'approvals'
+  | 'audit'
+  | 'settings'
+  | 'tokens'
+  | 'platform'
+  | 'ops'
+  | 'system'
+  | 'memory';
 export type Tier = 'autonomousRead' | 'autonomousWrite' | 'gated';
 export type McpDeclaration = { tool: string; tier: Tier } | { exclude: string };
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

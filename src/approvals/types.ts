@@ -4,8 +4,8 @@ import canonicalize from 'canonicalize';
 import { parseJson } from '../store/json.js';
 import type { ApprovalTable } from '../store/schema.js';
 
-export type ApprovalSurface = 'hub' | 'admin';
-export const APPROVAL_SURFACES: readonly ApprovalSurface[] = ['hub', 'admin'];
+export type ApprovalSurface = 'hub' | 'admin' | 'memory';
+export const APPROVAL_SURFACES: readonly ApprovalSurface[] = ['hub', 'admin', 'memory'];
 
 /** pending → approved → executing → executed | failed; or rejected, expired, out_of_scope. */
 export type ApprovalStatus =

@@ -20,6 +20,12 @@ export const SETTING_KEYS = {
   'mcp.scope.audit': { schema: access('read'), default: 'off', description: 'Agent access to the audit trail.' },
   'mcp.scope.settings': { schema: access('read'), default: 'off', description: 'Agent access to settings.' },
   'mcp.scope.tokens': { schema: access('read'), default: 'off', description: 'Agent access to the token list.' },
+  'mcp.memoryEnabled': { schema: z.boolean(), default: true, description: 'Serve the memory bank at /mcp/memory.' },
+  'mcp.scope.memory': {
+    schema: access('write'),
+    default: 'off',
+    description: 'Agent access to the memory REST routes on the admin surface.',
+  },
   'audit.payloads': {
     schema: z.enum(['metadata', 'data']),
     default: 'metadata',

@@ -5,6 +5,7 @@
  * migration exactly once. Append new migrations; never edit an applied one.
  */
 import { type Kysely, sql } from 'kysely';
+import { memoryMigration } from '../memory/migration.js';
 import type { StoreKind } from './db.js';
 import type { Database } from './schema.js';
 
@@ -185,6 +186,11 @@ export const MIGRATIONS: readonly Migration[] = [
         .columns(['kind', 'actor_id', 'server_id', 'at'])
         .execute();
     },
+  },
+  {
+    version: 4,
+    name: 'memory: units, documents, history, directives, mental models, operations, full-text search',
+    up: (db, kind) => memoryMigration(db, kind),
   },
 ];
 

@@ -4,6 +4,7 @@
  * integers, lists and maps as JSON text.
  */
 import type { Generated } from 'kysely';
+import type { MemoryTables } from '../memory/tables.js';
 
 export interface MetaTable {
   key: string;
@@ -161,7 +162,7 @@ export interface ApprovalTable {
   error: string | null;
 }
 
-export interface Database {
+export interface Database extends MemoryTables {
   approvals: ApprovalTable;
   gatehouse_meta: MetaTable;
   gatehouse_migrations: MigrationTable;

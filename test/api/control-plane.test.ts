@@ -15,9 +15,13 @@ describeEachStore('control plane', (target) => {
     expect((await gw.request('GET', '/healthz', { token: null })).json()).toEqual({ status: 'ok' });
     expect((await gw.request('GET', '/info', { token: null })).statusCode).toBe(401);
     const info = (await gw.request('GET', '/info')).json();
-    expect(info).toMatchObject({ name: 'gatehouse', version: expect.any(String), capabilities: ['registry', 'hub'] });
+    expect(info).toMatchObject({
+      name: 'gatehouse',
+      version: expect.any(String),
+      capabilities: ['registry', 'hub', 'memory'],
+    });
     await gw.request('PATCH', '/api/settings', { body: { 'mcp.hubEnabled': false } });
-    expect((await gw.request('GET', '/info')).json().capabilities).toEqual(['registry']);
+    expect((await gw.request('GET', '/info')).json().capabilities).toEqual(['registry', 'memory']);
   });
 
   it('creates tokens shown once, lists them without the token, and revokes them on the next request', async () => {
