@@ -17,225 +17,42 @@ import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database } from '../store/schema.js';
 import { withStore } from './availability.js';
+import { extractFacts } from './extraction.js';
 import type { LlmClient } from './llm.js';
-import { type RankedUnit, searchUnits, UNIT_COLUMNS, type UnitRow } from './search.js';
+import { notFound, visible } from './scope.js';
+import { searchUnits, UNIT_COLUMNS } from './search.js';
 import type { MemoryOperationTable } from './tables.js';
-import { contentHash, estimateTokens, jaccard, newMemoryId, wordSet } from './text.js';
+import { contentHash, estimateTokens, jaccard, newMemoryId, uniq, wordSet } from './text.js';
+import {
+  type Actor,
+  BUDGET_CANDIDATES,
+  type Budget,
+  type CurateChanges,
+  type DatasetScope,
+  type FactType,
+  MAX_RECALL_TOKENS,
+  MENTAL_MODEL_DATASETS,
+  type MemoryUnit,
+  type NewMemory,
+  type OperationKind,
+  type OperationStatus,
+  type OperationView,
+  type SearchResult,
+  type UnitState,
+} from './types.js';
+import { toOperation, toResult, toUnit } from './views.js';
 
-export type FactType = 'world' | 'experience';
-export type UnitState = 'valid' | 'invalidated';
-export type Budget = 'low' | 'mid' | 'high';
-export type OperationStatus = 'pending' | 'processing' | 'completed' | 'failed' | 'cancelled';
-export type OperationKind = 'retain' | 'consolidation' | 'refresh';
+export { parseExtraction } from './extraction.js';
+export * from './types.js';
 
-/** The datasets a caller may touch by id: a list, or a test. */
-export type DatasetScope = readonly string[] | ((dataset: string) => boolean);
-
-function visible(scope: DatasetScope, dataset: string): boolean {
-  return typeof scope === 'function' ? scope(dataset) : scope.includes(dataset);
-}
-
-export interface Actor {
-  id: string;
-  name: string;
-}
-
-export interface MemoryUnit {
-  id: string;
-  text: string;
-  context: string | null;
-  fact_type: FactType;
-  entities: string[];
-  tags: string[];
-  occurred_start: string | null;
-  occurred_end: string | null;
-  state: UnitState;
-  dataset: string;
-  source: string;
-  document_id: string | null;
-  metadata: Record<string, unknown>;
-  timestamp: string;
-  updated_at: string;
-}
-
-export interface SearchResult {
-  id: string;
-  text: string;
-  score: number;
-  timestamp: string;
-  dataset: string;
-  tags: string[];
-  source: string;
-  metadata: Record<string, unknown>;
-  context: string | null;
-  fact_type: FactType;
-  entities: string[];
-  occurred_start: string | null;
-  occurred_end: string | null;
-}
-
-export interface NewMemory {
-  text: string;
-  context?: string | undefined;
-  fact_type?: FactType | undefined;
-  entities?: string[] | undefined;
-  tags?: string[] | undefined;
-  occurred_start?: string | undefined;
-  occurred_end?: string | undefined;
-  metadata?: Record<string, unknown> | undefined;
-}
-
-export interface CurateChanges {
-  text?: string | undefined;
-  context?: string | null | undefined;
-  occurred_start?: string | null | undefined;
-  occurred_end?: string | null | undefined;
-  fact_type?: FactType | undefined;
-  entities?: string[] | undefined;
-  state?: UnitState | undefined;
-}
-
-export interface OperationView {
-  id: string;
-  kind: OperationKind;
-  status: OperationStatus;
-  dataset: string | null;
-  target_id: string | null;
-  requester: { id: string; name: string };
-  attempts: number;
-  result: Record<string, unknown> | null;
-  error: { code: string; message: string } | null;
-  created_at: string;
-  updated_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  /** Copied from the result for the retain poll: facts_extracted, nothing_learned, notice, document_fact_count. */
-  [fact: string]: unknown;
-}
-
-export interface ExtractedFact {
-  text: string;
-  fact_type?: FactType | undefined;
-  entities?: string[] | undefined;
-  occurred_start?: string | undefined;
-  occurred_end?: string | undefined;
-}
-
-export const BUDGET_CANDIDATES: Record<Budget, number> = { low: 20, mid: 60, high: 150 };
-export const MAX_RECALL_TOKENS = 32_768;
 const NEAR_DUPLICATE = 0.85;
 const RECALL_COLLAPSE = 0.8;
-const MAX_EXTRACTED_FACTS = 50;
 /** Near-duplicate candidates share a word that appears in at most this many units of the dataset. */
 const RARE_WORD_LIMIT = 64;
-/** Mental models are bank-level: they are generated from the shared dataset only, never from private facts. */
-export const MENTAL_MODEL_DATASETS = ['shared'] as const;
 
 const NOTHING_LEARNED =
   'Nothing new was learned from this document: every fact extracted from it is already in memory, or none could be extracted.';
 const ALREADY_KNOWN = 'content was already known: this exact document was retained before in this dataset.';
-
-function notFound(what: string, id: string): GatehouseError {
-  return new GatehouseError('memory.not_found', `No ${what} ${id}.`, { id });
-}
-
-function toUnit(row: Omit<UnitRow, 'seq'> & { seq?: number }): MemoryUnit {
-  return {
-    id: row.id,
-    text: row.text,
-    context: row.context,
-    fact_type: row.fact_type as FactType,
-    entities: parseJson<string[]>(row.entities, []),
-    tags: parseJson<string[]>(row.tags, []),
-    occurred_start: row.occurred_start,
-    occurred_end: row.occurred_end,
-    state: row.state as UnitState,
-    dataset: row.dataset,
-    source: row.source,
-    document_id: row.document_id,
-    metadata: parseJson<Record<string, unknown>>(row.metadata, {}),
-    timestamp: row.created_at,
-    updated_at: row.updated_at,
-  };
-}
-
-function toResult(ranked: RankedUnit): SearchResult {
-  const unit = toUnit(ranked.row);
-  return {
-    id: unit.id,
-    text: unit.text,
-    score: ranked.score,
-    timestamp: unit.timestamp,
-    dataset: unit.dataset,
-    tags: unit.tags,
-    source: unit.source,
-    metadata: unit.metadata,
-    context: unit.context,
-    fact_type: unit.fact_type,
-    entities: unit.entities,
-    occurred_start: unit.occurred_start,
-    occurred_end: unit.occurred_end,
-  };
-}
-
-function toOperation(row: MemoryOperationTable): OperationView {
-  const result = parseJson<Record<string, unknown> | null>(row.result, null);
-  return {
-    ...(result ?? {}),
-    id: row.id,
-    kind: row.kind as OperationKind,
-    status: row.status as OperationStatus,
-    dataset: row.dataset,
-    target_id: row.target_id,
-    requester: { id: row.requester_id, name: row.requester_name },
-    attempts: Number(row.attempts),
-    result,
-    error: parseJson<{ code: string; message: string } | null>(row.error, null),
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    started_at: row.started_at,
-    finished_at: row.finished_at,
-  };
-}
-
-function uniq(values: readonly string[]): string[] {
-  return [...new Set(values)];
-}
-
-/** Parses the extraction answer: `{"facts": [{text, fact_type?, entities?, occurred_start?, occurred_end?}]}`. */
-export function parseExtraction(answer: string): ExtractedFact[] {
-  const trimmed = answer
-    .trim()
-    .replace(/^```(?:json)?\s*/i, '')
-    .replace(/```$/, '');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(trimmed);
-  } catch {
-    throw new GatehouseError('memory.llm_failed', 'The fact extraction answer is not JSON.', { reason: 'not_json' });
-  }
-  const facts = (parsed as { facts?: unknown }).facts;
-  if (!Array.isArray(facts)) {
-    throw new GatehouseError('memory.llm_failed', 'The fact extraction answer has no "facts" list.', {
-      reason: 'shape',
-    });
-  }
-  const out: ExtractedFact[] = [];
-  for (const fact of facts.slice(0, MAX_EXTRACTED_FACTS)) {
-    const f = (typeof fact === 'string' ? { text: fact } : fact) as Record<string, unknown>;
-    if (typeof f?.text !== 'string' || f.text.trim() === '') continue;
-    out.push({
-      text: f.text.trim().slice(0, 8000),
-      ...(f.fact_type === 'world' || f.fact_type === 'experience' ? { fact_type: f.fact_type } : {}),
-      ...(Array.isArray(f.entities)
-        ? { entities: f.entities.filter((e): e is string => typeof e === 'string').slice(0, 50) }
-        : {}),
-      ...(typeof f.occurred_start === 'string' ? { occurred_start: f.occurred_start } : {}),
-      ...(typeof f.occurred_end === 'string' ? { occurred_end: f.occurred_end } : {}),
-    });
-  }
-  return out;
-}
 
 export interface MemoryEngineOptions {
   store: Store;
@@ -413,27 +230,6 @@ export class MemoryEngine {
     return Number(row.n);
   }
 
-  /** Extraction: the language model when configured, otherwise the document as one fact. */
-  private async extract(text: string, hints: NewMemory, signal: AbortSignal): Promise<ExtractedFact[]> {
-    if (!this.llm) return [{ text }];
-    const answer = await this.llm.chat(
-      [
-        {
-          role: 'system',
-          content:
-            'Extract the durable facts from the document as JSON: {"facts": [{"text": one self-contained fact, ' +
-            '"fact_type": "world" (about the world) or "experience" (what the author did or experienced), ' +
-            '"entities": [names], "occurred_start"?: ISO date, "occurred_end"?: ISO date}]}. ' +
-            'Answer {"facts": []} when there is nothing worth remembering. Never invent facts.',
-        },
-        { role: 'user', content: hints.context ? `Context: ${hints.context}\n\nDocument:\n${text}` : text },
-      ],
-      { json: true, maxTokens: 2000 },
-    );
-    if (signal.aborted) throw new GatehouseError('memory.operation_state', 'The operation was cancelled.');
-    return parseExtraction(answer);
-  }
-
   private async runRetain(op: MemoryOperationTable, signal: AbortSignal): Promise<void> {
     const payload = parseJson<{ document_id: string; hints?: NewMemory }>(op.payload, { document_id: '' });
     const doc = await this.db
@@ -443,7 +239,7 @@ export class MemoryEngine {
       .executeTakeFirst();
     if (!doc) throw new GatehouseError('memory.not_found', `The document ${payload.document_id} was deleted.`);
     const hints = payload.hints ?? { text: doc.text };
-    const facts = await this.extract(doc.text, hints, signal);
+    const facts = await extractFacts(this.llm, doc.text, hints, signal);
     const at = nowIso();
     await this.db.transaction().execute(async (trx) => {
       const hashes = facts.map((f) => contentHash(f.text));

@@ -46,3 +46,8 @@ export function jaccard(a: ReadonlySet<string>, b: ReadonlySet<string>): number 
 export function estimateTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
+
+/** The values once each, first occurrence first. */
+export function uniq(values: readonly string[]): string[] {
+  return [...new Set(values)];
+}
