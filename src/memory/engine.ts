@@ -10,15 +10,25 @@
  * stores each document as one fact, and reflect and refresh answer
  * `unsupported` — never a made-up answer.
  */
-import { sql, type Transaction } from 'kysely';
 import { ERROR_CATALOGUE, type ErrorCode, GatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
-import type { Database } from '../store/schema.js';
 import { withStore } from './availability.js';
+import type { MemoryContext } from './context.js';
 import { extractFacts } from './extraction.js';
 import type { LlmClient } from './llm.js';
+import {
+  cancelOperation,
+  completeOperation,
+  getOperation,
+  insertOperation,
+  listOperations,
+  type OperationListOptions,
+  operationRow,
+  retryOperation,
+} from './operations.js';
+import { OperationRunner } from './runner.js';
 import { notFound, visible } from './scope.js';
 import { searchUnits, UNIT_COLUMNS } from './search.js';
 import type { MemoryOperationTable } from './tables.js';
@@ -34,13 +44,11 @@ import {
   MENTAL_MODEL_DATASETS,
   type MemoryUnit,
   type NewMemory,
-  type OperationKind,
-  type OperationStatus,
   type OperationView,
   type SearchResult,
   type UnitState,
 } from './types.js';
-import { toOperation, toResult, toUnit } from './views.js';
+import { toResult, toUnit } from './views.js';
 
 export { parseExtraction } from './extraction.js';
 export * from './types.js';
@@ -67,73 +75,36 @@ export interface MemoryEngineOptions {
 export class MemoryEngine {
   readonly store: Store;
   readonly llm: LlmClient | undefined;
-  private readonly logger: Logger | undefined;
-  private readonly running = new Map<string, { controller: AbortController; promise: Promise<void> }>();
-  private closed = false;
-  private readonly heartbeatMs: number;
-  private readonly leaseMs: number;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly runner: OperationRunner;
+  private readonly ctx: MemoryContext;
 
   constructor(options: MemoryEngineOptions) {
     this.store = options.store;
     this.llm = options.llm;
-    this.logger = options.logger;
-    this.heartbeatMs = options.heartbeatMs ?? 10_000;
-    this.leaseMs = options.leaseMs ?? 60_000;
+    this.runner = new OperationRunner({
+      store: options.store,
+      logger: options.logger,
+      heartbeatMs: options.heartbeatMs ?? 10_000,
+      leaseMs: options.leaseMs ?? 60_000,
+      handlers: {
+        retain: (op, signal) => this.runRetain(op, signal),
+        refresh: (op) => this.runRefresh(op),
+        consolidation: async (op) => {
+          await this.runConsolidation(op.id, op.dataset ?? 'shared', { id: op.requester_id, name: op.requester_name });
+        },
+      },
+    });
+    this.ctx = { store: options.store, llm: options.llm, logger: options.logger, runner: this.runner };
   }
 
-  /**
-   * Runs what is pending now, then every heartbeat: refreshes the lease of the operations this process
-   * runs, and hands operations whose process died (lease lapsed) back to `pending` and runs them. That is
-   * safe because an operation's writes commit in the same transaction as its completion: a dead run left
-   * nothing behind.
-   */
-  async start(): Promise<void> {
-    await this.resume();
-    this.timer ??= setInterval(() => void this.tick(), this.heartbeatMs);
-    this.timer.unref();
-  }
-
-  private async tick(): Promise<void> {
-    try {
-      const ids = [...this.running.keys()];
-      if (ids.length > 0) {
-        await this.db
-          .updateTable('memory_operations')
-          .set({ updated_at: nowIso() })
-          .where('id', 'in', ids)
-          .where('status', '=', 'processing')
-          .execute();
-      }
-      await this.reclaimLapsed();
-      await this.resume();
-    } catch (error) {
-      this.logger?.warn({ err: error }, 'memory operation sweep failed');
-    }
+  /** Runs what is pending now, then every heartbeat refreshes leases and reclaims lapsed operations. */
+  start(): Promise<void> {
+    return this.runner.start();
   }
 
   /** `processing` operations whose lease lapsed (and that this process does not run) go back to `pending`. */
-  async reclaimLapsed(): Promise<number> {
-    const lapsed = await this.db
-      .selectFrom('memory_operations')
-      .select(['id', 'updated_at'])
-      .where('status', '=', 'processing')
-      .where('updated_at', '<', new Date(Date.now() - this.leaseMs).toISOString())
-      .limit(100)
-      .execute();
-    let n = 0;
-    for (const op of lapsed) {
-      if (this.running.has(op.id)) continue;
-      const res = await this.db
-        .updateTable('memory_operations')
-        .set({ status: 'pending', updated_at: nowIso() })
-        .where('id', '=', op.id)
-        .where('status', '=', 'processing')
-        .where('updated_at', '=', op.updated_at)
-        .executeTakeFirst();
-      n += Number(res.numUpdatedRows);
-    }
-    return n;
+  reclaimLapsed(): Promise<number> {
+    return this.runner.reclaimLapsed();
   }
 
   get db() {
@@ -170,7 +141,7 @@ export class MemoryEngine {
           document_fact_count: count,
           notice: ALREADY_KNOWN,
         };
-        await this.insertOperation({
+        await insertOperation(this.ctx, {
           id: operationId,
           kind: 'retain',
           status: 'completed',
@@ -202,7 +173,7 @@ export class MemoryEngine {
         await trx
           .insertInto('memory_operations')
           .values(
-            this.operationRow({
+            operationRow({
               id: operationId,
               kind: 'retain',
               status: 'pending',
@@ -215,7 +186,7 @@ export class MemoryEngine {
           )
           .execute();
       });
-      this.launch(operationId);
+      this.runner.launch(operationId);
       return { id: documentId, timestamp: at, operation_id: operationId };
     });
   }
@@ -302,7 +273,7 @@ export class MemoryEngine {
         unit_ids: ids,
         ...(ids.length === 0 ? { nothing_learned: true, notice: NOTHING_LEARNED } : {}),
       };
-      await this.complete(trx, op.id, result);
+      await completeOperation(trx, op.id, result);
     });
   }
 
@@ -729,7 +700,7 @@ export class MemoryEngine {
   async consolidate(dataset: string, actor: Actor): Promise<{ operation_id: string; deduplicated: number }> {
     return withStore(async () => {
       const id = newMemoryId('op');
-      await this.insertOperation({
+      await insertOperation(this.ctx, {
         id,
         kind: 'consolidation',
         status: 'pending',
@@ -740,8 +711,8 @@ export class MemoryEngine {
         at: nowIso(),
       });
       // Run as an operation (claimed, leased, retryable like the others), and wait for it: the answer carries the count.
-      this.launch(id);
-      await this.running.get(id)?.promise;
+      this.runner.launch(id);
+      await this.runner.settled(id);
       const op = await this.operationGet(id);
       if (op.status !== 'completed') {
         const code = op.error?.code;
@@ -857,7 +828,7 @@ export class MemoryEngine {
             .execute();
         }
       }
-      await this.complete(trx, operationId, { dataset, deduplicated: keeperOf.size });
+      await completeOperation(trx, operationId, { dataset, deduplicated: keeperOf.size });
     });
     return keeperOf.size;
   }
@@ -1059,7 +1030,7 @@ export class MemoryEngine {
     }
     const operationId = newMemoryId('op');
     await withStore(() =>
-      this.insertOperation({
+      insertOperation(this.ctx, {
         id: operationId,
         kind: 'refresh',
         status: 'pending',
@@ -1070,7 +1041,7 @@ export class MemoryEngine {
         at: nowIso(),
       }),
     );
-    this.launch(operationId);
+    this.runner.launch(operationId);
     return { status: 'queued', operation_id: operationId, mental_model_id: id };
   }
 
@@ -1099,7 +1070,7 @@ export class MemoryEngine {
         })
         .where('id', '=', model.id)
         .execute();
-      await this.complete(trx, op.id, { mental_model_id: model.id, grounded_in: basedOn.length });
+      await completeOperation(trx, op.id, { mental_model_id: model.id, grounded_in: basedOn.length });
     });
   }
 
@@ -1111,232 +1082,36 @@ export class MemoryEngine {
 
   // --- operations ------------------------------------------------------------------------------------------
 
-  async operationList(options: {
-    requesterId?: string | undefined;
-    status?: OperationStatus | undefined;
-    kind?: OperationKind | undefined;
-    limit: number;
-    offset: number;
-  }) {
-    return withStore(async () => {
-      let q = this.db.selectFrom('memory_operations');
-      if (options.requesterId) q = q.where('requester_id', '=', options.requesterId);
-      if (options.status) q = q.where('status', '=', options.status);
-      if (options.kind) q = q.where('kind', '=', options.kind);
-      const rows = await q
-        .selectAll()
-        .orderBy('created_at', 'desc')
-        .orderBy('id')
-        .limit(options.limit)
-        .offset(options.offset)
-        .execute();
-      const { total } = await q.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
-      return { operations: rows.map(toOperation), count: rows.length, total: Number(total) };
-    });
+  operationList(options: OperationListOptions) {
+    return listOperations(this.ctx, options);
   }
 
-  async operationGet(id: string, requesterId?: string): Promise<OperationView> {
-    return withStore(async () => {
-      const row = await this.db.selectFrom('memory_operations').selectAll().where('id', '=', id).executeTakeFirst();
-      if (!row || (requesterId !== undefined && row.requester_id !== requesterId)) throw notFound('operation', id);
-      return toOperation(row);
-    });
+  operationGet(id: string, requesterId?: string): Promise<OperationView> {
+    return getOperation(this.ctx, id, requesterId);
   }
 
   /** pending or processing → cancelled; a running extraction is aborted and writes nothing. */
-  async operationCancel(id: string, requesterId?: string): Promise<OperationView> {
-    const op = await this.operationGet(id, requesterId);
-    if (op.status !== 'pending' && op.status !== 'processing') {
-      throw new GatehouseError('memory.operation_state', `Operation ${id} is already ${op.status}.`, {
-        status: op.status,
-      });
-    }
-    const at = nowIso();
-    const res = await withStore(() =>
-      this.db
-        .updateTable('memory_operations')
-        .set({ status: 'cancelled', updated_at: at, finished_at: at })
-        .where('id', '=', id)
-        .where('status', 'in', ['pending', 'processing'])
-        .executeTakeFirst(),
-    );
-    if (Number(res.numUpdatedRows) !== 1) {
-      const now = await this.operationGet(id);
-      throw new GatehouseError('memory.operation_state', `Operation ${id} is already ${now.status}.`, {
-        status: now.status,
-      });
-    }
-    this.running.get(id)?.controller.abort();
-    return this.operationGet(id);
+  operationCancel(id: string, requesterId?: string): Promise<OperationView> {
+    return cancelOperation(this.ctx, id, requesterId);
   }
 
   /** failed or cancelled → pending again, and run. */
-  async operationRetry(id: string, requesterId?: string): Promise<OperationView> {
-    const op = await this.operationGet(id, requesterId);
-    if (op.status !== 'failed' && op.status !== 'cancelled') {
-      throw new GatehouseError(
-        'memory.operation_state',
-        `Only a failed or cancelled operation can be retried; ${id} is ${op.status}.`,
-        {
-          status: op.status,
-        },
-      );
-    }
-    const res = await withStore(() =>
-      this.db
-        .updateTable('memory_operations')
-        .set({
-          status: 'pending',
-          error: null,
-          result: null,
-          updated_at: nowIso(),
-          started_at: null,
-          finished_at: null,
-        })
-        .where('id', '=', id)
-        .where('status', 'in', ['failed', 'cancelled'])
-        .executeTakeFirst(),
-    );
-    if (Number(res.numUpdatedRows) !== 1)
-      throw new GatehouseError('memory.operation_state', `Operation ${id} changed meanwhile.`);
-    this.launch(id);
-    return this.operationGet(id);
+  operationRetry(id: string, requesterId?: string): Promise<OperationView> {
+    return retryOperation(this.ctx, id, requesterId);
   }
 
   /** Picks up pending operations (left by a restart) now. */
-  async resume(): Promise<number> {
-    const pending = await this.db
-      .selectFrom('memory_operations')
-      .select('id')
-      .where('status', '=', 'pending')
-      .execute();
-    let n = 0;
-    for (const { id } of pending) if (this.launch(id)) n++;
-    return n;
+  resume(): Promise<number> {
+    return this.runner.resume();
   }
 
   /** Resolves when every operation this process started has finished (tests, shutdown). */
-  async idle(): Promise<void> {
-    while (this.running.size > 0) await Promise.allSettled([...this.running.values()].map((r) => r.promise));
+  idle(): Promise<void> {
+    return this.runner.idle();
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    for (const run of this.running.values()) run.controller.abort();
-    await this.idle();
-  }
-
-  private launch(id: string): boolean {
-    if (this.closed || this.running.has(id)) return false;
-    const controller = new AbortController();
-    const promise = this.run(id, controller.signal)
-      .catch((error) => this.logger?.error({ err: error, operationId: id }, 'memory operation bookkeeping failed'))
-      .finally(() => this.running.delete(id));
-    this.running.set(id, { controller, promise });
-    return true;
-  }
-
-  /** pending → processing (one winner across processes), run, then completed or failed. */
-  private async run(id: string, signal: AbortSignal): Promise<void> {
-    await new Promise((resolve) => setImmediate(resolve));
-    const at = nowIso();
-    const claim = await this.db
-      .updateTable('memory_operations')
-      .set({ status: 'processing', started_at: at, updated_at: at, attempts: sql`attempts + 1` })
-      .where('id', '=', id)
-      .where('status', '=', 'pending')
-      .executeTakeFirst();
-    if (Number(claim.numUpdatedRows) !== 1) return;
-    const op = await this.db.selectFrom('memory_operations').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-    try {
-      if (op.kind === 'retain') await this.runRetain(op, signal);
-      else if (op.kind === 'refresh') await this.runRefresh(op);
-      else if (op.kind === 'consolidation') {
-        await this.runConsolidation(op.id, op.dataset ?? 'shared', { id: op.requester_id, name: op.requester_name });
-      } else
-        throw new GatehouseError('memory.operation_state', `Operation kind ${op.kind} does not run in the background.`);
-    } catch (error) {
-      if (error instanceof CancelledError) return;
-      await this.fail(id, error);
-    }
-  }
-
-  /** processing → completed inside the transaction that wrote the work; a cancelled operation rolls it back. */
-  private async complete(trx: Transaction<Database>, id: string, result: Record<string, unknown>): Promise<void> {
-    const at = nowIso();
-    const res = await trx
-      .updateTable('memory_operations')
-      .set({ status: 'completed', result: JSON.stringify(result), updated_at: at, finished_at: at })
-      .where('id', '=', id)
-      .where('status', '=', 'processing')
-      .executeTakeFirst();
-    if (Number(res.numUpdatedRows) !== 1) throw new CancelledError();
-  }
-
-  private async fail(id: string, error: unknown): Promise<void> {
-    const known = error instanceof GatehouseError ? error : undefined;
-    if (!known) this.logger?.error({ err: error, operationId: id }, 'memory operation failed');
-    const at = nowIso();
-    await this.db
-      .updateTable('memory_operations')
-      .set({
-        status: 'failed',
-        error: JSON.stringify(
-          known
-            ? { code: known.code, message: known.message }
-            : { code: 'internal_error', message: 'The operation failed unexpectedly.' },
-        ),
-        updated_at: at,
-        finished_at: at,
-      })
-      .where('id', '=', id)
-      .where('status', '=', 'processing')
-      .execute()
-      .catch((e) => this.logger?.warn({ err: e, operationId: id }, 'could not mark a memory operation failed'));
-  }
-
-  private operationRow(input: {
-    id: string;
-    kind: OperationKind;
-    status: OperationStatus;
-    dataset: string | null;
-    actor: Actor;
-    targetId: string | null;
-    payload: Record<string, unknown>;
-    result?: Record<string, unknown>;
-    at: string;
-    startedAt?: string;
-  }): MemoryOperationTable {
-    const final = input.status === 'completed';
-    return {
-      id: input.id,
-      kind: input.kind,
-      status: input.status,
-      dataset: input.dataset,
-      requester_id: input.actor.id,
-      requester_name: input.actor.name,
-      target_id: input.targetId,
-      payload: JSON.stringify(input.payload),
-      result: input.result ? JSON.stringify(input.result) : null,
-      error: null,
-      attempts: final || input.startedAt ? 1 : 0,
-      created_at: input.at,
-      updated_at: input.at,
-      started_at: input.startedAt ?? (final ? input.at : null),
-      finished_at: final ? input.at : null,
-    };
-  }
-
-  private async insertOperation(input: Parameters<MemoryEngine['operationRow']>[0]): Promise<void> {
-    await this.db.insertInto('memory_operations').values(this.operationRow(input)).execute();
-  }
-}
-
-class CancelledError extends Error {
-  constructor() {
-    super('The operation was cancelled while it ran; its work was rolled back.');
+  close(): Promise<void> {
+    return this.runner.close();
   }
 }
 
