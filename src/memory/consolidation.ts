@@ -7,6 +7,7 @@ import { ERROR_CATALOGUE, type ErrorCode, GatehouseError } from '../errors.js';
 import { nowIso, parseJson } from '../store/json.js';
 import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
+import { recordHistory } from './history.js';
 import { completeOperation, getOperation, insertOperation } from './operations.js';
 import type { MemoryOperationTable } from './tables.js';
 import { jaccard, newMemoryId, uniq, wordSet } from './text.js';
@@ -132,36 +133,27 @@ export async function runConsolidation(ctx: MemoryContext, op: MemoryOperationTa
         .where('id', '=', keeper.id)
         .execute();
       const mergedIds = merged.map((m) => (rows[m] as (typeof rows)[number]).id);
-      await trx
-        .insertInto('memory_history')
-        .values({
-          unit_id: keeper.id,
-          at,
-          actor_id: actor.id,
-          actor_name: actor.name,
-          action: 'merged',
-          before: null,
-          after: JSON.stringify({ absorbed: mergedIds, operation_id: operationId }),
-        })
-        .execute();
+      await recordHistory(trx, {
+        unitId: keeper.id,
+        at,
+        actor,
+        action: 'merged',
+        after: { absorbed: mergedIds, operation_id: operationId },
+      });
       await trx
         .updateTable('memory_units')
         .set({ state: 'invalidated', updated_at: at })
         .where('id', 'in', mergedIds)
         .execute();
       for (const id of mergedIds) {
-        await trx
-          .insertInto('memory_history')
-          .values({
-            unit_id: id,
-            at,
-            actor_id: actor.id,
-            actor_name: actor.name,
-            action: 'invalidated',
-            before: JSON.stringify({ state: 'valid' }),
-            after: JSON.stringify({ state: 'invalidated', merged_into: keeper.id, operation_id: operationId }),
-          })
-          .execute();
+        await recordHistory(trx, {
+          unitId: id,
+          at,
+          actor,
+          action: 'invalidated',
+          before: { state: 'valid' },
+          after: { state: 'invalidated', merged_into: keeper.id, operation_id: operationId },
+        });
       }
     }
     await completeOperation(trx, operationId, { dataset, deduplicated: keeperOf.size });

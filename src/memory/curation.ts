@@ -2,6 +2,7 @@
 import { nowIso } from '../store/json.js';
 import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
+import { recordHistory } from './history.js';
 import { notFound, visible } from './scope.js';
 import { contentHash, uniq } from './text.js';
 import type { Actor, CurateChanges, DatasetScope, MemoryUnit } from './types.js';
@@ -39,18 +40,7 @@ export async function curate(
           : 'edited';
     await ctx.store.db.transaction().execute(async (trx) => {
       await trx.updateTable('memory_units').set(set).where('id', '=', id).execute();
-      await trx
-        .insertInto('memory_history')
-        .values({
-          unit_id: id,
-          at,
-          actor_id: actor.id,
-          actor_name: actor.name,
-          action,
-          before: JSON.stringify(was),
-          after: JSON.stringify(now),
-        })
-        .execute();
+      await recordHistory(trx, { unitId: id, at, actor, action, before: was, after: now });
     });
     return getUnit(ctx, id, datasets);
   });
@@ -101,18 +91,7 @@ export async function deleteUnits(
       // The history of a deleted unit keeps one last line saying who deleted it.
       const at = nowIso();
       for (const id of unitIds) {
-        await trx
-          .insertInto('memory_history')
-          .values({
-            unit_id: id,
-            at,
-            actor_id: actor.id,
-            actor_name: actor.name,
-            action: 'deleted',
-            before: null,
-            after: null,
-          })
-          .execute();
+        await recordHistory(trx, { unitId: id, at, actor, action: 'deleted' });
       }
       return { deleted };
     }),

@@ -3,22 +3,11 @@ import { nowIso, parseJson } from '../store/json.js';
 import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
 import { notFound } from './scope.js';
+import type { MemoryDirectiveTable } from './tables.js';
 import { newMemoryId, uniq } from './text.js';
 import type { Actor } from './types.js';
 
-interface DirectiveRow {
-  id: string;
-  name: string;
-  content: string;
-  priority: number;
-  is_active: number;
-  tags: string;
-  created_by: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-function toDirective(row: DirectiveRow) {
+function toDirective(row: MemoryDirectiveTable) {
   return {
     id: row.id,
     name: row.name,

@@ -9,27 +9,13 @@ import type { MemoryContext } from './context.js';
 import { completeOperation, insertOperation } from './operations.js';
 import { reflect } from './recall.js';
 import { notFound } from './scope.js';
-import type { MemoryOperationTable } from './tables.js';
+import type { MemoryMentalModelTable, MemoryOperationTable } from './tables.js';
 import { newMemoryId, uniq } from './text.js';
 import { type Actor, MENTAL_MODEL_DATASETS } from './types.js';
 
 export type MentalModelDetail = 'metadata' | 'content' | 'full';
 
-interface MentalModelRow {
-  id: string;
-  name: string;
-  source_query: string;
-  max_tokens: number;
-  tags: string;
-  trigger: string;
-  content: string | null;
-  grounding: string;
-  refreshed_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-function toMentalModel(row: MentalModelRow, latestChange: string | null, detail: MentalModelDetail) {
+function toMentalModel(row: MemoryMentalModelTable, latestChange: string | null, detail: MentalModelDetail) {
   const stale = row.refreshed_at === null || (latestChange !== null && latestChange > row.refreshed_at);
   const base = {
     id: row.id,

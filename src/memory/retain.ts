@@ -7,6 +7,7 @@ import { nowIso, parseJson } from '../store/json.js';
 import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
 import { extractFacts } from './extraction.js';
+import { recordHistory } from './history.js';
 import { completeOperation, insertOperation, operationRow } from './operations.js';
 import type { MemoryOperationTable } from './tables.js';
 import { contentHash, newMemoryId, uniq } from './text.js';
@@ -158,18 +159,13 @@ export async function runRetain(ctx: MemoryContext, op: MemoryOperationTable, si
         updated_at: at,
       };
       await trx.insertInto('memory_units').values(row).execute();
-      await trx
-        .insertInto('memory_history')
-        .values({
-          unit_id: id,
-          at,
-          actor_id: doc.source,
-          actor_name: op.requester_name,
-          action: 'created',
-          before: null,
-          after: JSON.stringify({ text: row.text, fact_type: row.fact_type, document_id: doc.id }),
-        })
-        .execute();
+      await recordHistory(trx, {
+        unitId: id,
+        at,
+        actor: { id: doc.source, name: op.requester_name },
+        action: 'created',
+        after: { text: row.text, fact_type: row.fact_type, document_id: doc.id },
+      });
       ids.push(id);
     }
     await trx.updateTable('memory_documents').set({ fact_count: ids.length }).where('id', '=', doc.id).execute();
