@@ -4,6 +4,7 @@ import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
 import { notFound } from './scope.js';
 import type { MemoryDirectiveTable } from './tables.js';
+import { hasTag } from './tags.js';
 import { newMemoryId, uniq } from './text.js';
 import type { Actor } from './types.js';
 
@@ -60,10 +61,23 @@ export async function listDirectives(ctx: MemoryContext, options: DirectiveListO
   return withStore(async () => {
     let q = ctx.store.db.selectFrom('memory_directives').selectAll();
     if (options.active_only) q = q.where('is_active', '=', 1);
-    for (const tag of options.tags ?? []) q = q.where('tags', 'like', `%${JSON.stringify(tag)}%`);
-    const all = await q.orderBy('priority', 'desc').orderBy('created_at').execute();
-    const page = all.slice(options.offset, options.offset + options.limit);
-    return { directives: page.map(toDirective), count: page.length, total: all.length };
+    for (const tag of options.tags ?? []) q = q.where(hasTag('tags', tag));
+    const total = Number(
+      (
+        await q
+          .clearSelect()
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+    const page = await q
+      .orderBy('priority', 'desc')
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(options.limit)
+      .offset(options.offset)
+      .execute();
+    return { directives: page.map(toDirective), count: page.length, total };
   });
 }
 

@@ -10,6 +10,7 @@ import { completeOperation, insertOperation } from './operations.js';
 import { reflect } from './recall.js';
 import { notFound } from './scope.js';
 import type { MemoryMentalModelTable, MemoryOperationTable } from './tables.js';
+import { hasTag } from './tags.js';
 import { newMemoryId, uniq } from './text.js';
 import { type Actor, MENTAL_MODEL_DATASETS } from './types.js';
 
@@ -68,14 +69,21 @@ async function latestSharedChange(ctx: MemoryContext): Promise<string | null> {
 export async function listMentalModels(ctx: MemoryContext, options: MentalModelListOptions) {
   return withStore(async () => {
     let q = ctx.store.db.selectFrom('memory_mental_models').selectAll();
-    for (const tag of options.tags ?? []) q = q.where('tags', 'like', `%${JSON.stringify(tag)}%`);
-    const all = await q.orderBy('created_at').execute();
+    for (const tag of options.tags ?? []) q = q.where(hasTag('tags', tag));
+    const total = Number(
+      (
+        await q
+          .clearSelect()
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+    const page = await q.orderBy('created_at').orderBy('id').limit(options.limit).offset(options.offset).execute();
     const latest = await latestSharedChange(ctx);
-    const page = all.slice(options.offset, options.offset + options.limit);
     return {
       mental_models: page.map((r) => toMentalModel(r, latest, options.detail)),
       count: page.length,
-      total: all.length,
+      total,
     };
   });
 }

@@ -7,6 +7,7 @@
 import { sql } from 'kysely';
 import type { Store } from '../store/db.js';
 import type { MemoryUnitTable } from './tables.js';
+import { hasTag } from './tags.js';
 import { queryTerms } from './text.js';
 
 export type UnitRow = Omit<MemoryUnitTable, 'seq'> & { seq: number };
@@ -52,7 +53,7 @@ function columnList(alias: string) {
 
 /** A tag filter over the JSON list column: tags are restricted to characters that need no JSON escaping. */
 function tagClauses(alias: string, tags: readonly string[] | undefined) {
-  return (tags ?? []).map((tag) => sql` and ${sql.ref(`${alias}.tags`)} like ${`%${JSON.stringify(tag)}%`}`);
+  return (tags ?? []).map((tag) => sql` and ${hasTag(`${alias}.tags`, tag)}`);
 }
 
 export function recency(createdAt: string, now: number): number {

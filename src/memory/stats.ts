@@ -26,11 +26,16 @@ export async function stats(ctx: MemoryContext, datasets: readonly string[]): Pr
                 .executeTakeFirstOrThrow()
             ).n,
           );
-    const ops = await db
-      .selectFrom('memory_operations')
-      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-      .groupBy('status')
-      .execute();
+    // Only the operations of datasets the caller may see: counts of others' work would leak it.
+    const ops =
+      datasets.length === 0
+        ? []
+        : await db
+            .selectFrom('memory_operations')
+            .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+            .where('dataset', 'in', [...datasets])
+            .groupBy('status')
+            .execute();
     const count = async (table: 'memory_directives' | 'memory_mental_models') =>
       Number(
         (

@@ -5,6 +5,7 @@ import { withStore } from './availability.js';
 import type { MemoryContext } from './context.js';
 import { notFound, visible } from './scope.js';
 import { searchUnits, UNIT_COLUMNS } from './search.js';
+import { hasTag } from './tags.js';
 import type { DatasetScope, FactType, MemoryUnit, SearchResult, UnitState } from './types.js';
 import { toResult, toUnit } from './views.js';
 
@@ -67,7 +68,7 @@ export async function list(
     const state = options.state ?? 'valid';
     if (state !== 'all') query = query.where('state', '=', state);
     if (options.fact_type) query = query.where('fact_type', '=', options.fact_type);
-    for (const tag of options.tags ?? []) query = query.where('tags', 'like', `%${JSON.stringify(tag)}%`);
+    for (const tag of options.tags ?? []) query = query.where(hasTag('tags', tag));
     if (before !== undefined) query = query.where('seq', '<', before);
     const rows = await query
       .orderBy('seq', 'desc')
@@ -100,7 +101,7 @@ export async function listPage(
     if (options.datasets.length === 0) return { units: [], total: 0 };
     let q = ctx.store.db.selectFrom('memory_units').where('dataset', 'in', [...options.datasets]);
     if (options.state !== 'all') q = q.where('state', '=', options.state);
-    if (options.tag) q = q.where('tags', 'like', `%${JSON.stringify(options.tag)}%`);
+    if (options.tag) q = q.where(hasTag('tags', options.tag));
     const rows = await q
       .select([...UNIT_COLUMNS])
       .orderBy('seq', 'desc')

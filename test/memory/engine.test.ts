@@ -91,6 +91,15 @@ describeEachStore('memory engine', (target) => {
     expect(await engine.search('!!!', { datasets: ['shared'] }, 10)).toEqual([]);
   });
 
+  it('matches a tag exactly: `_` in a tag is not a wildcard', async () => {
+    await retain('Deploys go out on Tuesdays.', 'shared', { tags: ['release_train'] });
+    await retain('Deploys are frozen in December.', 'shared', { tags: ['releaseXtrain'] });
+    const hits = await engine.search('deploys', { datasets: ['shared'], tags: ['release_train'] }, 10);
+    expect(hits.map((h) => h.text)).toEqual(['Deploys go out on Tuesdays.']);
+    const listed = await engine.list({ datasets: ['shared'], tags: ['release_train'], limit: 10 });
+    expect(listed.items.map((u) => u.text)).toEqual(['Deploys go out on Tuesdays.']);
+  });
+
   it('finds a match the filters leave behind many better-ranked ones (the complete path)', async () => {
     const at = new Date().toISOString();
     const row = (text: string, dataset: string, i: number) => ({
