@@ -5,6 +5,7 @@
  * their sandbox, queue a gated call for approval or run an allowed one on its
  * upstream, and audit exactly one event whatever happens.
  */
+import type { Client } from '@modelcontextprotocol/client';
 import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { CallOutcome } from '../../audit/calls.js';
@@ -13,6 +14,7 @@ import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { BoundedCallResult, UpstreamPool } from '../../upstream/index.js';
+import type { CallOptions } from '../../upstream/types.js';
 import type { EndpointScope } from '../endpoint.js';
 import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
@@ -39,6 +41,8 @@ export interface CallPorts {
   settings: SettingsService;
   validator: ArgumentValidator;
   poolFor(privateNetwork: boolean): UpstreamPool;
+  /** Supervised stdio servers (src/supervisor). */
+  stdio: StdioUpstream;
   limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
   audit(record: CallRecord): void;
   approvals: {
@@ -54,6 +58,22 @@ export interface CallPorts {
       detail: { title?: string; description?: string };
     }): Promise<{ id: string }>;
   };
+}
+
+/** What the hub needs of the stdio supervisor. */
+export interface StdioUpstream {
+  callTool(
+    id: string,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts?: CallOptions,
+  ): Promise<BoundedCallResult>;
+  withClient<T>(
+    id: string,
+    deadlineMs: number,
+    fn: (client: Client, signal: AbortSignal) => Promise<T>,
+    opts?: { signal?: AbortSignal | undefined },
+  ): Promise<T>;
 }
 
 /** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */
@@ -94,7 +114,7 @@ function toCallToolResult(result: BoundedCallResult): CallToolResult {
 
 /** Runs an allowed call on its upstream: through the pool (and so the egress guard) for HTTP servers. */
 export async function runUpstream(
-  ports: Pick<CallPorts, 'poolFor'>,
+  ports: Pick<CallPorts, 'poolFor' | 'stdio'>,
   snapshot: Snapshot,
   server: HubServer,
   toolName: string,
@@ -104,16 +124,12 @@ export async function runUpstream(
     onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
   },
 ): Promise<CallToolResult> {
-  const connection = snapshot.connectionOf(server);
-  if (connection.transport === 'stdio') {
-    throw new GatehouseError(
-      'upstream_unreachable',
-      `The stdio server "${server.row.id}" is not running under a supervisor yet.`,
-      {
-        reason: 'stdio_not_supervised',
-      },
-    );
+  if (server.row.transport === 'stdio') {
+    // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
+    return toCallToolResult(await ports.stdio.callTool(server.row.id, toolName, args, options));
   }
+  const connection = snapshot.connectionOf(server);
+  if (connection.transport === 'stdio') throw new GatehouseError('internal_error');
   const result = await ports
     .poolFor(connection.privateNetwork)
     .callTool({ url: connection.url, headers: connection.headers }, toolName, args, {
