@@ -160,6 +160,13 @@ class ServerProcess {
   start(): Promise<Live> {
     if (this.live?.child.running) return Promise.resolve(this.live);
     if (this.starting) return this.starting;
+    const dying = this.live;
+    if (dying) {
+      // It is ending (exited, or a bound ended it): let its exit be recorded, then start afresh.
+      return dying.child.exited
+        .then(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        .then(() => this.start());
+    }
     this.clearBackoff();
     const starting = this.spawn().finally(() => {
       if (this.starting === starting) this.starting = undefined;
@@ -170,7 +177,9 @@ class ServerProcess {
 
   private async spawn(): Promise<Live> {
     const generation = this.generation;
-    this.sup.reserve(this.id, await this.sup.maxRunning());
+    const max = await this.sup.maxRunning();
+    if (generation !== this.generation) throw stoppedError(this.id);
+    this.sup.reserve(this.id, max);
     const abort = new AbortController();
     this.startAbort = abort;
     this.setState('starting');
@@ -182,6 +191,7 @@ class ServerProcess {
       this.idleShutdownS = optionsOf(row).idleShutdownS ?? null;
       const connection = this.sup.options.records.connectionOf(row);
       if (connection.transport !== 'stdio') throw notStdio(this.id);
+      if (generation !== this.generation) throw stoppedError(this.id);
       const redact = redactor(Object.values(connection.env));
       const era = rememberedEra(row);
       const onExit = (info: ExitInfo) => {
@@ -344,6 +354,13 @@ class ServerProcess {
   private async ready(deadline: Deadline): Promise<Live> {
     if (this.live?.child.running) return this.live;
     if (this.starting) return deadline.race(this.starting);
+    if (this.live) {
+      throw new GatehouseError(
+        'upstream_unreachable',
+        `The stdio server "${this.id}" is ending and will be restarted: ${this.live.child.lastError ?? 'it exited'}`,
+        { reason: 'stdio_restarting' },
+      );
+    }
     if (this.state === 'backoff' || this.state === 'crashed') {
       const due = this.restartAt ? Math.max(0, this.restartAt - Date.now()) : 0;
       throw new GatehouseError(
