@@ -5,7 +5,7 @@
  * pins, so a command change that brings other tools quarantines the new and the changed ones.
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { cleanUp, fixtureSpec, jsonOf } from '../fixtures/stdio/index.js';
+import { cleanUp, fixtureSpec, jsonOf, pidsWithMarker } from '../fixtures/stdio/index.js';
 import { describeEachStore } from '../helpers/stores.js';
 import { errorOf, type Harness, startHarness, textOf } from './helpers.js';
 
@@ -56,6 +56,22 @@ describeEachStore('stdio supervisor: policy, approvals, pins, audit', (target) =
     expect(verdicts).toContain('"verdict":"blocked"');
     expect(verdicts).toContain('"verdict":"gated"');
     expect(verdicts).toContain('"verdict":"allow"');
+  });
+
+  it('prompts and resources of a stdio server are served through its supervised connection', async () => {
+    const marker = await h.installPlain('extras');
+    const detail = (await h.gw.request('GET', '/api/mcp/servers/extras')).json();
+    expect(detail.discoveredPrompts.map((p: { name: string }) => p.name)).toEqual(['greet']);
+    expect(detail.discoveredResources.map((r: { uri: string }) => r.uri)).toEqual(['fixture://motd']);
+    const agent = await h.agent('extras');
+    // Stopped and not lazy: a typed refusal that names the way to start it.
+    await expect(agent.getPrompt({ name: 'greet', arguments: { name: 'Ada' } })).rejects.toThrow(/is stopped/);
+    await h.gw.request('POST', '/api/mcp/servers/extras/start');
+    const prompt = await agent.getPrompt({ name: 'greet', arguments: { name: 'Ada' } });
+    expect(prompt.messages[0]?.content).toEqual({ type: 'text', text: 'Hello, Ada.' });
+    const resource = await agent.readResource({ uri: 'fixture://motd' });
+    expect(resource.contents[0]).toMatchObject({ uri: 'fixture://motd', text: 'message of the day' });
+    expect(pidsWithMarker(marker)).toHaveLength(1);
   });
 
   it('a restart on another command compares the new tools with the pins: new and changed tools are quarantined', async () => {
