@@ -121,6 +121,8 @@ class ServerProcess {
   idleStopped = false;
   /** Whether the record was enabled when last seen (an enable starts it). */
   enabled: boolean | undefined;
+  /** Stopped through the stop route: only an operator (or a call with lazyStart) starts it again. */
+  stoppedByOperator = false;
   /** The handshake after the last start. */
   handshake: Promise<unknown> = Promise.resolve();
   private starting: Promise<Live> | undefined;
@@ -458,6 +460,7 @@ class ServerProcess {
   resetCrashes(): void {
     this.crashes = 0;
     this.idleStopped = false;
+    this.stoppedByOperator = false;
   }
 }
 
@@ -509,11 +512,19 @@ export class StdioSupervisor {
       const id = String(event.data.id ?? '');
       if (id) this.onRecordChanged(id, String(event.data.change ?? ''));
     });
+    await this.startEnabled();
+  }
+
+  /**
+   * Starts (in the background) every enabled stdio server without `lazyStart` that is stopped and was
+   * not stopped by an operator: at boot, and after a declarative config was applied at start.
+   */
+  async startEnabled(): Promise<void> {
     for (const row of await this.options.records.all()) {
       if (row.transport !== 'stdio') continue;
       const proc = this.process(row.id);
       proc.enabled = row.enabled;
-      if (row.enabled && !row.lazyStart) {
+      if (row.enabled && !row.lazyStart && proc.state === 'stopped' && !proc.stoppedByOperator) {
         proc.start().catch((error) => {
           this.options.logger.warn({ server: row.id, err: error }, 'a stdio server did not start at boot');
         });
@@ -548,6 +559,7 @@ export class StdioSupervisor {
   async stop(id: string): Promise<ProcessView> {
     await this.checkStdio(id);
     const proc = this.process(id);
+    proc.stoppedByOperator = true;
     await proc.stop();
     return proc.view();
   }
