@@ -74,12 +74,15 @@ describeEachStore('stdio supervisor: policy, approvals, pins, audit', (target) =
     expect(pidsWithMarker(marker)).toHaveLength(1);
   });
 
-  it('a restart on another command compares the new tools with the pins: new and changed tools are quarantined', async () => {
+  it('a restart on another command compares the new tools with the pins: new and changed tools are quarantined', {
+    timeout: 60_000,
+  }, async () => {
     await h.installPlain('pinned');
     expect((await h.gw.request('POST', '/api/mcp/servers/pinned/start')).statusCode).toBe(200);
     const agent = await h.agent('pinned');
     expect(textOf(await agent.callTool({ name: 'echo', arguments: { text: 'plain' } }))).toBe('plain');
 
+    expect((await h.gw.request('GET', '/api/mcp/servers/pinned')).json().protocolEra).toBe('modern');
     // The same id now runs the richer fixture: `echo` is unchanged, `add` changed, `pids` is new.
     const marker = h.markers[0] as string;
     const spec = fixtureSpec(marker);
@@ -97,6 +100,9 @@ describeEachStore('stdio supervisor: policy, approvals, pins, audit', (target) =
       )
       .toContain('"pids"');
     expect(h.gw.gateway.supervisor.stateOf('pinned')).toBe('running');
+    // The era remembered for the old program was dropped with it, and learned afresh from the new one.
+    const logs = (await h.gw.request('GET', '/api/mcp/servers/pinned/logs')).json().events;
+    expect(logs[0]).toMatchObject({ kind: 'handshake', data: { ok: true } });
 
     const fresh = await h.agent('pinned');
     expect(textOf(await fresh.callTool({ name: 'echo', arguments: { text: 'still pinned' } }))).toBe('still pinned');
