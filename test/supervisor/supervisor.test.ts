@@ -256,6 +256,26 @@ describeEachStore('stdio supervisor', (target) => {
     expect(h.gw.gateway.supervisor.stateOf('sleepy')).toBe('running');
   });
 
+  it("connects with the record's remembered protocol era: no second probe on later starts", async () => {
+    await h.install('era', ['--log-methods']);
+    // The handshake at install negotiated (one server/discover probe) and remembered the verdict.
+    expect((await h.gw.request('GET', '/api/mcp/servers/era')).json().protocolEra).toBe('modern');
+    for (let i = 0; i < 2; i++) {
+      expect((await h.gw.request('POST', '/api/mcp/servers/era/restart')).statusCode).toBe(200);
+      const agent = await h.agent('era');
+      expect(textOf(await agent.callTool({ name: 'echo', arguments: { text: `run ${i}` } }))).toBe(`run ${i}`);
+    }
+    const received = async () =>
+      (await h.gw.request('GET', '/api/mcp/servers/era/logs?limit=500'))
+        .json()
+        .events.filter((e: { kind: string }) => e.kind === 'stderr')
+        .map((e: { message: string }) => e.message);
+    await expect.poll(async () => (await received()).filter((m: string) => m.endsWith('tools/call')).length).toBe(2);
+    const methods = await received();
+    expect(methods.filter((m: string) => m === 'fixture received server/discover')).toHaveLength(1);
+    expect(methods.filter((m: string) => m === 'fixture received initialize')).toHaveLength(0);
+  });
+
   it('answers 409 for an HTTP server and 404 for an unknown one', async () => {
     const http = await h.gw.request('POST', '/api/mcp/install', {
       body: { manifest: { id: 'web', name: 'web', transport: 'streamable-http', url: 'http://127.0.0.2:9/mcp' } },
