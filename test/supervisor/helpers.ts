@@ -92,7 +92,7 @@ export async function startHarness(target: StoreTarget, env: Record<string, stri
       expect(response.statusCode, response.body).toBe(200);
       return response.json().process;
     },
-    async waitForState(id, state, ms = 20_000) {
+    async waitForState(id, state, ms = 60_000) {
       let last = '';
       const reached = await waitFor(() => {
         last = gw.gateway.supervisor.stateOf(id);

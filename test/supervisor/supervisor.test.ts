@@ -10,6 +10,8 @@ import { cleanUp, jsonOf, pidsWithMarker, waitFor } from '../fixtures/stdio/inde
 import { describeEachStore } from '../helpers/stores.js';
 import { errorOf, type Harness, startHarness, textOf } from './helpers.js';
 
+/** Real processes on a shared 2-core machine: generous, never a timing assertion. */
+const SLOW = { timeout: 90_000 };
 describeEachStore('stdio supervisor', (target) => {
   let h: Harness;
 
@@ -23,7 +25,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(await cleanUp([], markers)).toEqual({});
   });
 
-  it('starts a server, serves hub calls over one long-lived child, reports state, and stops it', async () => {
+  it('starts a server, serves hub calls over one long-lived child, reports state, and stops it', SLOW, async () => {
     const marker = await h.install('files');
     expect((await h.gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
     expect(await h.process('files')).toMatchObject({ state: 'stopped', pid: null });
@@ -67,25 +69,29 @@ describeEachStore('stdio supervisor', (target) => {
     expect(JSON.stringify(audit)).toContain('server.start');
   });
 
-  it('a call to a stopped server fails typed and says how to start it; with lazyStart the call starts it', async () => {
-    const marker = await h.install('lazy');
-    const agent = await h.agent('lazy');
-    const refused = await agent.callTool({ name: 'echo', arguments: { text: 'x' } });
-    expect(refused.isError).toBe(true);
-    const error = errorOf(refused);
-    expect(error.code).toBe('upstream_unreachable');
-    expect(error.message).toContain('/api/mcp/servers/lazy/start');
-    expect(pidsWithMarker(marker)).toEqual([]);
+  it(
+    'a call to a stopped server fails typed and says how to start it; with lazyStart the call starts it',
+    SLOW,
+    async () => {
+      const marker = await h.install('lazy');
+      const agent = await h.agent('lazy');
+      const refused = await agent.callTool({ name: 'echo', arguments: { text: 'x' } });
+      expect(refused.isError).toBe(true);
+      const error = errorOf(refused);
+      expect(error.code).toBe('upstream_unreachable');
+      expect(error.message).toContain('/api/mcp/servers/lazy/start');
+      expect(pidsWithMarker(marker)).toEqual([]);
 
-    const patched = await h.gw.request('PATCH', '/api/mcp/servers/lazy/config', { body: { lazyStart: true } });
-    expect(patched.statusCode, patched.body).toBe(200);
-    expect(patched.json().server.lazyStart).toBe(true);
-    expect(textOf(await agent.callTool({ name: 'echo', arguments: { text: 'woke up' } }))).toBe('woke up');
-    expect(h.gw.gateway.supervisor.stateOf('lazy')).toBe('running');
-    expect(pidsWithMarker(marker)).toHaveLength(1);
-  });
+      const patched = await h.gw.request('PATCH', '/api/mcp/servers/lazy/config', { body: { lazyStart: true } });
+      expect(patched.statusCode, patched.body).toBe(200);
+      expect(patched.json().server.lazyStart).toBe(true);
+      expect(textOf(await agent.callTool({ name: 'echo', arguments: { text: 'woke up' } }))).toBe('woke up');
+      expect(h.gw.gateway.supervisor.stateOf('lazy')).toBe('running');
+      expect(pidsWithMarker(marker)).toHaveLength(1);
+    },
+  );
 
-  it('a child that exits mid-call: the call fails typed, the supervisor restarts it', async () => {
+  it('a child that exits mid-call: the call fails typed, the supervisor restarts it', SLOW, async () => {
     await h.install('crashy');
     const first = (await h.gw.request('POST', '/api/mcp/servers/crashy/start')).json().process;
     const agent = await h.agent('crashy');
@@ -106,13 +112,13 @@ describeEachStore('stdio supervisor', (target) => {
     expect(logs.events.some((e: { message: string }) => e.message.includes('Restarting in'))).toBe(true);
   });
 
-  it('gives up after the restart cap: stopped, status failed, lastError', async () => {
+  it('gives up after the restart cap: stopped, status failed, lastError', SLOW, async () => {
     const marker = await h.install('broken', ['--exit-at-start=7']);
     const started = await h.gw.request('POST', '/api/mcp/servers/broken/start');
     expect(started.statusCode).toBe(502);
     expect(started.json().error.code).toBe('upstream_unreachable');
     // Two restarts (the test setting), then it stays stopped.
-    expect(await waitFor(() => h.gw.gateway.supervisor.view('broken').crashes === 3, 20_000)).toBe(true);
+    expect(await waitFor(() => h.gw.gateway.supervisor.view('broken').crashes === 3, 60_000)).toBe(true);
     await h.waitForState('broken', 'stopped');
     await expect
       .poll(async () => (await h.gw.request('GET', '/api/mcp/servers/broken')).json().status, { timeout: 5000 })
@@ -124,7 +130,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(pidsWithMarker(marker)).toEqual([]);
   });
 
-  it('stops a child together with its grandchild', async () => {
+  it('stops a child together with its grandchild', SLOW, async () => {
     const marker = await h.install('family', ['--grandchild']);
     await h.gw.request('POST', '/api/mcp/servers/family/start');
     const agent = await h.agent('family');
@@ -135,7 +141,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(pidsWithMarker(marker)).toEqual([]);
   });
 
-  it('SIGKILLs a child that ignores SIGTERM after the grace period', async () => {
+  it('SIGKILLs a child that ignores SIGTERM after the grace period', SLOW, async () => {
     const marker = await h.install('deaf', ['--ignore-sigterm', '--grandchild', '--grandchild-ignores-term']);
     await h.gw.request('POST', '/api/mcp/servers/deaf/start');
     const agent = await h.agent('deaf');
@@ -150,7 +156,7 @@ describeEachStore('stdio supervisor', (target) => {
     );
   });
 
-  it('a child that floods stdout is ended with a clear lastError, never the gateway', async () => {
+  it('a child that floods stdout is ended with a clear lastError, never the gateway', SLOW, async () => {
     await h.install('flood');
     const first = (await h.gw.request('POST', '/api/mcp/servers/flood/start')).json().process;
     const agent = await h.agent('flood');
@@ -171,7 +177,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(textOf(await agent.callTool({ name: 'echo', arguments: { text: 'still here' } }))).toBe('still here');
   });
 
-  it('stderr lines become server events, secret values redacted, rate-limited', async () => {
+  it('stderr lines become server events, secret values redacted, rate-limited', SLOW, async () => {
     await h.install('chatty', [], { env: { API_KEY: 'sk-very-secret-value-42' } });
     await h.gw.request('POST', '/api/mcp/servers/chatty/start');
     const agent = await h.agent('chatty');
@@ -194,7 +200,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(stderr.length).toBeLessThanOrEqual(120);
   });
 
-  it('refuses a start beyond stdio.maxRunning with a clear error', async () => {
+  it('refuses a start beyond stdio.maxRunning with a clear error', SLOW, async () => {
     await h.install('one');
     await h.install('two');
     await h.gw.request('PATCH', '/api/settings', { body: { 'stdio.maxRunning': 1 } });
@@ -208,43 +214,47 @@ describeEachStore('stdio supervisor', (target) => {
     expect((await h.gw.request('POST', '/api/mcp/servers/two/start')).statusCode).toBe(200);
   });
 
-  it('restart replaces the child; a changed command line restarts it; disable and uninstall stop it', async () => {
-    const marker = await h.install('cfg', [], { env: { MODE: 'a' } });
-    const first = (await h.gw.request('POST', '/api/mcp/servers/cfg/start')).json().process;
-    const restarted = (await h.gw.request('POST', '/api/mcp/servers/cfg/restart')).json().process;
-    expect(restarted.state).toBe('running');
-    expect(restarted.pid).not.toBe(first.pid);
-    expect(processAlive(first.pid)).toBe(false);
+  it(
+    'restart replaces the child; a changed command line restarts it; disable and uninstall stop it',
+    SLOW,
+    async () => {
+      const marker = await h.install('cfg', [], { env: { MODE: 'a' } });
+      const first = (await h.gw.request('POST', '/api/mcp/servers/cfg/start')).json().process;
+      const restarted = (await h.gw.request('POST', '/api/mcp/servers/cfg/restart')).json().process;
+      expect(restarted.state).toBe('running');
+      expect(restarted.pid).not.toBe(first.pid);
+      expect(processAlive(first.pid)).toBe(false);
 
-    // A change that does not touch command, args or env keeps the child (checked below: one restart only).
-    await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { trustNewTools: true } });
-    await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { env: { MODE: 'b' } } });
-    expect(
-      await waitFor(() => {
-        const view = h.gw.gateway.supervisor.view('cfg');
-        return view.state === 'running' && view.pid !== restarted.pid;
-      }, 20_000),
-    ).toBe(true);
-    const agent = await h.agent('cfg');
-    expect(jsonOf(await agent.callTool({ name: 'env', arguments: { name: 'MODE' } })).value).toBe('b');
-    const logs = (await h.gw.request('GET', '/api/mcp/servers/cfg/logs')).json();
-    const restarts = logs.events.filter((e: { message: string }) => e.message.startsWith('Restarting: its command'));
-    expect(restarts).toHaveLength(1);
+      // A change that does not touch command, args or env keeps the child (checked below: one restart only).
+      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { trustNewTools: true } });
+      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { env: { MODE: 'b' } } });
+      expect(
+        await waitFor(() => {
+          const view = h.gw.gateway.supervisor.view('cfg');
+          return view.state === 'running' && view.pid !== restarted.pid;
+        }, 20_000),
+      ).toBe(true);
+      const agent = await h.agent('cfg');
+      expect(jsonOf(await agent.callTool({ name: 'env', arguments: { name: 'MODE' } })).value).toBe('b');
+      const logs = (await h.gw.request('GET', '/api/mcp/servers/cfg/logs')).json();
+      const restarts = logs.events.filter((e: { message: string }) => e.message.startsWith('Restarting: its command'));
+      expect(restarts).toHaveLength(1);
 
-    await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: false } });
-    await h.waitForState('cfg', 'stopped');
-    expect(pidsWithMarker(marker)).toEqual([]);
-    const refused = await h.gw.request('POST', '/api/mcp/servers/cfg/start');
-    expect(refused.json().error.code).toBe('stdio.disabled');
+      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: false } });
+      await h.waitForState('cfg', 'stopped');
+      expect(pidsWithMarker(marker)).toEqual([]);
+      const refused = await h.gw.request('POST', '/api/mcp/servers/cfg/start');
+      expect(refused.json().error.code).toBe('stdio.disabled');
 
-    // Enabling starts it again (no lazyStart); uninstalling stops it.
-    await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: true } });
-    await h.waitForState('cfg', 'running');
-    expect((await h.gw.request('DELETE', '/api/mcp/servers/cfg')).statusCode).toBe(200);
-    expect(await waitFor(() => pidsWithMarker(marker).length === 0, 10_000)).toBe(true);
-  });
+      // Enabling starts it again (no lazyStart); uninstalling stops it.
+      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: true } });
+      await h.waitForState('cfg', 'running');
+      expect((await h.gw.request('DELETE', '/api/mcp/servers/cfg')).statusCode).toBe(200);
+      expect(await waitFor(() => pidsWithMarker(marker).length === 0, 10_000)).toBe(true);
+    },
+  );
 
-  it('idle shutdown stops an unused server; its next call starts it again', async () => {
+  it('idle shutdown stops an unused server; its next call starts it again', SLOW, async () => {
     const marker = await h.install('sleepy');
     await h.gw.request('PATCH', '/api/mcp/servers/sleepy/config', { body: { idleShutdownS: 1 } });
     await h.gw.request('POST', '/api/mcp/servers/sleepy/start');
@@ -256,7 +266,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(h.gw.gateway.supervisor.stateOf('sleepy')).toBe('running');
   });
 
-  it("connects with the record's remembered protocol era: no second probe on later starts", async () => {
+  it("connects with the record's remembered protocol era: no second probe on later starts", SLOW, async () => {
     await h.install('era', ['--log-methods']);
     // The handshake at install negotiated (one server/discover probe) and remembered the verdict.
     expect((await h.gw.request('GET', '/api/mcp/servers/era')).json().protocolEra).toBe('modern');
@@ -276,7 +286,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(methods.filter((m: string) => m === 'fixture received initialize')).toHaveLength(0);
   });
 
-  it('answers 409 for an HTTP server and 404 for an unknown one', async () => {
+  it('answers 409 for an HTTP server and 404 for an unknown one', SLOW, async () => {
     const http = await h.gw.request('POST', '/api/mcp/install', {
       body: { manifest: { id: 'web', name: 'web', transport: 'streamable-http', url: 'http://127.0.0.2:9/mcp' } },
     });
