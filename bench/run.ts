@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- conduit|hub ...]`: runs the chosen sections (all when none is named) and prints
+ * `npm run bench [-- conduit|hub|stdio ...]`: runs the chosen sections (all when none is named) and prints
  * each one's table and target verdicts on stdout; progress goes to stderr. Every process it starts is
  * stopped at the end, on an error, and on Ctrl-C (see `children.ts` and `orphan-guard.ts`).
  */
@@ -7,11 +7,13 @@ import { stopAll } from './children.js';
 import { conduitSection } from './conduit-section.js';
 import { hubSection } from './hub-section.js';
 import { memorySection } from './memory-section.js';
+import { stdioSection } from './stdio-section.js';
 
 const SECTIONS: Record<string, () => Promise<string>> = {
   conduit: conduitSection,
   hub: hubSection,
   memory: memorySection,
+  stdio: stdioSection,
 };
 /** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
 const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);

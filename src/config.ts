@@ -94,6 +94,34 @@ export const SETTINGS = {
     schema: z.string().min(16, 'must be at least 16 characters'),
     description: 'Conduit bearer token for /ops/* and /info. Required when NODE_ENV=production.',
   },
+  stdioGraceMs: {
+    env: 'GATEHOUSE_STDIO_GRACE_MS',
+    flag: 'stdio-grace-ms',
+    schema: z.coerce.number().int().min(0).max(600_000),
+    default: 5000,
+    description: 'Grace between SIGTERM and SIGKILL of a stdio server process group when it is stopped.',
+  },
+  stdioMaxLineBytes: {
+    env: 'GATEHOUSE_STDIO_MAX_LINE_BYTES',
+    flag: 'stdio-max-line-bytes',
+    schema: byteSize,
+    default: 10 * MB,
+    description: 'Longest stdout line (one JSON-RPC message) a stdio server may write; a longer one ends it.',
+  },
+  stdioRestartBaseMs: {
+    env: 'GATEHOUSE_STDIO_RESTART_BASE_MS',
+    flag: 'stdio-restart-base-ms',
+    schema: positiveInt(600_000),
+    default: 1000,
+    description: 'First delay before a crashed stdio server is restarted; doubled per crash, at most 60 s.',
+  },
+  stdioMaxRestarts: {
+    env: 'GATEHOUSE_STDIO_MAX_RESTARTS',
+    flag: 'stdio-max-restarts',
+    schema: z.coerce.number().int().min(0).max(1000),
+    default: 5,
+    description: 'Crashes in a row after which a stdio server is left stopped with status failed.',
+  },
   listTimeoutMs: {
     env: 'GATEHOUSE_LIST_TIMEOUT_MS',
     aliases: ['MCP_LIST_TIMEOUT_MS'],
@@ -314,6 +342,10 @@ export interface Config {
   readonly host: string;
   readonly port: number;
   readonly toolToken: string | undefined;
+  readonly stdioGraceMs: number;
+  readonly stdioMaxLineBytes: number;
+  readonly stdioRestartBaseMs: number;
+  readonly stdioMaxRestarts: number;
   readonly listTimeoutMs: number;
   readonly callTimeoutMs: number;
   readonly allowPrivateNetworks: boolean;

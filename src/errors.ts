@@ -66,6 +66,15 @@ export const ERROR_CATALOGUE = {
   },
   conflict: { status: 409, mcp: 'result', message: 'The request conflicts with the current state.' },
 
+  // stdio supervisor
+  'stdio.not_stdio': { status: 409, mcp: 'result', message: 'Only stdio servers have a process to start or stop.' },
+  'stdio.disabled': { status: 409, mcp: 'result', message: 'The server is disabled; enable it before starting it.' },
+  'stdio.max_running': {
+    status: 503,
+    mcp: 'result',
+    message: 'As many stdio servers are running as the setting stdio.maxRunning allows.',
+  },
+
   // The hub: refusals an agent reads in a tool result
   'tool.blocked': { status: 403, mcp: 'result', message: 'This tool is blocked by policy.' },
   'tool.quarantined': {

@@ -14,6 +14,7 @@ import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
+import { processRoutes } from './api/processes.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
@@ -44,6 +45,7 @@ import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
+import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
@@ -72,6 +74,8 @@ export interface Gateway {
   admin: AdminSurface;
   /** The embedded memory engine behind `/mcp/memory` and `/api/memory/…`. */
   memory: MemoryEngine;
+  /** The stdio process supervisor (one child per running stdio server). */
+  supervisor: StdioSupervisor;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -132,19 +136,22 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       }
       return pool;
     };
-    const probe = new StateProbe({ guardFor: (p) => guards.for(p) });
+    const probe = new StateProbe({ guardFor: (p) => guards.for(p), stdioState: (id) => supervisor.stateOf(id) });
     const stderrWindow = new Map<string, { start: number; lines: number }>();
+    // A chatty child must not flood the event table: at most so many output lines per server per minute.
+    const onChildOutput = (id: string, line: string, kind: 'stderr' | 'stdout' = 'stderr') => {
+      const now = Date.now();
+      const window = stderrWindow.get(id);
+      if (!window || now - window.start > 60_000) stderrWindow.set(id, { start: now, lines: 1 });
+      else if (++window.lines > STDERR_LINES_PER_MINUTE) return;
+      void registry.serverEvent(id, kind, line).catch(() => {});
+    };
     const handshaker = createHandshaker({
       poolFor,
       timeoutMs: config.listTimeoutMs,
-      // A chatty child must not flood the event table: at most so many stderr lines per server per minute.
-      onStderr: (id, line) => {
-        const now = Date.now();
-        const window = stderrWindow.get(id);
-        if (!window || now - window.start > 60_000) stderrWindow.set(id, { start: now, lines: 1 });
-        else if (++window.lines > STDERR_LINES_PER_MINUTE) return;
-        void registry.serverEvent(id, 'stderr', line).catch(() => {});
-      },
+      onStderr: onChildOutput,
+      // A running supervised server is tested over its own connection, not a second process.
+      supervised: (id, fn) => supervisor.ifRunning(id, config.listTimeoutMs, fn),
     });
     const registry: Registry = new Registry(
       store,
@@ -154,6 +161,23 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       handshaker,
       probe,
     );
+    const supervisor: StdioSupervisor = new StdioSupervisor({
+      records: registry.records,
+      settings,
+      events,
+      logger,
+      dataDir: config.dataDir,
+      serverEvent: (id, kind, message, data) => registry.serverEvent(id, kind, message, data),
+      // Only over the new connection: never a second process for it.
+      onStarted: async (id) => (supervisor.stateOf(id) === 'running' ? registry.test(id, undefined) : undefined),
+      onOutput: (id, kind, line) => onChildOutput(id, line, kind),
+      graceMs: config.stdioGraceMs,
+      maxLineBytes: config.stdioMaxLineBytes,
+      restartBaseMs: config.stdioRestartBaseMs,
+      maxRestarts: config.stdioMaxRestarts,
+      connectTimeoutMs: config.listTimeoutMs,
+      callTimeoutMs: config.callTimeoutMs,
+    });
 
     const approvals = new ApprovalQueue({ store, audit, events, logger });
     const memory = new MemoryEngine({
@@ -194,6 +218,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       events,
       approvals,
       poolFor,
+      stdio: supervisor,
       limiter,
       audit: (record) => callAuditor.record(record),
       stateCodec: createHubStateCodec(key),
@@ -255,6 +280,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...tokenRoutes({ tokens, audit, events }),
         ...settingsRoutes({ settings, audit, events }),
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
+        ...processRoutes({ supervisor, audit }),
         ...catalogRoutes({ catalog, guard: guards.for(false) }),
         ...streamRoutes(events),
         ...approvalRoutes({ queue: approvals }),
@@ -300,8 +326,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     });
     await approvals.start();
     await memory.start();
+    await supervisor.boot();
     app.addHook('onClose', async () => {
       await hub.close();
+      await supervisor.close();
       await admin.close();
       await memorySurface.close();
       await memory.close();
@@ -313,7 +341,21 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
-    return { app, store, registry, settings, tokens, events, audit, approvals, hub, admin, memory, bootstrapToken };
+    return {
+      app,
+      store,
+      registry,
+      settings,
+      tokens,
+      events,
+      audit,
+      approvals,
+      hub,
+      admin,
+      memory,
+      supervisor,
+      bootstrapToken,
+    };
   } catch (error) {
     await store.close();
     throw error;

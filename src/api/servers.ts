@@ -107,13 +107,17 @@ const configBody = z.strictObject({
     .max(32)
     .nullable()
     .optional(),
+  /** stdio: start the server on its first call instead of at boot; null restores the default (false). */
+  lazyStart: z.boolean().nullable().optional(),
+  /** stdio: stop the server after this many seconds without a call; null or 0 never. */
+  idleShutdownS: z.number().int().min(0).max(604_800).nullable().optional(),
 });
 
 /** Splits the config body into record fields and the per-server options (sandbox, later lifecycle). */
 function toConfigPatch(body: z.output<typeof configBody>): ConfigPatch {
-  const { pathArgs, workspaceRoots, ...rest } = body;
+  const { pathArgs, workspaceRoots, lazyStart, idleShutdownS, ...rest } = body;
   const options = Object.fromEntries(
-    Object.entries({ pathArgs, workspaceRoots }).filter(([, value]) => value !== undefined),
+    Object.entries({ pathArgs, workspaceRoots, lazyStart, idleShutdownS }).filter(([, value]) => value !== undefined),
   );
   return Object.keys(options).length > 0 ? { ...rest, options } : rest;
 }
@@ -210,7 +214,7 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       method: 'PATCH',
       url: '/api/mcp/servers/:id/config',
       summary:
-        'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools; null removes a key.',
+        'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools, pathArgs, workspaceRoots, lazyStart, idleShutdownS; null removes a key.',
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_config_write', tier: 'autonomousWrite' },

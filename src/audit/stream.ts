@@ -10,6 +10,7 @@ export type StreamEventType =
   | 'server.changed'
   | 'server.status'
   | 'server.event'
+  | 'server.state'
   | 'tool.called'
   | 'tool.quarantined'
   | 'tool.approved'

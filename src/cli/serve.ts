@@ -21,7 +21,11 @@ export async function runServe(config: Config, options: ServeOptions = {}): Prom
     : undefined;
   const gateway = await createGateway(config);
   const { app } = gateway;
-  if (declared) await applyOrClose(gateway, declared, options.prune ?? false);
+  if (declared) {
+    await applyOrClose(gateway, declared, options.prune ?? false);
+    // Declared stdio servers start like those found at boot (enabled, not lazyStart).
+    await gateway.supervisor.startEnabled();
+  }
   await app.listen({ host: config.host, port: config.port });
   if (gateway.bootstrapToken) {
     // Printed once, to the terminal only (never to the log stream): it is not stored anywhere in clear.

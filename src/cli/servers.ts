@@ -132,6 +132,23 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
     print(lines.map(([label, value]) => `${label.padEnd(8)} ${value}`).join('\n'));
   });
 
+  for (const [action, description] of [
+    ['start', 'Start a stdio server under the supervisor and wait until it runs.'],
+    ['stop', 'Stop a stdio server (its whole process group).'],
+    ['restart', 'Stop, then start a stdio server.'],
+  ] as const) {
+    withClientFlags(servers.command(action).description(description).argument('<id>')).action(
+      async (id: string, flags: Flags) => {
+        const answer = await clientOf(flags).request<{
+          process: { state: string; pid: number | null; lastError: string | null };
+        }>('POST', `/api/mcp/servers/${encodeURIComponent(id)}/${action}`);
+        if (flags.json) return printJson(answer);
+        const { state, pid } = answer.process;
+        print(`${id} ${state}${pid !== null ? ` (pid ${pid})` : ''}`);
+      },
+    );
+  }
+
   withClientFlags(servers.command('remove').description('Uninstall a server.').argument('<id>')).action(
     async (id: string, flags: Flags) => {
       const answer = await clientOf(flags).request('DELETE', `/api/mcp/servers/${encodeURIComponent(id)}`);

@@ -88,6 +88,11 @@ export interface HandshakerOptions {
   timeoutMs: number;
   /** Where a stdio child's stderr lines go (already redacted). */
   onStderr?: (serverId: string, line: string) => void;
+  /** Runs `fn` on the supervised connection of a running stdio server; undefined when it is not running. */
+  supervised?: <T>(
+    serverId: string,
+    fn: (client: Client, signal: AbortSignal, era: PriorDiscovery) => Promise<T>,
+  ) => Promise<T> | undefined;
 }
 
 /** A stdio server is started for the test in its own process group and reaped after. */
@@ -137,7 +142,18 @@ async function stdioHandshake(
 export function createHandshaker(options: HandshakerOptions): Handshaker {
   return {
     async handshake(row, connection) {
-      if (connection.transport === 'stdio') return stdioHandshake(row, connection, options);
+      if (connection.transport === 'stdio') {
+        const running = options.supervised?.(row.id, async (client, signal, era) => ({
+          era: era.kind,
+          ...(era.kind === 'modern' ? { discover: era.discover } : {}),
+          tools: (await drain(async (cursor) => {
+            const r = await client.listTools(cursor ? { cursor } : {}, { signal });
+            return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
+          })) as DiscoveredTool[],
+          ...(await listExtras(client, signal)),
+        }));
+        return running ?? stdioHandshake(row, connection, options);
+      }
       const pool = options.poolFor(connection.privateNetwork);
       const target = { url: connection.url, headers: connection.headers };
       const { tools } = await pool.listTools(target);

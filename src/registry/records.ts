@@ -227,6 +227,7 @@ export class ServerStore {
 
   async patchConfig(id: string, patch: ConfigPatch): Promise<ServerDetail> {
     return this.update(id, (row) => {
+      const argsBefore = row.args;
       const endpointChanged =
         (patch.url !== undefined && patch.url !== row.url) ||
         (patch.command !== undefined && patch.command !== row.command);
@@ -273,6 +274,11 @@ export class ServerStore {
       if (endpointChanged) {
         row.status = 'unknown';
         row.policy_version += 1;
+      }
+      // What was learned about the old program (its protocol era, its discover result) says nothing about the new one.
+      if (endpointChanged || (patch.args !== undefined && JSON.stringify(patch.args) !== argsBefore)) {
+        row.protocol_era = null;
+        row.discover = null;
       }
     });
   }

@@ -36,6 +36,11 @@ export const SETTING_KEYS = {
     default: 600,
     description: 'Tool calls per minute per token unless the token sets its own.',
   },
+  'stdio.maxRunning': {
+    schema: z.number().int().min(0).max(10_000),
+    default: 32,
+    description: 'Most stdio server processes running at once on each gateway process; a start beyond it is refused.',
+  },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 
 export type SettingName = keyof typeof SETTING_KEYS;

@@ -5,6 +5,7 @@
  * their sandbox, queue a gated call for approval or run an allowed one on its
  * upstream, and audit exactly one event whatever happens.
  */
+import type { Client } from '@modelcontextprotocol/client';
 import {
   type CallToolResult,
   CLIENT_CAPABILITIES_META_KEY,
@@ -19,7 +20,14 @@ import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { SettingsService } from '../../settings/service.js';
-import type { BoundedCallResult, Continuation, UpstreamInputRequired, UpstreamPool } from '../../upstream/index.js';
+import type {
+  BoundedCallResult,
+  Continuation,
+  InteractiveCallOptions,
+  InteractiveCallResult,
+  UpstreamInputRequired,
+  UpstreamPool,
+} from '../../upstream/index.js';
 import type { EndpointScope } from '../endpoint.js';
 import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
@@ -49,6 +57,8 @@ export interface CallPorts {
   poolFor(privateNetwork: boolean): UpstreamPool;
   /** Signs the hub's `requestState` when an upstream asks the agent for input. */
   stateCodec: HubStateCodec;
+  /** Supervised stdio servers (src/supervisor). */
+  stdio: StdioUpstream;
   limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
   audit(record: CallRecord): void;
   approvals: {
@@ -64,6 +74,22 @@ export interface CallPorts {
       detail: { title?: string; description?: string; inputCapabilities?: Record<string, unknown> };
     }): Promise<{ id: string }>;
   };
+}
+
+/** What the hub needs of the stdio supervisor. */
+export interface StdioUpstream {
+  callTool(
+    id: string,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts?: InteractiveCallOptions,
+  ): Promise<InteractiveCallResult>;
+  withClient<T>(
+    id: string,
+    deadlineMs: number,
+    fn: (client: Client, signal: AbortSignal) => Promise<T>,
+    opts?: { signal?: AbortSignal | undefined },
+  ): Promise<T>;
 }
 
 /** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */
@@ -115,7 +141,7 @@ export function needsInput(outcome: UpstreamOutcome): outcome is UpstreamInputRe
  * upstream's state); an upstream that asks for input answers `{inputRequired}`.
  */
 export async function runUpstream(
-  ports: Pick<CallPorts, 'poolFor'>,
+  ports: Pick<CallPorts, 'poolFor' | 'stdio'>,
   snapshot: Snapshot,
   server: HubServer,
   toolName: string,
@@ -127,24 +153,26 @@ export async function runUpstream(
     inputCapabilities?: Record<string, unknown> | undefined;
   },
 ): Promise<UpstreamOutcome> {
-  const connection = snapshot.connectionOf(server);
-  if (connection.transport === 'stdio') {
-    throw new GatehouseError(
-      'upstream_unreachable',
-      `The stdio server "${server.row.id}" is not running under a supervisor yet.`,
-      {
-        reason: 'stdio_not_supervised',
-      },
-    );
+  const interactive = {
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.continuation ? { continuation: options.continuation } : {}),
+    ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
+  };
+  if (server.row.transport === 'stdio') {
+    // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
+    return asOutcome(await ports.stdio.callTool(server.row.id, toolName, args, interactive));
   }
-  const result = await ports
-    .poolFor(connection.privateNetwork)
-    .callToolInteractive({ url: connection.url, headers: connection.headers }, toolName, args, {
-      ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-      ...(options.continuation ? { continuation: options.continuation } : {}),
-      ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
-    });
+  const connection = snapshot.connectionOf(server);
+  if (connection.transport === 'stdio') throw new GatehouseError('internal_error');
+  return asOutcome(
+    await ports
+      .poolFor(connection.privateNetwork)
+      .callToolInteractive({ url: connection.url, headers: connection.headers }, toolName, args, interactive),
+  );
+}
+
+function asOutcome(result: InteractiveCallResult): UpstreamOutcome {
   return 'inputRequired' in result ? result : toCallToolResult(result);
 }
 

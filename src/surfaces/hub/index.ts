@@ -35,6 +35,7 @@ export interface HubDeps {
   events: EventHub;
   approvals: ApprovalQueue;
   poolFor(privateNetwork: boolean): UpstreamPool;
+  stdio: CallPorts['stdio'];
   limiter: CallPorts['limiter'];
   audit: CallPorts['audit'];
   /** Signs the hub's multi-round-trip state; derived from the sealing key so every replica shares it. */
@@ -65,6 +66,7 @@ export function createHub(deps: HubDeps): Hub {
     validator: new ArgumentValidator(),
     poolFor: deps.poolFor,
     stateCodec: deps.stateCodec,
+    stdio: deps.stdio,
     limiter: deps.limiter,
     audit: deps.audit,
     approvals: deps.approvals,
@@ -76,16 +78,11 @@ export function createHub(deps: HubDeps): Hub {
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
   ): Promise<T> => {
-    const connection = snapshot.connectionOf(server);
-    if (connection.transport === 'stdio') {
-      throw new GatehouseError(
-        'upstream_unreachable',
-        `The stdio server "${server.row.id}" is not running under a supervisor yet.`,
-        {
-          reason: 'stdio_not_supervised',
-        },
-      );
+    if (server.row.transport === 'stdio') {
+      return deps.stdio.withClient(server.row.id, deps.config.listTimeoutMs, fn, { signal });
     }
+    const connection = snapshot.connectionOf(server);
+    if (connection.transport === 'stdio') throw new GatehouseError('internal_error');
     return deps
       .poolFor(connection.privateNetwork)
       .withClient({ url: connection.url, headers: connection.headers }, deps.config.listTimeoutMs, fn, { signal });
@@ -127,11 +124,18 @@ export function createHub(deps: HubDeps): Hub {
     const snapshot = await registry.snapshot();
     const server = approval.serverId ? snapshot.servers.get(approval.serverId) : undefined;
     if (!server) throw new GatehouseError('mcp.not_found', `Server "${approval.serverId}" is gone.`);
-    return runUpstream({ poolFor: deps.poolFor }, snapshot, server, approval.tool, approval.arguments, {
-      signal,
-      continuation,
-      inputCapabilities,
-    });
+    return runUpstream(
+      { poolFor: deps.poolFor, stdio: deps.stdio },
+      snapshot,
+      server,
+      approval.tool,
+      approval.arguments,
+      {
+        signal,
+        continuation,
+        inputCapabilities,
+      },
+    );
   };
   const recheck = (approval: ApprovalView) => checkHubBinding(deps.store.db, approval);
   const executor: ApprovalExecutor = {

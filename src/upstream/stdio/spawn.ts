@@ -66,6 +66,8 @@ export interface StdioSpec {
   onNoiseLine?: (line: string) => void;
   /** Once, when the child has exited and its group is reaped (same value as `exited`). */
   onExit?: (info: ExitInfo) => void;
+  /** Once, as soon as the process exists (before any connect): e.g. to record it in a pid file. */
+  onSpawn?: (child: StdioChild) => void;
 }
 
 /**
@@ -186,7 +188,11 @@ export function spawnStdio(spec: StdioSpec): Promise<StdioChild> {
     };
     const onSpawn = () => {
       proc.removeListener('error', onError);
-      resolve(new ChildHandle(spec, proc));
+      const child = new ChildHandle(spec, proc);
+      try {
+        spec.onSpawn?.(child);
+      } catch {}
+      resolve(child);
     };
     proc.once('error', onError);
     proc.once('spawn', onSpawn);
