@@ -20,6 +20,16 @@ const idParams = z.strictObject({ id: z.string().regex(ID_PATTERN, 'an id of 1-6
 const dataset = z.string().regex(DATASET_PATTERN, 'shared, agents, private:<client> or project:<id>');
 const tag = z.string().regex(/^[A-Za-z0-9_.:/-]{1,64}$/);
 
+const modelName = z.string().trim().min(1).max(200);
+const sourceQuery = z.string().trim().min(1).max(2000);
+const mentalModelFields = z.strictObject({
+  name: modelName.optional(),
+  source_query: sourceQuery.optional(),
+  max_tokens: z.number().int().min(1).max(32_768).optional(),
+  tags: z.array(tag).max(32).optional(),
+  trigger: z.record(z.string(), z.unknown()).optional(),
+});
+
 function actorOf(principal: Principal | undefined): Actor {
   return principal ? { id: principal.id, name: principal.name } : { id: 'system', name: 'system' };
 }
@@ -243,6 +253,41 @@ export function memoryRoutes({ engine }: { engine: MemoryEngine }): RouteDeclara
       mcp: { tool: 'memory_mental_model_list', tier: 'autonomousRead' },
       query: pageQuery,
       handler: ({ query }) => engine.mentalModelList({ detail: 'full', ...query }),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/memory/mental-models',
+      summary: 'Create a mental model; its content comes from a refresh (unsupported without a language model).',
+      scope: 'memory',
+      access: MANAGERS,
+      mcp: { tool: 'memory_mental_model_create', tier: 'autonomousWrite' },
+      status: 201,
+      body: mentalModelFields.extend({ name: modelName, source_query: sourceQuery }),
+      handler: ({ body, principal }) => engine.mentalModelCreate(body, actorOf(principal)),
+    }),
+    defineRoute({
+      method: 'PATCH',
+      url: '/api/memory/mental-models/:id',
+      summary: 'Update a mental model: name, source query, token budget, tags or trigger.',
+      scope: 'memory',
+      access: MANAGERS,
+      mcp: { tool: 'memory_mental_model_update', tier: 'autonomousWrite' },
+      params: idParams,
+      body: mentalModelFields.refine(
+        (b) => Object.values(b).some((v) => v !== undefined),
+        'give at least one field to change',
+      ),
+      handler: ({ params, body }) => engine.mentalModelUpdate(params.id, body),
+    }),
+    defineRoute({
+      method: 'POST',
+      url: '/api/memory/mental-models/:id/refresh',
+      summary: 'Regenerate a mental model in the background; {"status": "unsupported"} without a language model.',
+      scope: 'memory',
+      access: MANAGERS,
+      mcp: { tool: 'memory_mental_model_refresh', tier: 'autonomousWrite' },
+      params: idParams,
+      handler: ({ params, principal }) => engine.mentalModelRefresh(params.id, actorOf(principal)),
     }),
     defineRoute({
       method: 'DELETE',

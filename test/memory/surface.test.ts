@@ -361,6 +361,20 @@ describeEachStore('memory surface', (target) => {
     // Agents never reach REST directly.
     expect((await gw.request('GET', '/api/memory/units', { token: alice.token })).statusCode).toBe(403);
 
+    // Mental models over REST: create, update, and a refresh that says plainly it cannot run without a model.
+    const created = await gw.request('POST', '/api/memory/mental-models', {
+      body: { name: 'Wiki', source_query: 'wiki' },
+    });
+    expect(created.statusCode).toBe(201);
+    const modelId = created.json().mental_model_id as string;
+    expect(modelId).toMatch(/^mm_/);
+    const renamed = await gw.request('PATCH', `/api/memory/mental-models/${modelId}`, { body: { name: 'Docs' } });
+    expect(renamed.json()).toMatchObject({ id: modelId, name: 'Docs' });
+    expect((await gw.request('PATCH', `/api/memory/mental-models/${modelId}`, { body: {} })).statusCode).toBe(400);
+    expect((await gw.request('POST', `/api/memory/mental-models/${modelId}/refresh`)).json()).toMatchObject({
+      status: 'unsupported',
+    });
+
     await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true } });
     const admin = await connect(alice.token, { path: '/mcp/admin' });
     const names = async () => (await admin.listTools()).tools.map((t) => t.name);
