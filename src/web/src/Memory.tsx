@@ -18,8 +18,9 @@ import {
   type MemoryUnit,
   type MentalModel,
   type OperationStatus,
+  type TokenView,
 } from './api';
-import { Empty, ErrorBox, Loading, Notice, useAsync, useDebounced, when } from './ui';
+import { Empty, ErrorBox, Loading, Notice, useAsync, useDebounced, useLive, useSession, when } from './ui';
 
 /** Shown where the Memory screen would be when the memory bank is off. */
 export const MEMORY_OFF_REASON =
@@ -86,6 +87,12 @@ function ConfirmDelete({ what, detail, onDelete }: { what: string; detail: strin
 export function Memory({ enabled }: { enabled: boolean }) {
   const [version, setVersion] = useState(0);
   const changed = useCallback(() => setVersion((v) => v + 1), []);
+  // An agent's memory call is audited as `tool.called` on the memory surface (batched, within ~100 ms);
+  // an approved memory delete arrives as `approval.decided`. Either way, look again shortly after.
+  const refresh = useDebounced(changed, 400);
+  useLive(['tool.called', 'approval.decided'], (event) => {
+    if (event.type !== 'tool.called' || event.data.surface === 'memory') refresh();
+  });
   if (!enabled) {
     return (
       <section aria-labelledby="memory-title">
@@ -182,6 +189,25 @@ function BankStats({ version }: { version: number }) {
   );
 }
 
+/** Token names by id (admins may list tokens; for operators the source shows as its token id). */
+function useTokenNames(version: number): Map<string, string> {
+  const { role } = useSession();
+  const tokens = useAsync(
+    (signal) =>
+      role === 'admin'
+        ? api<{ tokens: TokenView[] }>('/api/tokens', { signal }).then((t) => t.tokens)
+        : Promise.resolve([]),
+    [role, version],
+  );
+  return new Map((tokens.data ?? []).map((t) => [t.id, t.name]));
+}
+
+/** Who wrote a unit: the token's name when known, its id otherwise. */
+function Source({ id, names }: { id: string; names: Map<string, string> }) {
+  const name = names.get(id);
+  return name ? <span title={`token ${id}`}>{name}</span> : <span className="mono">{id}</span>;
+}
+
 // --- units ---------------------------------------------------------------------------------------------------
 
 type Row = Pick<MemoryUnit, 'id' | 'text' | 'dataset' | 'source' | 'fact_type' | 'timestamp'> & {
@@ -230,6 +256,7 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
     [qs, version],
   );
 
+  const names = useTokenNames(version);
   const rows = list.data?.rows;
   const total = list.data?.total ?? 0;
   const resetPage = () => setOffset(0);
@@ -321,6 +348,19 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
               : 'The bank is empty: no agent has added a memory yet. Agents write with memory_add on /mcp/memory.'}
         </Empty>
       )}
+      {open && (
+        <UnitDetail
+          key={open}
+          id={open}
+          names={names}
+          onChanged={onChanged}
+          onClose={() => setOpen(undefined)}
+          onGone={() => {
+            setOpen(undefined);
+            onChanged();
+          }}
+        />
+      )}
       {rows && rows.length > 0 && (
         <ul className="units" aria-label={applied ? 'Search results' : 'Memory units'}>
           {rows.map((u) => (
@@ -336,30 +376,20 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
                 {u.state && <span className={`tag state-${u.state}`}>{u.state}</span>}
                 {u.score !== undefined && <span className="muted">score {u.score.toFixed(3)}</span>}
                 <span className="muted">
-                  from <span className="mono">{u.source}</span>
+                  from <Source id={u.source} names={names} />
                 </span>
                 <span className="muted">{when(u.timestamp)}</span>
                 <button
                   type="button"
                   className="small"
                   aria-expanded={open === u.id}
-                  aria-controls={open === u.id ? `unit-${u.id}` : undefined}
+                  aria-controls={open === u.id ? 'unit-detail' : undefined}
                   onClick={() => setOpen(open === u.id ? undefined : u.id)}
                 >
                   {open === u.id ? 'Close' : 'Open'}
                   <span className="sr-only"> unit {u.id}</span>
                 </button>
               </div>
-              {open === u.id && (
-                <UnitDetail
-                  id={u.id}
-                  onChanged={onChanged}
-                  onGone={() => {
-                    setOpen(undefined);
-                    onChanged();
-                  }}
-                />
-              )}
             </li>
           ))}
         </ul>
@@ -410,7 +440,21 @@ function short(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 79)}…` : text;
 }
 
-function UnitDetail({ id, onChanged, onGone }: { id: string; onChanged: () => void; onGone: () => void }) {
+function UnitDetail({
+  id,
+  names,
+  onChanged,
+  onClose,
+  onGone,
+}: {
+  id: string;
+  names: Map<string, string>;
+  onChanged: () => void;
+  onClose: () => void;
+  onGone: () => void;
+}) {
+  const ref = useRef<HTMLElement>(null);
+  useEffect(() => ref.current?.focus(), []);
   const path = `/api/memory/units/${enc(id)}`;
   const detail = useAsync(
     (signal) => api<{ unit: MemoryUnit; history: MemoryHistoryEntry[] }>(path, { signal }),
@@ -438,12 +482,18 @@ function UnitDetail({ id, onChanged, onGone }: { id: string; onChanged: () => vo
   };
   const saveText = (event: FormEvent) => {
     event.preventDefault();
-    if (text !== undefined && text.trim() && text.trim() !== unit?.text)
+    if (text?.trim() && text.trim() !== unit?.text)
       void curate({ text: text.trim() }, 'Text saved; the old text is kept in the history.');
   };
 
   return (
-    <section id={`unit-${id}`} className="unit-detail" aria-label={`Unit ${id}`}>
+    <section id="unit-detail" className="unit-detail" aria-labelledby="unit-detail-title" ref={ref} tabIndex={-1}>
+      <div className="row spread">
+        <h3 id="unit-detail-title">Unit {id}</h3>
+        <button type="button" className="small" onClick={onClose}>
+          Close<span className="sr-only"> unit {id}</span>
+        </button>
+      </div>
       {detail.error && <ErrorBox error={detail.error} onRetry={detail.reload} />}
       {detail.loading && !detail.data && <Loading what="the unit and its history" />}
       {unit && detail.data && (
@@ -456,7 +506,9 @@ function UnitDetail({ id, onChanged, onGone }: { id: string; onChanged: () => vo
             <dt>Dataset</dt>
             <dd>{unit.dataset}</dd>
             <dt>Source</dt>
-            <dd className="mono">{unit.source}</dd>
+            <dd>
+              <Source id={unit.source} names={names} />
+            </dd>
             <dt>Fact type</dt>
             <dd>{unit.fact_type}</dd>
             {unit.context && (
