@@ -337,86 +337,95 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
       {applied && (
         <p className="muted small-text">Search covers valid units; the state and tag filters apply to the list.</p>
       )}
-      {list.error && <ErrorBox error={list.error} onRetry={list.reload} />}
-      {list.loading && !rows && <Loading what="memory units" />}
-      {rows && rows.length === 0 && (
-        <Empty>
-          {applied
-            ? `No unit matches “${applied}”.`
-            : dataset || tag || state !== 'valid'
-              ? 'No units match these filters.'
-              : 'The bank is empty: no agent has added a memory yet. Agents write with memory_add on /mcp/memory.'}
-        </Empty>
-      )}
-      {open && (
-        <UnitDetail
-          key={open}
-          id={open}
-          names={names}
-          onChanged={onChanged}
-          onClose={() => setOpen(undefined)}
-          onGone={() => {
-            setOpen(undefined);
-            onChanged();
-          }}
-        />
-      )}
-      {rows && rows.length > 0 && (
-        <ul className="units" aria-label={applied ? 'Search results' : 'Memory units'}>
-          {rows.map((u) => (
-            <li key={u.id} data-unit={u.id} data-state={u.state ?? 'valid'} className="unit">
-              <p className="unit-text">{u.text}</p>
-              <div className="row wrap unit-meta small-text">
-                <span className="tag" title="dataset">
-                  {u.dataset}
-                </span>
-                <span className="tag" title="fact type">
-                  {u.fact_type}
-                </span>
-                {u.state && <span className={`tag state-${u.state}`}>{u.state}</span>}
-                {u.score !== undefined && <span className="muted">score {u.score.toFixed(3)}</span>}
-                <span className="muted">
-                  from <Source id={u.source} names={names} />
-                </span>
-                <span className="muted">{when(u.timestamp)}</span>
-                <button
-                  type="button"
-                  className="small"
-                  aria-expanded={open === u.id}
-                  aria-controls={open === u.id ? 'unit-detail' : undefined}
-                  onClick={() => setOpen(open === u.id ? undefined : u.id)}
+      <div className={open ? 'units-layout open' : 'units-layout'}>
+        <div className="units-main">
+          {list.error && <ErrorBox error={list.error} onRetry={list.reload} />}
+          {list.loading && !rows && <Loading what="memory units" />}
+          {rows && rows.length === 0 && (
+            <Empty>
+              {applied
+                ? `No unit matches “${applied}”.`
+                : dataset || tag || state !== 'valid'
+                  ? 'No units match these filters.'
+                  : 'The bank is empty: no agent has added a memory yet. Agents write with memory_add on /mcp/memory.'}
+            </Empty>
+          )}
+          {rows && rows.length > 0 && (
+            <ul className="units" aria-label={applied ? 'Search results' : 'Memory units'}>
+              {rows.map((u) => (
+                <li
+                  key={u.id}
+                  data-unit={u.id}
+                  data-state={u.state ?? 'valid'}
+                  className={open === u.id ? 'unit open' : 'unit'}
                 >
-                  {open === u.id ? 'Close' : 'Open'}
-                  <span className="sr-only"> unit {u.id}</span>
-                </button>
-              </div>
-            </li>
-          ))}
-        </ul>
-      )}
-      {!applied && rows && total > PAGE && (
-        <div className="row pager">
-          <button
-            type="button"
-            className="small"
-            disabled={offset === 0}
-            onClick={() => setOffset(Math.max(0, offset - PAGE))}
-          >
-            Previous
-          </button>
-          <span className="muted">
-            {offset + 1}–{Math.min(offset + PAGE, total)} of {total}
-          </span>
-          <button
-            type="button"
-            className="small"
-            disabled={offset + PAGE >= total}
-            onClick={() => setOffset(offset + PAGE)}
-          >
-            Next
-          </button>
+                  <p className="unit-text">{u.text}</p>
+                  <div className="row wrap unit-meta small-text">
+                    <span className="tag" title="dataset">
+                      {u.dataset}
+                    </span>
+                    <span className="tag" title="fact type">
+                      {u.fact_type}
+                    </span>
+                    {u.state && <span className={`tag state-${u.state}`}>{u.state}</span>}
+                    {u.score !== undefined && <span className="muted">score {u.score.toFixed(3)}</span>}
+                    <span className="muted">
+                      from <Source id={u.source} names={names} />
+                    </span>
+                    <span className="muted">{when(u.timestamp)}</span>
+                    <button
+                      type="button"
+                      className="small"
+                      aria-expanded={open === u.id}
+                      aria-controls={open === u.id ? 'unit-detail' : undefined}
+                      onClick={() => setOpen(open === u.id ? undefined : u.id)}
+                    >
+                      {open === u.id ? 'Close' : 'Open'}
+                      <span className="sr-only"> unit {u.id}</span>
+                    </button>
+                  </div>
+                </li>
+              ))}
+            </ul>
+          )}
+          {!applied && rows && total > PAGE && (
+            <div className="row pager">
+              <button
+                type="button"
+                className="small"
+                disabled={offset === 0}
+                onClick={() => setOffset(Math.max(0, offset - PAGE))}
+              >
+                Previous
+              </button>
+              <span className="muted">
+                {offset + 1}–{Math.min(offset + PAGE, total)} of {total}
+              </span>
+              <button
+                type="button"
+                className="small"
+                disabled={offset + PAGE >= total}
+                onClick={() => setOffset(offset + PAGE)}
+              >
+                Next
+              </button>
+            </div>
+          )}
         </div>
-      )}
+        {open && (
+          <UnitDetail
+            key={open}
+            id={open}
+            names={names}
+            onChanged={onChanged}
+            onClose={() => setOpen(undefined)}
+            onGone={() => {
+              setOpen(undefined);
+              onChanged();
+            }}
+          />
+        )}
+      </div>
     </section>
   );
 }
