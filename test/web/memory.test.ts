@@ -2,7 +2,7 @@
  * The Memory screen end to end, in Debian's Chromium (playwright-core), against a real `gatehouse serve`
  * (no language-model endpoint): the empty bank; an agent (SDK client) adds memories on `/mcp/memory` and
  * they appear in the list and in a search once their operations complete; invalidating one shows its state
- * and history; a directive is created; consolidation shows its operation; a mental model's refresh says in
+ * and history, and it is deleted after a confirmation; a directive is created; consolidation shows its operation; a mental model's refresh says in
  * words why it cannot run here. Then, with `mcp.memoryEnabled` off, the screen says why it is empty.
  */
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -116,6 +116,14 @@ describe('dashboard: memory', () => {
     await page.getByLabel('State').selectOption('invalidated');
     await units.locator(`[data-unit="${unitId}"][data-state="invalidated"]`).waitFor();
     await expect.poll(() => units.locator('li.unit').count()).toBe(1);
+    await page.getByTestId('memory-datasets').getByText('shared: 1 valid, 1 invalidated').waitFor();
+
+    // Delete it, after confirming: it is gone from every list.
+    await detail.getByRole('button', { name: 'Delete this unit…' }).click();
+    await detail.getByRole('alertdialog').getByRole('button', { name: 'Yes, delete' }).click();
+    await detail.waitFor({ state: 'detached' });
+    await page.getByText('No units match these filters.').waitFor();
+    expect((await serve.rest('GET', `/api/memory/units/${unitId}`)).status).toBe(404);
 
     // A directive, created from the form.
     await page.getByText('New directive').click();

@@ -172,6 +172,13 @@ function BankStats({ version }: { version: number }) {
           </div>
         </dl>
       )}
+      {s && Object.keys(s.datasets).length > 0 && (
+        <p className="small-text muted" data-testid="memory-datasets">
+          {Object.entries(s.datasets)
+            .map(([name, d]) => `${name}: ${d.valid} valid, ${d.invalidated} invalidated`)
+            .join(' · ')}
+        </p>
+      )}
       <h3>Tags</h3>
       {tags.error && <ErrorBox error={tags.error} onRetry={tags.reload} />}
       {tags.loading && !tags.data && <Loading what="tags" />}
