@@ -2,8 +2,9 @@
  * The Memory screen end to end, in Debian's Chromium (playwright-core), against a real `gatehouse serve`
  * (no language-model endpoint): the empty bank; an agent (SDK client) adds memories on `/mcp/memory` and
  * they appear in the list and in a search once their operations complete; invalidating one shows its state
- * and history, and it is deleted after a confirmation; a directive is created; consolidation shows its operation; a mental model's refresh says in
- * words why it cannot run here. Then, with `mcp.memoryEnabled` off, the screen says why it is empty.
+ * and history, and it is deleted after a confirmation; a directive is created; consolidation shows its
+ * operation; a mental model's refresh says in words why it does not run (the REST route is missing, or no
+ * language-model endpoint is configured). Then, with `mcp.memoryEnabled` off, the screen says why.
  */
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
