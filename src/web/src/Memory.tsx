@@ -20,7 +20,18 @@ import {
   type OperationStatus,
   type TokenView,
 } from './api';
-import { Empty, ErrorBox, Loading, Notice, useAsync, useDebounced, useLive, useSession, when } from './ui';
+import {
+  type AsyncState,
+  Empty,
+  ErrorBox,
+  Loading,
+  Notice,
+  useAsync,
+  useDebounced,
+  useLive,
+  useSession,
+  when,
+} from './ui';
 
 /** Shown where the Memory screen would be when the memory bank is off. */
 export const MEMORY_OFF_REASON =
@@ -45,8 +56,13 @@ function ConfirmDelete({ what, detail, onDelete }: { what: string; detail: strin
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const yes = useRef<HTMLButtonElement>(null);
+  const ask = useRef<HTMLButtonElement>(null);
+  const asked = useRef(false);
   useEffect(() => {
+    // Focus goes to "Yes, delete" when asked, and back to the first button on Cancel.
     if (confirming) yes.current?.focus();
+    else if (asked.current) ask.current?.focus();
+    asked.current = confirming;
   }, [confirming]);
   const run = async () => {
     setBusy(true);
@@ -64,7 +80,7 @@ function ConfirmDelete({ what, detail, onDelete }: { what: string; detail: strin
     <>
       {error && <ErrorBox error={error} />}
       {!confirming ? (
-        <button type="button" className="danger small" onClick={() => setConfirming(true)}>
+        <button type="button" className="danger small" ref={ask} onClick={() => setConfirming(true)}>
           Delete {what}…
         </button>
       ) : (
@@ -93,6 +109,14 @@ export function Memory({ enabled }: { enabled: boolean }) {
   useLive(['tool.called', 'approval.decided'], (event) => {
     if (event.type !== 'tool.called' || event.data.surface === 'memory') refresh();
   });
+  const stats = useAsync(
+    (signal) => (enabled ? api<MemoryStats>('/api/memory/stats', { signal }) : Promise.resolve(undefined)),
+    [enabled, version],
+  );
+  const tags = useAsync(
+    (signal) => (enabled ? api<TagList>('/api/memory/tags', { signal }) : Promise.resolve(undefined)),
+    [enabled, version],
+  );
   if (!enabled) {
     return (
       <section aria-labelledby="memory-title">
@@ -109,9 +133,9 @@ export function Memory({ enabled }: { enabled: boolean }) {
         <h1 id="memory-title">Memory</h1>
         <span className="muted">the bank agents share on /mcp/memory</span>
       </div>
-      <BankStats version={version} />
-      <Units version={version} onChanged={changed} />
-      <Operations version={version} onChanged={changed} />
+      <BankStats stats={stats} tags={tags} />
+      <Units version={version} onChanged={changed} stats={stats.data} tags={tags.data} />
+      <Operations version={version} onChanged={changed} stats={stats.data} />
       <div className="two-col memory-cols">
         <Directives />
         <MentalModels />
@@ -122,12 +146,15 @@ export function Memory({ enabled }: { enabled: boolean }) {
 
 // --- stats and tags ------------------------------------------------------------------------------------------
 
-function BankStats({ version }: { version: number }) {
-  const stats = useAsync((signal) => api<MemoryStats>('/api/memory/stats', { signal }), [version]);
-  const tags = useAsync(
-    (signal) => api<{ tags: { tag: string; count: number }[] }>('/api/memory/tags', { signal }),
-    [version],
-  );
+type TagList = { tags: { tag: string; count: number }[] };
+
+function BankStats({
+  stats,
+  tags,
+}: {
+  stats: AsyncState<MemoryStats | undefined>;
+  tags: AsyncState<TagList | undefined>;
+}) {
   const s = stats.data;
   return (
     <section className="panel" aria-labelledby="memory-stats-title">
@@ -222,7 +249,17 @@ type Row = Pick<MemoryUnit, 'id' | 'text' | 'dataset' | 'source' | 'fact_type' |
   score?: number;
 };
 
-function Units({ version, onChanged }: { version: number; onChanged: () => void }) {
+function Units({
+  version,
+  onChanged,
+  stats,
+  tags,
+}: {
+  version: number;
+  onChanged: () => void;
+  stats: MemoryStats | undefined;
+  tags: TagList | undefined;
+}) {
   const [query, setQuery] = useState('');
   const [applied, setApplied] = useState('');
   const [dataset, setDataset] = useState('');
@@ -231,11 +268,6 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
   const [offset, setOffset] = useState(0);
   const [open, setOpen] = useState<string>();
   const applyQuery = useDebounced(() => setApplied(query.trim()), 300);
-  const datasets = useAsync((signal) => api<MemoryStats>('/api/memory/stats', { signal }), [version]);
-  const tags = useAsync(
-    (signal) => api<{ tags: { tag: string; count: number }[] }>('/api/memory/tags', { signal }),
-    [version],
-  );
 
   const params = new URLSearchParams();
   if (dataset) params.set('dataset', dataset);
@@ -299,7 +331,7 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
             }}
           >
             <option value="">all</option>
-            {Object.keys(datasets.data?.datasets ?? {}).map((d) => (
+            {Object.keys(stats?.datasets ?? {}).map((d) => (
               <option key={d} value={d}>
                 {d}
               </option>
@@ -333,7 +365,7 @@ function Units({ version, onChanged }: { version: number; onChanged: () => void 
             }}
           >
             <option value="">any</option>
-            {(tags.data?.tags ?? []).map((t) => (
+            {(tags?.tags ?? []).map((t) => (
               <option key={t.tag} value={t.tag}>
                 {t.tag}
               </option>
@@ -628,7 +660,15 @@ function opOutcome(op: MemoryOperation): string {
   return parts.join(' · ') || '—';
 }
 
-function Operations({ version, onChanged }: { version: number; onChanged: () => void }) {
+function Operations({
+  version,
+  onChanged,
+  stats,
+}: {
+  version: number;
+  onChanged: () => void;
+  stats: MemoryStats | undefined;
+}) {
   const [status, setStatus] = useState('');
   const [offset, setOffset] = useState(0);
   const [target, setTarget] = useState('shared');
@@ -642,7 +682,6 @@ function Operations({ version, onChanged }: { version: number; onChanged: () => 
     (signal) => api<{ operations: MemoryOperation[]; total: number }>(`/api/memory/operations?${qs}`, { signal }),
     [qs, version],
   );
-  const stats = useAsync((signal) => api<MemoryStats>('/api/memory/stats', { signal }), [version]);
   // Retain and refresh run in the background: while one is pending or processing, look again every second.
   const running = ops.data?.operations.some((o) => o.status === 'pending' || o.status === 'processing');
   // biome-ignore lint/correctness/useExhaustiveDependencies: ops.data re-arms the timer after each look
@@ -675,7 +714,7 @@ function Operations({ version, onChanged }: { version: number; onChanged: () => 
     }
   };
 
-  const datasets = Object.keys(stats.data?.datasets ?? {});
+  const datasets = Object.keys(stats?.datasets ?? {});
   if (!datasets.includes('shared')) datasets.unshift('shared');
   const rows = ops.data?.operations;
 
