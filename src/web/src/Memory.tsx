@@ -787,13 +787,15 @@ function Operations({
                     {when(op.created_at)}
                     <div className="mono muted">{op.id}</div>
                   </td>
-                  <td>{op.kind}</td>
-                  <td>
+                  <td data-label="Kind">{op.kind}</td>
+                  <td data-label="Status">
                     <span className={`tag status-${op.status}`}>{op.status}</span>
                   </td>
-                  <td>{op.dataset ?? '—'}</td>
-                  <td>{op.requester.name}</td>
-                  <td className="small-text">{opOutcome(op)}</td>
+                  <td data-label="Dataset">{op.dataset ?? '—'}</td>
+                  <td data-label="Requester">{op.requester.name}</td>
+                  <td data-label="Outcome" className="small-text">
+                    {opOutcome(op)}
+                  </td>
                 </tr>
               ))}
             </tbody>
