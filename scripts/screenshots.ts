@@ -75,6 +75,40 @@ async function main(): Promise<void> {
     await client.callTool({ name: `${box}__echo`, arguments: { text: 'Deploy the release notes to the wiki' } });
     await client.close();
 
+    // The memory bank: a few memories from an agent on /mcp/memory, one curated, a directive, a consolidation.
+    const scribe = new Client(
+      { name: 'screenshots-memory', version: '1.0.0' },
+      { versionNegotiation: { mode: 'auto' } },
+    );
+    await scribe.connect(
+      new StreamableHTTPClientTransport(new URL(`${serve.base}/mcp/memory`), {
+        requestInit: { headers: { authorization: `Bearer ${agent.body.token}` } },
+      }),
+    );
+    for (const [text, tags] of [
+      ['The staging database is backed up hourly to the eu-west bucket.', ['db', 'ops']],
+      ['Releases leave on Thursdays at noon; the freeze starts Wednesday 18:00.', ['release']],
+      ['The billing service reads its keys from MCP_SECRET_BILLING, never from the repo.', ['security']],
+      ['Olga owns the on-call rota for November.', ['people']],
+    ] as const) {
+      await scribe.callTool({ name: 'memory_add', arguments: { text, tags: [...tags] } });
+    }
+    await scribe.close();
+    for (let i = 0; i < 50; i += 1) {
+      const ops = await serve.rest<{ operations: { status: string }[] }>('GET', '/api/memory/operations');
+      if (ops.body.operations.every((o) => o.status === 'completed')) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const units = await serve.rest<{ units: { id: string; text: string }[] }>('GET', '/api/memory/units');
+    const rota = units.body.units.find((u) => u.text.startsWith('Olga'));
+    if (rota) await serve.rest('PATCH', `/api/memory/units/${rota.id}`, { state: 'invalidated' });
+    await serve.rest('POST', '/api/memory/directives', {
+      name: 'Cite sources',
+      content: 'Say which memory a fact came from.',
+      priority: 10,
+    });
+    await serve.rest('POST', '/api/memory/consolidate', { dataset: 'shared' });
+
     const shoot = async (page: Page, name: string) => {
       await page.waitForTimeout(400);
       await page.screenshot({ path: `${OUT}${name}.png`, fullPage: false });
@@ -107,6 +141,12 @@ async function main(): Promise<void> {
     await nav('Activity');
     await page.locator('tbody tr').first().waitFor();
     await shoot(page, 'activity');
+    await nav('Memory');
+    await page.locator('[data-unit]').first().waitFor();
+    await page.locator('[data-unit]').first().getByRole('button', { name: /^Open/ }).click();
+    await page.getByRole('list', { name: 'Curation history' }).or(page.getByText('No curation yet.')).waitFor();
+    await page.getByRole('heading', { level: 1, name: 'Memory' }).scrollIntoViewIfNeeded();
+    await shoot(page, 'memory');
     await nav('Settings');
     await page.locator('[data-token]').first().waitFor();
     await shoot(page, 'settings');
@@ -119,6 +159,9 @@ async function main(): Promise<void> {
     await phone.getByRole('button', { name: 'Sign in' }).click();
     await phone.locator('[data-server="broken"]').waitFor();
     await shoot(phone, 'servers-narrow');
+    await phone.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Memory' }).click();
+    await phone.locator('[data-unit]').first().waitFor();
+    await shoot(phone, 'memory-narrow');
     await narrow.close();
 
     await serve.kill();

@@ -21,17 +21,19 @@ import {
   UNAUTHORIZED_EVENT,
 } from './api';
 import { Discover } from './Discover';
+import { MEMORY_OFF_REASON, Memory } from './Memory';
 import { ServerDrawer } from './ServerDrawer';
 import { Servers } from './Servers';
 import { Settings } from './Settings';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
 
-type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'settings';
+type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'servers', label: 'Servers' },
   { id: 'discover', label: 'Discover' },
   { id: 'approvals', label: 'Approvals' },
   { id: 'activity', label: 'Activity' },
+  { id: 'memory', label: 'Memory' },
   { id: 'settings', label: 'Settings' },
 ];
 
@@ -259,6 +261,7 @@ function Shell({
   );
 
   const hubOn = info.capabilities.includes('hub');
+  const memoryOn = info.capabilities.includes('memory');
   const session = useMemo<Session>(
     () => ({
       role: who.role as 'admin' | 'operator',
@@ -288,12 +291,14 @@ function Shell({
               <button
                 key={v.id}
                 type="button"
-                className={view === v.id ? 'tab active' : 'tab'}
+                className={`${view === v.id ? 'tab active' : 'tab'}${v.id === 'memory' && !memoryOn ? ' off' : ''}`}
                 aria-current={view === v.id ? 'page' : undefined}
+                title={v.id === 'memory' && !memoryOn ? MEMORY_OFF_REASON : undefined}
                 onClick={() => go(v.id)}
               >
                 {v.label}
                 {v.id === 'approvals' && <PendingBadge />}
+                {v.id === 'memory' && !memoryOn && <span className="sr-only"> (switched off)</span>}
               </button>
             ))}
           </nav>
@@ -319,6 +324,7 @@ function Shell({
           {view === 'discover' && <Discover />}
           {view === 'approvals' && <Approvals />}
           {view === 'activity' && <Activity />}
+          {view === 'memory' && <Memory enabled={memoryOn} />}
           {view === 'settings' && <Settings />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}

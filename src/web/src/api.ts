@@ -336,3 +336,88 @@ export function openEventStream(
     controller.abort();
   };
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// The memory bank (`/api/memory/…`).
+
+export type FactType = 'world' | 'experience';
+export type UnitState = 'valid' | 'invalidated';
+export interface MemoryUnit {
+  id: string;
+  text: string;
+  context: string | null;
+  fact_type: FactType;
+  entities: string[];
+  tags: string[];
+  state: UnitState;
+  dataset: string;
+  source: string;
+  document_id: string | null;
+  timestamp: string;
+  updated_at: string;
+}
+export interface MemorySearchResult {
+  id: string;
+  text: string;
+  score: number;
+  timestamp: string;
+  dataset: string;
+  tags: string[];
+  source: string;
+  fact_type: FactType;
+}
+export interface MemoryHistoryEntry {
+  at: string;
+  action: string;
+  actor: { id: string; name: string | null } | null;
+  before: unknown;
+  after: unknown;
+}
+export interface MemoryStats {
+  nodes: number;
+  invalidated: number;
+  documents: number;
+  fact_types: Record<string, number>;
+  datasets: Record<string, { valid: number; invalidated: number }>;
+  directives: number;
+  mental_models: number;
+  operations: Record<string, number>;
+}
+export type OperationStatus = 'pending' | 'processing' | 'completed' | 'failed' | 'cancelled';
+export interface MemoryOperation {
+  id: string;
+  kind: 'retain' | 'consolidation' | 'refresh';
+  status: OperationStatus;
+  dataset: string | null;
+  target_id: string | null;
+  requester: { id: string; name: string };
+  attempts: number;
+  error: { code: string; message: string } | null;
+  created_at: string;
+  finished_at: string | null;
+  facts_extracted?: number;
+  nothing_learned?: boolean;
+  notice?: string;
+  deduplicated?: number;
+  document_fact_count?: number;
+}
+export interface Directive {
+  id: string;
+  name: string;
+  content: string;
+  priority: number;
+  is_active: boolean;
+  tags: string[];
+  created_at: string;
+  updated_at: string;
+}
+export interface MentalModel {
+  id: string;
+  name: string;
+  tags: string[];
+  stale: boolean;
+  refreshed_at: string | null;
+  content?: string | null;
+  source_query?: string;
+  max_tokens?: number;
+}
