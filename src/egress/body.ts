@@ -1,6 +1,6 @@
 /** Response size cap, enforced while the body streams so an endless or huge body never sits in memory. */
 import type { Readable } from 'node:stream';
-import { ReadableStream, type ReadableStreamReadResult } from 'node:stream/web';
+import { ReadableStream } from 'node:stream/web';
 import { GatehouseError } from '../errors.js';
 import { toEgressError } from './network-errors.js';
 
@@ -11,24 +11,31 @@ export function responseTooLarge(limit: number): GatehouseError {
   });
 }
 
+/** Where a capped body reads from: a web stream's reader or a Node stream's iterator. */
+interface ChunkSource {
+  next(): Promise<{ done?: boolean | undefined; value?: Uint8Array | undefined }>;
+  /** Stops reading; undici then drops the connection instead of draining it. */
+  cancel(reason?: unknown): void;
+}
+
 /**
- * Wraps a body in a counting stream: past `limit` bytes it errors with `response_too_large` and cancels the source
- * (undici then drops the connection instead of draining it). Read errors are mapped like connect errors.
+ * A counting stream over `source`: past `limit` bytes it errors with `response_too_large` and cancels
+ * the source. Read errors are mapped like connect errors. Pulled only on demand, so nothing is read
+ * ahead of the consumer.
  */
-export function capBody(source: ReadableStream<Uint8Array>, limit: number, host: string): ReadableStream<Uint8Array> {
-  const reader = source.getReader();
+function cappedStream(source: ChunkSource, limit: number, host: string): ReadableStream<Uint8Array> {
   let total = 0;
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
-        let chunk: ReadableStreamReadResult<Uint8Array>;
+        let chunk: Awaited<ReturnType<ChunkSource['next']>>;
         try {
-          chunk = await reader.read();
+          chunk = await source.next();
         } catch (err) {
           controller.error(toEgressError(err, host, 'body'));
           return;
         }
-        if (chunk.done) {
+        if (chunk.done || chunk.value === undefined) {
           controller.close();
           return;
         }
@@ -36,56 +43,33 @@ export function capBody(source: ReadableStream<Uint8Array>, limit: number, host:
         if (total > limit) {
           const err = responseTooLarge(limit);
           controller.error(err);
-          reader.cancel(err).catch(() => {});
+          source.cancel(err);
           return;
         }
         controller.enqueue(chunk.value);
       },
       cancel(reason) {
-        return reader.cancel(reason);
+        source.cancel(reason);
       },
     },
-    // Pull only on demand, so nothing is read ahead of the consumer.
     { highWaterMark: 0 },
   );
 }
 
-/**
- * `capBody` for a Node stream (the dispatcher's answer): the same cap and error mapping, read on
- * demand, and cancelling destroys the source (undici then drops the connection instead of draining).
- */
+/** Caps a web stream body (the fetch path). */
+export function capBody(source: ReadableStream<Uint8Array>, limit: number, host: string): ReadableStream<Uint8Array> {
+  const reader = source.getReader();
+  return cappedStream(
+    { next: () => reader.read(), cancel: (reason) => void reader.cancel(reason).catch(() => {}) },
+    limit,
+    host,
+  );
+}
+
+/** Caps a Node stream body (the dispatcher's answer); cancelling destroys the source. */
 export function capNodeBody(source: Readable, limit: number, host: string): ReadableStream<Uint8Array> {
   const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  let total = 0;
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        let chunk: IteratorResult<Buffer>;
-        try {
-          chunk = await chunks.next();
-        } catch (err) {
-          controller.error(toEgressError(err, host, 'body'));
-          return;
-        }
-        if (chunk.done) {
-          controller.close();
-          return;
-        }
-        total += chunk.value.byteLength;
-        if (total > limit) {
-          const err = responseTooLarge(limit);
-          controller.error(err);
-          discard(source);
-          return;
-        }
-        controller.enqueue(new Uint8Array(chunk.value.buffer, chunk.value.byteOffset, chunk.value.byteLength));
-      },
-      cancel() {
-        discard(source);
-      },
-    },
-    { highWaterMark: 0 },
-  );
+  return cappedStream({ next: () => chunks.next(), cancel: () => discard(source) }, limit, host);
 }
 
 /** Drops a response body unread; undici then closes the connection (its abort error has nowhere to go). */
