@@ -19,6 +19,27 @@ export interface ProcessRouteDeps {
   audit: AuditLog;
 }
 
+/** The three process actions share one declaration; restart is gated (DESIGN.md), start and stop are reversible. */
+const ACTIONS = [
+  {
+    action: 'start',
+    summary:
+      'Start a stdio server under the supervisor and wait until it is running; answers its process state (a fresh count of crashes).',
+    tier: 'autonomousWrite',
+  },
+  {
+    action: 'stop',
+    summary:
+      'Stop a stdio server: SIGTERM to its process group, SIGKILL after the grace period; cancels a pending restart.',
+    tier: 'autonomousWrite',
+  },
+  {
+    action: 'restart',
+    summary: 'Stop then start a stdio server (its whole process group), waiting until it is running again.',
+    tier: 'gated',
+  },
+] as const;
+
 export function processRoutes({ supervisor, audit }: ProcessRouteDeps): RouteDeclaration[] {
   const act = async (
     action: 'start' | 'stop' | 'restart',
@@ -38,38 +59,18 @@ export function processRoutes({ supervisor, audit }: ProcessRouteDeps): RouteDec
     }
   };
   return [
-    defineRoute({
-      method: 'POST',
-      url: '/api/mcp/servers/:id/start',
-      summary:
-        'Start a stdio server under the supervisor and wait until it is running; answers its process state (a fresh count of crashes).',
-      scope: 'servers',
-      access: MANAGERS,
-      mcp: { tool: 'mcp_server_start', tier: 'autonomousWrite' },
-      params: idParams,
-      handler: ({ params, principal }) => act('start', params.id, principal),
-    }),
-    defineRoute({
-      method: 'POST',
-      url: '/api/mcp/servers/:id/stop',
-      summary:
-        'Stop a stdio server: SIGTERM to its process group, SIGKILL after the grace period; cancels a pending restart.',
-      scope: 'servers',
-      access: MANAGERS,
-      mcp: { tool: 'mcp_server_stop', tier: 'autonomousWrite' },
-      params: idParams,
-      handler: ({ params, principal }) => act('stop', params.id, principal),
-    }),
-    defineRoute({
-      method: 'POST',
-      url: '/api/mcp/servers/:id/restart',
-      summary: 'Stop then start a stdio server (its whole process group), waiting until it is running again.',
-      scope: 'servers',
-      access: MANAGERS,
-      mcp: { tool: 'mcp_server_restart', tier: 'gated' },
-      params: idParams,
-      handler: ({ params, principal }) => act('restart', params.id, principal),
-    }),
+    ...ACTIONS.map(({ action, summary, tier }) =>
+      defineRoute({
+        method: 'POST',
+        url: `/api/mcp/servers/:id/${action}`,
+        summary,
+        scope: 'servers',
+        access: MANAGERS,
+        mcp: { tool: `mcp_server_${action}`, tier },
+        params: idParams,
+        handler: ({ params, principal }) => act(action, params.id, principal),
+      }),
+    ),
     defineRoute({
       method: 'GET',
       url: '/api/mcp/servers/:id/process',
