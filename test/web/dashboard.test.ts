@@ -16,7 +16,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { type McpFixture, startDualServer } from '../fixtures/mcp-servers.js';
-import { ADMIN_TOKEN, freePort, launchBrowser, type ServeProcess, startServe } from './harness.js';
+import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, freePort, launchBrowser, type ServeProcess, startServe } from './harness.js';
 
 const STEP = 15_000;
 
@@ -55,7 +55,7 @@ afterAll(async () => {
   await browser?.close();
 });
 
-describe('dashboard: lifecycle, failures and quarantine', () => {
+describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: lifecycle, failures and quarantine', () => {
   let serve: ServeProcess;
   let context: BrowserContext;
   let page: Page;
@@ -454,7 +454,7 @@ describe('dashboard: lifecycle, failures and quarantine', () => {
   }, 120_000);
 });
 
-describe('dashboard: the capability gate', () => {
+describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: the capability gate', () => {
   let serve: ServeProcess;
   let context: BrowserContext;
   let page: Page;

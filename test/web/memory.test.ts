@@ -9,7 +9,7 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_TOKEN, launchBrowser, type ServeProcess, startServe } from './harness.js';
+import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, launchBrowser, type ServeProcess, startServe } from './harness.js';
 
 const STEP = 15_000;
 type Json = Record<string, unknown>;
@@ -30,7 +30,7 @@ async function ok(client: Client, name: string, args: Json): Promise<Json> {
   return result.structuredContent;
 }
 
-describe('dashboard: memory', () => {
+describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: memory', () => {
   let browser: Browser;
   let serve: ServeProcess;
   let context: BrowserContext;
