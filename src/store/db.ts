@@ -131,8 +131,20 @@ function openSqlite(dataDir: string): Store {
   raw.pragma('synchronous = FULL');
   raw.pragma('foreign_keys = ON');
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(raw) });
-  // Prepared once: `raw.pragma()` would prepare a statement on every call, and this runs several times per request.
-  const dataVersion = raw.prepare('pragma data_version').pluck();
+  // Prepared once (`raw.pragma()` would prepare a statement per call), and read once per turn of the event
+  // loop: a request asks for several topics' versions in a row, and a commit by another process is not
+  // told apart from one a moment later anyway.
+  const dataVersionStatement = raw.prepare('pragma data_version').pluck();
+  let dataVersionThisTurn: unknown;
+  const dataVersion = () => {
+    if (dataVersionThisTurn === undefined) {
+      dataVersionThisTurn = dataVersionStatement.get();
+      setImmediate(() => {
+        dataVersionThisTurn = undefined;
+      });
+    }
+    return dataVersionThisTurn;
+  };
   const local = new Map<ChangeTopic, number>();
   const listeners = new Listeners();
   return {
@@ -142,7 +154,7 @@ function openSqlite(dataDir: string): Store {
     db,
     location: file,
     // data_version changes when another connection (another process) commits; `local` covers our own writes.
-    version: (topic) => `${dataVersion.get()}:${local.get(topic) ?? 0}`,
+    version: (topic) => `${dataVersion()}:${local.get(topic) ?? 0}`,
     changed: async (topic) => {
       local.set(topic, (local.get(topic) ?? 0) + 1);
     },

@@ -78,6 +78,8 @@ describeEachStore('agent hub', (target) => {
       expect(names).toEqual(['files__add', 'files__echo', 'files__read_file', 'gatehouse__approval_status']);
       const result = await client.callTool({ name: 'files__add', arguments: { a: 20, b: 22 } });
       expect(result.content).toEqual([{ type: 'text', text: '42' }]);
+      // The upstream's reserved `_meta` (its serverInfo) describes it, not the server the agent talks to.
+      expect(JSON.stringify(result._meta ?? {})).not.toContain('fixture');
     });
   }
 

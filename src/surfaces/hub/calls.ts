@@ -120,12 +120,15 @@ function sizeOf(value: unknown): number {
   return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 }
 
+/** `_meta` keys the protocol reserves: the upstream's (its serverInfo, …) describe it, not Gatehouse, so they stay behind. */
+const RESERVED_META_PREFIX = 'io.modelcontextprotocol/';
+
 function toCallToolResult(result: BoundedCallResult): CallToolResult {
-  const { truncated, ...rest } = result as BoundedCallResult & { truncated?: boolean };
-  return {
-    ...(rest as CallToolResult),
-    ...(truncated ? { _meta: { ...((rest as CallToolResult)._meta ?? {}), 'io.gatehouse/truncated': true } } : {}),
-  };
+  const { truncated, _meta, ...rest } = result;
+  const meta: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(_meta ?? {})) if (!key.startsWith(RESERVED_META_PREFIX)) meta[key] = value;
+  if (truncated) meta['io.gatehouse/truncated'] = true;
+  return { ...(rest as CallToolResult), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) };
 }
 
 /** What an upstream answered: a tool result, or a request for the agent's input (2026-07-28). */
