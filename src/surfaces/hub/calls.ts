@@ -287,8 +287,9 @@ export class HubCalls {
     const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
     // A later round of a multi-round-trip call: its state must be the one minted for this very call.
     const state = verifiedState(ctx);
-    const binding = stateBinding(principal.id, server.row.id, tool.name, args);
-    if (state && !stateMatches(state, binding)) {
+    // Hashing the arguments is only needed when a round carries state or an upstream asks for input.
+    const binding = () => stateBinding(principal.id, server.row.id, tool.name, args);
+    if (state && !stateMatches(state, binding())) {
       const error = new GatehouseError('hub.request_state_mismatch');
       audit(verdict, error.code);
       return errorResult(error);
@@ -347,7 +348,7 @@ export class HubCalls {
         audit('allow', 'input_required', result.inputRequired);
         const { requestState } = result.inputRequired;
         const minted = await this.ports.stateCodec.mint({
-          ...binding,
+          ...binding(),
           ...(requestState !== undefined ? { u: requestState } : {}),
         });
         return inputRequiredResult(result, minted);
