@@ -16,8 +16,7 @@ export interface LeanRequest {
 const LEAN_METHODS = new Set(['GET', 'POST', 'DELETE', 'HEAD']);
 
 function plainHeaders(headers: RequestInit['headers']): Record<string, string> | undefined {
-  if (headers === undefined) return {};
-  if (headers instanceof Headers) return Object.fromEntries(headers);
+  if (headers === undefined || headers === null) return {};
   if (Array.isArray(headers)) {
     const out: Record<string, string> = {};
     for (const pair of headers) {
@@ -26,6 +25,14 @@ function plainHeaders(headers: RequestInit['headers']): Record<string, string> |
       const key = name.toLowerCase();
       out[key] = key in out ? `${out[key]}, ${value}` : value;
     }
+    return out;
+  }
+  // Any Headers class (the global one, undici's own): read through its API, never its own properties.
+  if (typeof (headers as Headers).forEach === 'function') {
+    const out: Record<string, string> = {};
+    (headers as Headers).forEach((value, name) => {
+      out[name] = value;
+    });
     return out;
   }
   if (typeof headers === 'object') {
