@@ -21,7 +21,7 @@ import {
   UNAUTHORIZED_EVENT,
 } from './api';
 import { Discover } from './Discover';
-import { MEMORY_OFF_REASON, Memory } from './Memory';
+import { MEMORY_OFF_REASON, Memory } from './memory';
 import { ServerDrawer } from './ServerDrawer';
 import { Servers } from './Servers';
 import { Settings } from './Settings';
