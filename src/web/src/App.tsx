@@ -21,8 +21,8 @@ import {
   UNAUTHORIZED_EVENT,
 } from './api';
 import { Discover } from './Discover';
-import { MEMORY_OFF_REASON, Memory } from './Memory';
-import { ServerDrawer } from './ServerDrawer';
+import { ServerDrawer } from './drawer';
+import { MEMORY_OFF_REASON, Memory } from './memory';
 import { Servers } from './Servers';
 import { Settings } from './Settings';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
