@@ -19,9 +19,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from '../test/fixtures/http.js';
 import { DURATION_MS, noteLoad, takeLoadSamples, WARMUP_MS } from './cells.js';
 import { BENCH_DIR, childEnv, procCpuMs, REPO_DIR, runLoad, startParty } from './children.js';
 import type { LoadReport } from './load.js';
@@ -80,17 +80,6 @@ process.on('exit', () => {
     } catch {}
   }
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function spawnGroup(name: string, args: string[]): { child: ChildProcess; stderr: () => string } {
   const child = spawn(process.execPath, args, {

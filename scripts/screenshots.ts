@@ -10,9 +10,10 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import type { McpServer } from '@modelcontextprotocol/server';
 import type { Page } from 'playwright-core';
 import * as z from 'zod';
+import { freePort } from '../test/fixtures/http.js';
 import { startDualServer } from '../test/fixtures/mcp-servers.js';
 import setupDashboard from '../test/web/global-setup.js';
-import { ADMIN_TOKEN, freePort, launchBrowser, startServe } from '../test/web/harness.js';
+import { ADMIN_TOKEN, launchBrowser, startServe } from '../test/web/harness.js';
 
 const OUT = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 

@@ -1,23 +1,15 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { freePort } from '../fixtures/http.js';
 import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/gateway.js';
 import { NODE_TS } from '../helpers/processes.js';
 import { CLI_MAIN, runCli } from './helpers.js';
 
 const SECRET = 'SENTINEL-serve-config-3b7c-do-not-leak';
 const AGENT_TOKEN = 'gh_serve-config-agent-token-0123456789';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('gatehouse serve --config', { timeout: 120_000 }, () => {
   let dir: string;

@@ -6,12 +6,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PID_DIR } from '../../src/supervisor/pidfile.js';
 import { CLI_MAIN, runCli } from '../cli/helpers.js';
+import { freePort } from '../fixtures/http.js';
 import { cleanUp, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
 import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/gateway.js';
 import { NODE_TS } from '../helpers/processes.js';
@@ -26,17 +26,6 @@ afterAll(async () => {
   expect(await cleanUp([], markers)).toEqual({});
   for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 describe('gatehouse serve with stdio servers', () => {
   it('starts declared servers, starts and stops them from the CLI, and reaps them all on SIGTERM', {

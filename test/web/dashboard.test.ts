@@ -15,10 +15,9 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
+import { freePort } from '../fixtures/http.js';
 import { type McpFixture, startDualServer } from '../fixtures/mcp-servers.js';
-import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, freePort, launchBrowser, type ServeProcess, startServe } from './harness.js';
-
-const STEP = 15_000;
+import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, launchBrowser, openPage, type ServeProcess, startServe } from './harness.js';
 
 async function signIn(page: Page, base: string, token = ADMIN_TOKEN): Promise<void> {
   await page.goto(base);
@@ -78,14 +77,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: lifecycle, failures and quarant
         );
       },
     });
-    context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
-    page = await context.newPage();
-    page.setDefaultTimeout(STEP);
-    page.on('pageerror', (error) => browserErrors.push(error.message));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/Failed to load resource/.test(message.text()))
-        browserErrors.push(message.text());
-    });
+    ({ context, page } = await openPage(browser, { width: 1366, height: 900 }, browserErrors));
   }, 90_000);
 
   afterAll(async () => {
@@ -465,9 +457,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: the capability gate', () => {
       manifest: { name: 'Local Tools', transport: 'stdio', command: 'local-tools-mcp' },
     });
     expect(installed.status).toBe(201);
-    context = await browser.newContext({ viewport: { width: 390, height: 844 } });
-    page = await context.newPage();
-    page.setDefaultTimeout(STEP);
+    ({ context, page } = await openPage(browser, { width: 390, height: 844 }));
   }, 90_000);
 
   afterAll(async () => {

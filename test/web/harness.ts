@@ -5,11 +5,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import { freePort } from '../fixtures/http.js';
+
 import { FIXTURE_SERVER, newMarker, TSX_LOADER } from '../fixtures/stdio/index.js';
 import { NODE_TS } from '../helpers/processes.js';
 
@@ -40,16 +41,26 @@ export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS, timeout: 30_000 });
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
+/** How long one browser step may take before a test fails (real processes on a shared machine). */
+export const STEP_MS = 15_000;
+
+/**
+ * A fresh page at the given viewport, whose uncaught errors and console errors are collected in
+ * `errors` (a failed resource load is the app's own error path under test, so it is left out).
+ */
+export async function openPage(
+  browser: Browser,
+  viewport: { width: number; height: number },
+  errors: string[] = [],
+): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ viewport });
+  const page = await context.newPage();
+  page.setDefaultTimeout(STEP_MS);
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !/Failed to load resource/.test(message.text())) errors.push(message.text());
   });
+  return { context, page };
 }
 
 /** A catalog with one stdio preset (the SDK stdio fixture) and one remote entry in another category. */

@@ -9,9 +9,8 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, launchBrowser, type ServeProcess, startServe } from './harness.js';
+import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, launchBrowser, openPage, type ServeProcess, startServe } from './harness.js';
 
-const STEP = 15_000;
 type Json = Record<string, unknown>;
 
 async function memoryAgent(base: string, token: string): Promise<Client> {
@@ -41,14 +40,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: memory', () => {
   beforeAll(async () => {
     browser = await launchBrowser();
     serve = await startServe();
-    context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
-    page = await context.newPage();
-    page.setDefaultTimeout(STEP);
-    page.on('pageerror', (error) => browserErrors.push(error.message));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/Failed to load resource/.test(message.text()))
-        browserErrors.push(message.text());
-    });
+    ({ context, page } = await openPage(browser, { width: 1366, height: 900 }, browserErrors));
   }, 90_000);
 
   afterAll(async () => {
