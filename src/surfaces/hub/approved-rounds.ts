@@ -96,7 +96,7 @@ export class ApprovedRounds {
       a: approval.id,
       ...(stored.requestState !== undefined ? { u: stored.requestState } : {}),
     });
-    return inputRequiredResult({ inputRequired: { inputRequests: stored.inputRequests } }, minted);
+    return inputRequiredResult(stored.inputRequests, minted);
   }
 
   private async nextRound(

@@ -180,12 +180,8 @@ function asOutcome(result: InteractiveCallResult): UpstreamOutcome {
 }
 
 /** The MCP `input_required` result that hands an upstream's input requests to the agent, with the hub's state. */
-export function inputRequiredResult(outcome: UpstreamInputRequired, requestState: string): InputRequiredResult {
-  return {
-    resultType: 'input_required',
-    inputRequests: outcome.inputRequired.inputRequests as InputRequests,
-    requestState,
-  };
+export function inputRequiredResult(inputRequests: Record<string, unknown>, requestState: string): InputRequiredResult {
+  return { resultType: 'input_required', inputRequests: inputRequests as InputRequests, requestState };
 }
 
 /** The continuation a retried round carries: the agent's answers and the upstream state from the hub's state. */
@@ -351,7 +347,7 @@ export class HubCalls {
           ...binding(),
           ...(requestState !== undefined ? { u: requestState } : {}),
         });
-        return inputRequiredResult(result, minted);
+        return inputRequiredResult(result.inputRequired.inputRequests, minted);
       }
       audit('allow', result.isError ? 'tool_error' : 'ok', result);
       return result;
