@@ -257,6 +257,14 @@ export const SETTINGS = {
     default: 'token',
     description: 'none: serve unauthenticated hub callers as the `local` client (refused unless bound to loopback).',
   },
+  hubFastPath: {
+    env: 'GATEHOUSE_HUB_FAST_PATH',
+    flag: 'hub-fast-path',
+    schema: boolish,
+    default: true,
+    description:
+      'Serve plain 2026-07-28 tools/call requests on the hub without building an SDK server per request (same answers; off sends every request through the SDK).',
+  },
   allowedOrigins: {
     env: 'GATEHOUSE_ALLOWED_ORIGINS',
     flag: 'allowed-origins',
@@ -364,6 +372,7 @@ export interface Config {
   readonly catalog: string | undefined;
   readonly secretEnvPrefix: string;
   readonly hubAuth: 'token' | 'none';
+  readonly hubFastPath: boolean;
   readonly allowedOrigins: readonly string[];
   readonly allowedHosts: readonly string[];
   readonly toolNameMax: number;

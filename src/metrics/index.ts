@@ -65,6 +65,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly toolCalls: Counter<'surface' | 'verdict' | 'outcome'>;
   readonly toolCallDuration: Histogram<'server'>;
+  readonly hubFastCalls: Counter;
   readonly poolConnections: Gauge;
   readonly approvalsPending: Gauge;
   private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
@@ -83,6 +84,11 @@ export class Metrics {
       help: 'Duration of tool calls that reached their server, by server.',
       labelNames: ['server'] as const,
       buckets: DURATION_BUCKETS,
+      registers: [this.registry],
+    });
+    this.hubFastCalls = new Counter({
+      name: 'gatehouse_hub_fast_path_calls_total',
+      help: 'Hub tools/call requests (2026-07-28) served by the fast path instead of a per-request SDK server.',
       registers: [this.registry],
     });
     this.poolConnections = new Gauge({

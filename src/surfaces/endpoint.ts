@@ -43,6 +43,15 @@ export interface McpEndpointOptions {
   /** Whether the caller may address this scope at all (a server outside its groups is 404). */
   scopeVisible?(scope: EndpointScope, principal: TokenPrincipal): Promise<boolean>;
   buildServer(principal: TokenPrincipal, scope: EndpointScope): Server;
+  /**
+   * Serves some requests without the SDK, with the same answers (the hub's 2026-07-28 `tools/call`):
+   * a function producing the JSON-RPC response for this request, or undefined when the SDK serves it.
+   */
+  fastPath?(
+    request: FastifyRequest,
+    principal: TokenPrincipal,
+    scope: EndpointScope,
+  ): ((signal: AbortSignal) => Promise<object>) | undefined;
   sessionIdleMs?: number;
   maxSessions?: number;
 }
@@ -123,6 +132,8 @@ export class McpEndpoint {
         if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
           throw new GatehouseError('not_found', 'No such MCP endpoint.');
         }
+        const fast = this.options.fastPath?.(request, principal, scope);
+        if (fast) return this.serveFast(reply, fast);
         const authInfo: AuthInfo = {
           token: principal.id, // an identifier, never the bearer itself
           clientId: principal.name,
@@ -135,6 +146,21 @@ export class McpEndpoint {
         await this.node(raw, reply.raw, request.body);
       },
     });
+  }
+
+  /** Answers a fast-path request with its JSON-RPC response, as the SDK's per-request transport would. */
+  private async serveFast(reply: FastifyReply, serve: (signal: AbortSignal) => Promise<object>) {
+    const abandoned = new AbortController();
+    // The agent went away before its answer: the call is cancelled, as the SDK's transport does.
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) abandoned.abort();
+    });
+    const answer = await serve(abandoned.signal);
+    // A Buffer, so the content type goes out as the SDK sends it (no charset parameter added).
+    return reply
+      .code(200)
+      .header('content-type', 'application/json')
+      .send(Buffer.from(JSON.stringify(answer)));
   }
 
   notifyListChanged(): void {

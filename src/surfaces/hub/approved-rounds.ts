@@ -136,7 +136,12 @@ export class ApprovedRounds {
       });
     let outcome: UpstreamOutcome;
     try {
-      outcome = await this.deps.run(approval, continuationOf(ctx, state), inputCapabilities, ctx.mcpReq.signal);
+      outcome = await this.deps.run(
+        approval,
+        continuationOf(ctx.mcpReq.inputResponses, state),
+        inputCapabilities,
+        ctx.mcpReq.signal,
+      );
     } catch (error) {
       audit(error instanceof GatehouseError ? error.code : 'internal_error');
       throw error;

@@ -185,10 +185,43 @@ export function inputRequiredResult(inputRequests: Record<string, unknown>, requ
 }
 
 /** The continuation a retried round carries: the agent's answers and the upstream state from the hub's state. */
-export function continuationOf(ctx: ServerContext, state: HubRequestState | undefined): Continuation | undefined {
-  const inputResponses = ctx.mcpReq.inputResponses;
+export function continuationOf(
+  inputResponses: Record<string, unknown> | undefined,
+  state: HubRequestState | undefined,
+): Continuation | undefined {
   if (!inputResponses && state?.u === undefined) return undefined;
   return { inputResponses, requestState: state?.u };
+}
+
+/**
+ * What one call knows of the request that carries it, however it arrived: through the SDK's server
+ * (`callContextOf`) or through the 2026-07-28 fast path (`fast-call.ts`), which never carries a
+ * state, answers or a progress token.
+ */
+export interface CallContext {
+  /** Aborted when the agent goes away (or cancels). */
+  signal: AbortSignal;
+  /** The hub's verified state of this round, when the agent sent one. */
+  state?: HubRequestState | undefined;
+  inputResponses?: Record<string, unknown> | undefined;
+  progressToken?: string | number | undefined;
+  /** Sends a notification to the agent, tied to this request (progress). */
+  notify?:
+    | ((notification: { method: 'notifications/progress'; params: Record<string, unknown> }) => Promise<void>)
+    | undefined;
+}
+
+export function callContextOf(
+  ctx: ServerContext,
+  params: { _meta?: { progressToken?: string | number } | undefined },
+): CallContext {
+  return {
+    signal: ctx.mcpReq.signal,
+    state: verifiedState(ctx),
+    inputResponses: ctx.mcpReq.inputResponses,
+    progressToken: ctx.mcpReq._meta?.progressToken ?? params._meta?.progressToken,
+    notify: (notification) => ctx.mcpReq.notify(notification as Parameters<ServerContext['mcpReq']['notify']>[0]),
+  };
 }
 
 const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const;
@@ -202,9 +235,12 @@ export function agentInputCapabilities(
   sessionCapabilities: ClientCapabilities | undefined,
 ): Record<string, unknown> | undefined {
   const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
-  const declared = (envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? sessionCapabilities) as
-    | Record<string, unknown>
-    | undefined;
+  return pickInputCapabilities(envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? sessionCapabilities);
+}
+
+/** The input capabilities (elicitation, sampling, roots) among the capabilities an agent declared. */
+export function pickInputCapabilities(capabilities: unknown): Record<string, unknown> | undefined {
+  const declared = capabilities as Record<string, unknown> | undefined;
   if (!declared || typeof declared !== 'object') return undefined;
   const picked = INPUT_CAPABILITIES.filter((key) => declared[key] !== undefined).map((key) => [key, declared[key]]);
   return picked.length > 0 ? Object.fromEntries(picked) : undefined;
@@ -223,12 +259,8 @@ export class HubCalls {
     principal: TokenPrincipal,
     snapshot: Snapshot,
     scope: CallScope,
-    params: {
-      name: string;
-      arguments?: Record<string, unknown> | undefined;
-      _meta?: { progressToken?: string | number } | undefined;
-    },
-    ctx: ServerContext,
+    params: { name: string; arguments?: Record<string, unknown> | undefined },
+    ctx: CallContext,
     /** What input the agent can give an upstream that asks (see `agentInputCapabilities`). */
     inputCapabilities?: Record<string, unknown>,
   ): Promise<CallToolResult | InputRequiredResult> {
@@ -282,7 +314,7 @@ export class HubCalls {
     }
     const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
     // A later round of a multi-round-trip call: its state must be the one minted for this very call.
-    const state = verifiedState(ctx);
+    const state = ctx.state;
     // Hashing the arguments is only needed when a round carries state or an upstream asks for input.
     const binding = () => stateBinding(principal.id, server.row.id, tool.name, args);
     if (state && !stateMatches(state, binding())) {
@@ -326,17 +358,15 @@ export class HubCalls {
         );
       }
 
-      const progressToken = ctx.mcpReq._meta?.progressToken ?? params._meta?.progressToken;
+      const { progressToken, notify } = ctx;
       const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
-        signal: ctx.mcpReq.signal,
-        continuation: continuationOf(ctx, state),
+        signal: ctx.signal,
+        continuation: continuationOf(ctx.inputResponses, state),
         inputCapabilities,
-        ...(progressToken !== undefined
+        ...(progressToken !== undefined && notify
           ? {
               onProgress: (p) =>
-                void ctx.mcpReq
-                  .notify({ method: 'notifications/progress', params: { progressToken, ...p } })
-                  .catch(() => {}),
+                void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
             }
           : {}),
       });

@@ -20,14 +20,22 @@ import type { Continuation, UpstreamPool } from '../../upstream/index.js';
 import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, HubCalls, runUpstream } from './calls.js';
+import { fastCallOf, serveFastCall } from './fast-call.js';
 import type { HubStateCodec } from './request-state.js';
-import { buildHubServer } from './server.js';
+import { buildHubServer, HUB_SERVER_INFO } from './server.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
 
 export interface HubDeps {
   config: Pick<
     Config,
-    'host' | 'hubAuth' | 'allowedOrigins' | 'allowedHosts' | 'maxBodySize' | 'toolNameMax' | 'listTimeoutMs'
+    | 'host'
+    | 'hubAuth'
+    | 'hubFastPath'
+    | 'allowedOrigins'
+    | 'allowedHosts'
+    | 'maxBodySize'
+    | 'toolNameMax'
+    | 'listTimeoutMs'
   >;
   store: Store;
   records: ServerStore;
@@ -40,6 +48,8 @@ export interface HubDeps {
   audit: CallPorts['audit'];
   /** Signs the hub's multi-round-trip state; derived from the sealing key so every replica shares it. */
   stateCodec: HubStateCodec;
+  /** Counts a call served by the fast path (`fast-call.ts`). */
+  onFastCall?: () => void;
 }
 
 export interface Hub {
@@ -101,6 +111,7 @@ export function createHub(deps: HubDeps): Hub {
       scope,
     );
 
+  const fastDeps = { registry, calls, serverInfo: HUB_SERVER_INFO };
   const endpoint = new McpEndpoint({
     host: deps.config.host,
     hubAuth: deps.config.hubAuth,
@@ -112,6 +123,16 @@ export function createHub(deps: HubDeps): Hub {
     scopeVisible: async (scope, principal) =>
       scope.kind === 'aggregate' || (await registry.snapshot()).server(scope.serverId, principal.groups) !== undefined,
     buildServer,
+    ...(deps.config.hubFastPath
+      ? {
+          fastPath: (request, principal, scope) => {
+            const call = fastCallOf(request.headers, request.body);
+            if (!call) return undefined;
+            deps.onFastCall?.();
+            return (signal) => serveFastCall(fastDeps, principal, scope, call, signal);
+          },
+        }
+      : {}),
   });
 
   /** One round of an approved call on its upstream (the first, or a later one carrying the agent's answers). */

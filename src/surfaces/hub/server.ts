@@ -10,7 +10,7 @@ import { findGatehouseError, GatehouseError } from '../../errors.js';
 import { VERSION } from '../../version.js';
 import { errorResult } from '../results.js';
 import type { ApprovedRounds } from './approved-rounds.js';
-import { agentInputCapabilities, type CallScope, type HubCalls } from './calls.js';
+import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
@@ -64,9 +64,12 @@ function asProtocolError(error: unknown): unknown {
   return known ? new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`) : error;
 }
 
+/** Who the hub says it is (the SDK stamps it into every result's `_meta`, and so does the fast path). */
+export const HUB_SERVER_INFO = Object.freeze({ name: 'gatehouse', version: VERSION });
+
 export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, scope: CallScope): Server {
   const server = new Server(
-    { name: 'gatehouse', version: VERSION },
+    { ...HUB_SERVER_INFO },
     {
       capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
       instructions: INSTRUCTIONS,
@@ -118,12 +121,13 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     }
     if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
     const snapshot = await deps.registry.snapshot();
+    const params = request.params as Parameters<HubCalls['call']>[3] & Parameters<typeof callContextOf>[1];
     return deps.calls.call(
       principal,
       snapshot,
       scope,
-      request.params as Parameters<HubCalls['call']>[3],
-      ctx,
+      params,
+      callContextOf(ctx, params),
       agentInputCapabilities(ctx, server.getClientCapabilities()),
     );
   });
