@@ -13,6 +13,10 @@
  *        with `versionNegotiation: {mode: 'auto'}`) or `legacy` (2025 era, the SDK's default);
  *        `--token` adds a bearer; `--op call` calls `--tool` with `{text}`, `--op list` runs `tools/list`
  *        (cache bypassed, so every call is a round trip) and checks `--expect-tools`.
+ *   http a hand-written 2026-07-28 agent over one undici keep-alive connection per caller: each call is
+ *        one JSON-RPC POST with the per-request envelope and the standard headers, answered JSON and
+ *        read with `JSON.parse` (what any agent must do at least); `--op list` only. It shows what the
+ *        gateway delivers without the SDK client's own cost of validating a large answer.
  *   ops  the conduit's REST contract: `POST {url}/ops/call-tool {url: upstream, name, arguments}` over one
  *        undici keep-alive pool with one connection per caller.
  *
@@ -27,7 +31,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Agent, request } from 'undici';
 
 export interface LoadReport {
-  mode: 'sdk' | 'ops';
+  mode: 'sdk' | 'http' | 'ops';
   op: 'call' | 'list';
   concurrency: number;
   /** Protocol era the SDK clients ended up speaking (sdk mode). */
@@ -78,7 +82,8 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const mode = values.mode === 'ops' ? 'ops' : values.mode === 'sdk' ? 'sdk' : fail(`unknown --mode ${values.mode}`);
+const MODES = ['sdk', 'http', 'ops'] as const;
+const mode = MODES.find((m) => m === values.mode) ?? fail(`unknown --mode ${values.mode}`);
 const op = values.op === 'list' ? 'list' : values.op === 'call' ? 'call' : fail(`unknown --op ${values.op}`);
 const url = values.url ?? fail('--url is required');
 const concurrency = Number(values.concurrency);
@@ -90,6 +95,7 @@ const expectTools = values['expect-tools'] !== undefined ? Number(values['expect
 if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) fail('--concurrency must be 1..256');
 if ((durationMs === undefined) === (count === undefined)) fail('give exactly one of --duration-ms and --count');
 if (mode === 'ops' && !values.upstream) fail('--upstream is required with --mode ops');
+if (mode === 'http' && op !== 'list') fail('--mode http serves --op list only');
 
 /** One caller: a function making one call, throwing when the answer is not the expected one. */
 interface Caller {
@@ -146,6 +152,53 @@ async function sdkCaller(): Promise<Caller> {
     answerBytes: async () => Buffer.byteLength(JSON.stringify(await list())),
     close: () => client.close(),
   };
+}
+
+/** The 2026-07-28 per-request envelope a modern client sends (the SDK client sends the same). */
+const ENVELOPE = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientInfo': { name: 'gatehouse-bench', version: '1.0.0' },
+  'io.modelcontextprotocol/clientCapabilities': {},
+};
+
+function httpCallers(): Caller[] {
+  const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 30_000, pipelining: 1 });
+  let id = 0;
+  const list = async () => {
+    id += 1;
+    const response = await request(url, {
+      method: 'POST',
+      dispatcher,
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/list',
+        ...(values.token ? { authorization: `Bearer ${values.token}` } : {}),
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: ENVELOPE } }),
+    });
+    const text = await response.body.text();
+    if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
+    const answer = JSON.parse(text) as { id?: unknown; result?: { tools?: unknown[]; nextCursor?: unknown } };
+    const tools = answer.result?.tools;
+    if (answer.id !== id || !Array.isArray(tools) || answer.result?.nextCursor !== undefined) {
+      throw new Error(`unexpected answer: ${text.slice(0, 300)}`);
+    }
+    if (expectTools !== undefined && tools.length !== expectTools) {
+      throw new Error(`expected ${expectTools} tools, got ${tools.length}`);
+    }
+    return answer.result;
+  };
+  const caller: Caller = {
+    era: 'modern',
+    call: async () => {
+      await list();
+    },
+    answerBytes: async () => Buffer.byteLength(JSON.stringify(await list())),
+    close: () => dispatcher.close(),
+  };
+  return Array.from({ length: concurrency }, () => caller);
 }
 
 function opsCallers(): Caller[] {
@@ -240,7 +293,11 @@ function handshake(type: string, answer: string, send = process.send?.bind(proce
 
 async function main(): Promise<void> {
   const callers =
-    mode === 'ops' ? opsCallers() : await Promise.all(Array.from({ length: concurrency }, () => sdkCaller()));
+    mode === 'ops'
+      ? opsCallers()
+      : mode === 'http'
+        ? httpCallers()
+        : await Promise.all(Array.from({ length: concurrency }, () => sdkCaller()));
   if (warmupMs > 0) {
     const warm = await runPhase(callers, warmupMs, Number.POSITIVE_INFINITY, false);
     if (warm.errors > MAX_ERRORS) throw new Error(`warm-up failed: ${warm.firstError}`);

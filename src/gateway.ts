@@ -222,7 +222,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
       audit: (record) => callAuditor.record(record),
       stateCodec: createHubStateCodec(key),
-      onFastCall: () => metrics.hubFastCalls.inc(),
+      onFastRequest: () => metrics.hubFastRequests.inc(),
     });
 
     const capabilities = async (): Promise<Capability[]> => [

@@ -65,7 +65,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly toolCalls: Counter<'surface' | 'verdict' | 'outcome'>;
   readonly toolCallDuration: Histogram<'server'>;
-  readonly hubFastCalls: Counter;
+  readonly hubFastRequests: Counter;
   readonly poolConnections: Gauge;
   readonly approvalsPending: Gauge;
   private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
@@ -86,9 +86,9 @@ export class Metrics {
       buckets: DURATION_BUCKETS,
       registers: [this.registry],
     });
-    this.hubFastCalls = new Counter({
-      name: 'gatehouse_hub_fast_path_calls_total',
-      help: 'Hub tools/call requests (2026-07-28) served by the fast path instead of a per-request SDK server.',
+    this.hubFastRequests = new Counter({
+      name: 'gatehouse_hub_fast_path_requests_total',
+      help: 'Hub tools/call and tools/list requests (2026-07-28) served by the fast path instead of a per-request SDK server.',
       registers: [this.registry],
     });
     this.poolConnections = new Gauge({

@@ -44,14 +44,15 @@ export interface McpEndpointOptions {
   scopeVisible?(scope: EndpointScope, principal: TokenPrincipal): Promise<boolean>;
   buildServer(principal: TokenPrincipal, scope: EndpointScope): Server;
   /**
-   * Serves some requests without the SDK, with the same answers (the hub's 2026-07-28 `tools/call`):
-   * a function producing the JSON-RPC response for this request, or undefined when the SDK serves it.
+   * Serves some requests without the SDK, with the same answers (the hub's 2026-07-28 `tools/call` and
+   * `tools/list`): a function producing the JSON bytes of the JSON-RPC response, or undefined when the
+   * SDK serves the request.
    */
   fastPath?(
     request: FastifyRequest,
     principal: TokenPrincipal,
     scope: EndpointScope,
-  ): ((signal: AbortSignal) => Promise<object>) | undefined;
+  ): ((signal: AbortSignal) => Promise<Buffer>) | undefined;
   sessionIdleMs?: number;
   maxSessions?: number;
 }
@@ -149,18 +150,15 @@ export class McpEndpoint {
   }
 
   /** Answers a fast-path request with its JSON-RPC response, as the SDK's per-request transport would. */
-  private async serveFast(reply: FastifyReply, serve: (signal: AbortSignal) => Promise<object>) {
+  private async serveFast(reply: FastifyReply, serve: (signal: AbortSignal) => Promise<Buffer>) {
     const abandoned = new AbortController();
     // The agent went away before its answer: the call is cancelled, as the SDK's transport does.
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) abandoned.abort();
     });
     const answer = await serve(abandoned.signal);
-    // A Buffer, so the content type goes out as the SDK sends it (no charset parameter added).
-    return reply
-      .code(200)
-      .header('content-type', 'application/json')
-      .send(Buffer.from(JSON.stringify(answer)));
+    // Bytes, so the content type goes out as the SDK sends it (no charset parameter added).
+    return reply.code(200).header('content-type', 'application/json').send(answer);
   }
 
   notifyListChanged(): void {

@@ -195,7 +195,7 @@ export function continuationOf(
 
 /**
  * What one call knows of the request that carries it, however it arrived: through the SDK's server
- * (`callContextOf`) or through the 2026-07-28 fast path (`fast-call.ts`), which never carries a
+ * (`callContextOf`) or through the 2026-07-28 fast path (`fast-path.ts`), which never carries a
  * state, answers or a progress token.
  */
 export interface CallContext {

@@ -20,7 +20,7 @@ import type { Continuation, UpstreamPool } from '../../upstream/index.js';
 import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, HubCalls, runUpstream } from './calls.js';
-import { fastCallOf, serveFastCall } from './fast-call.js';
+import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import type { HubStateCodec } from './request-state.js';
 import { buildHubServer, HUB_SERVER_INFO } from './server.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
@@ -48,8 +48,8 @@ export interface HubDeps {
   audit: CallPorts['audit'];
   /** Signs the hub's multi-round-trip state; derived from the sealing key so every replica shares it. */
   stateCodec: HubStateCodec;
-  /** Counts a call served by the fast path (`fast-call.ts`). */
-  onFastCall?: () => void;
+  /** Counts a request served by the fast path (`fast-path.ts`). */
+  onFastRequest?: () => void;
 }
 
 export interface Hub {
@@ -126,10 +126,10 @@ export function createHub(deps: HubDeps): Hub {
     ...(deps.config.hubFastPath
       ? {
           fastPath: (request, principal, scope) => {
-            const call = fastCallOf(request.headers, request.body);
-            if (!call) return undefined;
-            deps.onFastCall?.();
-            return (signal) => serveFastCall(fastDeps, principal, scope, call, signal);
+            const fast = fastRequestOf(request.headers, request.body);
+            if (!fast) return undefined;
+            deps.onFastRequest?.();
+            return (signal) => serveFastRequest(fastDeps, principal, scope, fast, signal);
           },
         }
       : {}),

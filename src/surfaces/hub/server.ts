@@ -35,6 +35,17 @@ export const approvalStatusTool: Tool = {
   annotations: { readOnlyHint: true, openWorldHint: false },
 };
 
+/** The tools a caller sees in this scope: the listed ones, then the hub's own. */
+export function hubToolList(snapshot: Snapshot, groups: readonly string[], scope: CallScope): Tool[] {
+  if (scope.kind === 'aggregate') return [...snapshot.aggregateTools(groups), approvalStatusTool];
+  const tools: Tool[] = [];
+  for (const tool of snapshot.server(scope.serverId, groups)?.tools.values() ?? []) {
+    // No upstream may take a gatehouse__ name, unprefixed or not.
+    if (isListed(tool) && !tool.name.startsWith(GATEHOUSE_PREFIX)) tools.push(advertised(tool, tool.name));
+  }
+  return [...tools, approvalStatusTool];
+}
+
 export interface HubServerDeps {
   registry: HubRegistry;
   calls: HubCalls;
@@ -84,17 +95,9 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
       : snapshot.visibleTo(principal.groups);
 
-  server.setRequestHandler('tools/list', async () => {
-    const snapshot = await deps.registry.snapshot();
-    if (scope.kind === 'aggregate')
-      return { tools: [...snapshot.aggregateTools(principal.groups), approvalStatusTool] };
-    const tools: Tool[] = [];
-    for (const tool of single(snapshot)?.tools.values() ?? []) {
-      // No upstream may take a gatehouse__ name, unprefixed or not.
-      if (isListed(tool) && !tool.name.startsWith(GATEHOUSE_PREFIX)) tools.push(advertised(tool, tool.name));
-    }
-    return { tools: [...tools, approvalStatusTool] };
-  });
+  server.setRequestHandler('tools/list', async () => ({
+    tools: hubToolList(await deps.registry.snapshot(), principal.groups, scope),
+  }));
 
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;

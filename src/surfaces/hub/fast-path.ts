@@ -1,0 +1,204 @@
+/**
+ * The hub's fast path for the two requests agents send most, on the stateless 2026-07-28 revision:
+ * a plain `tools/call` (a name, arguments and the per-request envelope) and a plain `tools/list`
+ * (the envelope alone), with the standard headers naming the same method, tool and revision.
+ *
+ * A call runs the very call path the SDK's server runs (`HubCalls`: resolve, verdict, limits,
+ * schema, sandbox, approval or upstream, audit); a list is the same `hubToolList`. The answer is the
+ * JSON-RPC response that server would send, encoded as its 2026-07-28 codec encodes results. What
+ * the fast path skips is the SDK's per-request machinery around them — a web `Request`, a `Server`
+ * with its handlers, a per-request transport, zod over the message and the result, a web `Response` —
+ * which costs more CPU than the call itself, and for a large aggregate list far more than the list:
+ * a list's answer is serialized once per registry snapshot, scope and group set, then reused.
+ *
+ * Anything else goes to the SDK unchanged: other methods, 2025-era traffic, a request carrying a
+ * `requestState`, `inputResponses`, a progress token, a cursor or any key this module does not know,
+ * and every malformed request (the SDK owns those error answers). A request is taken only when it is
+ * certainly one the SDK would serve, so the paths differ in speed only; `test/hub/fast-path.test.ts`
+ * sends the same requests both ways and compares the answers.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  isJsonContentType,
+  isSpecType,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolErrorCode,
+  SERVER_INFO_META_KEY,
+} from '@modelcontextprotocol/server';
+import type { TokenPrincipal } from '../../api/token-auth.js';
+import type { EndpointScope } from '../endpoint.js';
+import { type HubCalls, pickInputCapabilities } from './calls.js';
+import { GATEHOUSE_PREFIX } from './names.js';
+import { hubToolList } from './server.js';
+import type { HubRegistry, Snapshot } from './view.js';
+
+/** The stateless revision; the fast path serves no other. */
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+
+/** An eligible request, read off its headers and body. */
+export type FastRequest =
+  | {
+      method: 'tools/call';
+      id: string | number;
+      name: string;
+      arguments: Record<string, unknown> | undefined;
+      /** The client capabilities its envelope declared. */
+      capabilities: Record<string, unknown>;
+    }
+  | { method: 'tools/list'; id: string | number };
+
+type Json = Record<string, unknown>;
+
+const isPlainObject = (value: unknown): value is Json =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+const BODY_KEYS: ReadonlySet<string> = new Set(['jsonrpc', 'id', 'method', 'params']);
+const CALL_PARAM_KEYS: ReadonlySet<string> = new Set(['name', 'arguments', '_meta']);
+const LIST_PARAM_KEYS: ReadonlySet<string> = new Set(['_meta']);
+const ENVELOPE_KEYS: ReadonlySet<string> = new Set([
+  PROTOCOL_VERSION_META_KEY,
+  CLIENT_INFO_META_KEY,
+  CLIENT_CAPABILITIES_META_KEY,
+]);
+
+function hasOnlyKeys(value: Json, allowed: ReadonlySet<string>): boolean {
+  for (const key of Object.keys(value)) if (!allowed.has(key)) return false;
+  return true;
+}
+
+/** The declared client capabilities of a valid, plain envelope, or undefined. */
+function envelopeCapabilities(envelope: unknown): Json | undefined {
+  if (!isPlainObject(envelope) || !hasOnlyKeys(envelope, ENVELOPE_KEYS)) return undefined;
+  if (envelope[PROTOCOL_VERSION_META_KEY] !== MODERN_PROTOCOL_VERSION) return undefined;
+  const capabilities = envelope[CLIENT_CAPABILITIES_META_KEY];
+  if (!isPlainObject(capabilities) || !isSpecType.ClientCapabilities(capabilities)) return undefined;
+  const clientInfo = envelope[CLIENT_INFO_META_KEY];
+  if (clientInfo !== undefined && !isSpecType.Implementation(clientInfo)) return undefined;
+  return capabilities;
+}
+
+/** The request as a fast request, or undefined when the SDK must serve it (see the module comment). */
+export function fastRequestOf(headers: IncomingHttpHeaders, body: unknown): FastRequest | undefined {
+  const method = headers['mcp-method'];
+  if (
+    (method !== 'tools/call' && method !== 'tools/list') ||
+    headers['mcp-protocol-version'] !== MODERN_PROTOCOL_VERSION ||
+    headers['mcp-session-id'] !== undefined ||
+    !isJsonContentType(headers['content-type'] ?? null)
+  ) {
+    return undefined;
+  }
+  if (!isPlainObject(body) || !hasOnlyKeys(body, BODY_KEYS)) return undefined;
+  if (body.jsonrpc !== '2.0' || body.method !== method) return undefined;
+  const id = body.id;
+  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return undefined;
+  const params = body.params;
+  if (!isPlainObject(params)) return undefined;
+  const capabilities = envelopeCapabilities(params._meta);
+  if (!capabilities) return undefined;
+
+  if (method === 'tools/list') {
+    // A cursor asks for a page; the hub answers lists whole, and the SDK says so.
+    if (!hasOnlyKeys(params, LIST_PARAM_KEYS) || headers['mcp-name'] !== undefined) return undefined;
+    return { method, id };
+  }
+  if (!hasOnlyKeys(params, CALL_PARAM_KEYS)) return undefined;
+  const { name, arguments: args } = params;
+  // The hub's own tools (approval status long-polls) stay on the SDK path.
+  if (typeof name !== 'string' || name.length === 0 || name.startsWith(GATEHOUSE_PREFIX)) return undefined;
+  if (headers['mcp-name'] !== name) return undefined;
+  if (args !== undefined && !isPlainObject(args)) return undefined;
+  return { method, id, name, arguments: args, capabilities };
+}
+
+export interface FastPathDeps {
+  registry: HubRegistry;
+  calls: HubCalls;
+  /** Who Gatehouse says it is in every result (`_meta` serverInfo), as the SDK's server stamps it. */
+  serverInfo: { name: string; version: string };
+}
+
+/** Serialized list results per snapshot; a few group sets each (a snapshot lives until the registry changes). */
+const listCache = new WeakMap<Snapshot, Map<string, Buffer>>();
+const MAX_CACHED_LISTS = 16;
+
+const RESULT_OPENING = Buffer.from('{"result":');
+
+/** Serves one fast request: the JSON bytes of the JSON-RPC response the SDK's server would send. */
+export async function serveFastRequest(
+  deps: FastPathDeps,
+  principal: TokenPrincipal,
+  scope: EndpointScope,
+  request: FastRequest,
+  signal: AbortSignal,
+): Promise<Buffer> {
+  const id = JSON.stringify(request.id);
+  try {
+    const snapshot = await deps.registry.snapshot();
+    if (request.method === 'tools/list') {
+      // The encoded list is reused as bytes: only the id around it is new.
+      const list = encodedList(deps, snapshot, principal.groups, scope);
+      return Buffer.concat([RESULT_OPENING, list, Buffer.from(`,"jsonrpc":"2.0","id":${id}}`)]);
+    }
+    const result = await deps.calls.call(
+      principal,
+      snapshot,
+      scope,
+      { name: request.name, arguments: request.arguments },
+      { signal },
+      pickInputCapabilities(request.capabilities),
+    );
+    return Buffer.from(
+      `{"result":${JSON.stringify(encodeResult(result as unknown as Json, deps.serverInfo))},"jsonrpc":"2.0","id":${id}}`,
+    );
+  } catch (error) {
+    return Buffer.from(`{"jsonrpc":"2.0","id":${id},"error":${JSON.stringify(encodeError(error))}}`);
+  }
+}
+
+function encodedList(deps: FastPathDeps, snapshot: Snapshot, groups: readonly string[], scope: EndpointScope) {
+  const key = `${scope.kind === 'single' ? `s:${scope.serverId}` : 'a'}|${[...groups].sort().join(',')}`;
+  let lists = listCache.get(snapshot);
+  if (!lists) {
+    lists = new Map();
+    listCache.set(snapshot, lists);
+  }
+  let encoded = lists.get(key);
+  if (encoded === undefined) {
+    // tools/list is cacheable on 2026-07-28: the codec fills ttlMs and cacheScope (nothing cached by default).
+    const result = {
+      tools: hubToolList(snapshot, groups, scope),
+      resultType: 'complete',
+      ttlMs: 0,
+      cacheScope: 'private',
+    };
+    encoded = Buffer.from(JSON.stringify(encodeResult(result, deps.serverInfo)));
+    if (lists.size >= MAX_CACHED_LISTS) lists.clear();
+    lists.set(key, encoded);
+  }
+  return encoded;
+}
+
+/** The SDK's 2026-07-28 result encoding: `resultType` defaults to complete; serverInfo joins `_meta`. */
+function encodeResult(result: Json, serverInfo: FastPathDeps['serverInfo']): Json {
+  const typed = result.resultType === undefined ? { ...result, resultType: 'complete' } : result;
+  const meta = typed._meta;
+  if (meta === undefined) return { ...typed, _meta: { [SERVER_INFO_META_KEY]: serverInfo } };
+  if (!isPlainObject(meta) || meta[SERVER_INFO_META_KEY] !== undefined) return typed;
+  return { ...typed, _meta: { ...meta, [SERVER_INFO_META_KEY]: serverInfo } };
+}
+
+/** A thrown error as the SDK's protocol layer answers it: its numeric code (else internal error), message and data. */
+function encodeError(error: unknown): Json {
+  const thrown = (error ?? {}) as { code?: unknown; message?: unknown; data?: unknown };
+  let code = Number.isSafeInteger(thrown.code) ? (thrown.code as number) : ProtocolErrorCode.InternalError;
+  // The 2026-07-28 codec folds the retired resource-not-found code into invalid params.
+  if (code === -32002) code = ProtocolErrorCode.InvalidParams;
+  return {
+    code,
+    message: typeof thrown.message === 'string' ? thrown.message : 'Internal error',
+    ...(thrown.data !== undefined ? { data: thrown.data } : {}),
+  };
+}
