@@ -130,6 +130,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           poolIdleMs: config.poolIdleMs,
           listTimeoutMs: config.listTimeoutMs,
           callTimeoutMs: config.callTimeoutMs,
+          directCalls: config.hubFastPath,
           logger,
         });
         pools.set(privateNetwork, pool);

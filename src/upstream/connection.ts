@@ -3,6 +3,7 @@
  * traced Streamable HTTP transport, connected with a remembered era verdict or by negotiating.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
+import type { DirectTarget } from './direct-call.js';
 import { isTransportFailure } from './map-error.js';
 import type { NormalizedTarget } from './target.js';
 import { currentScope, traced, tracedFetch } from './trace.js';
@@ -72,6 +73,11 @@ export class Connection {
 
   get era(): 'modern' | 'legacy' {
     return this.client.getProtocolEra() === 'modern' ? 'modern' : 'legacy';
+  }
+
+  /** Where and as whom `direct-call.ts` sends a call on this connection's behalf. */
+  get directTarget(): DirectTarget {
+    return { url: this.target.url, headers: this.target.headers, clientInfo: CLIENT_INFO };
   }
 
   get sessionId(): string | undefined {

@@ -127,6 +127,11 @@ export async function callInteractiveTool(
         onProgress(typeof progress.message === 'string' ? boundStrings(progress).value : progress),
     }),
   })) as Record<string, unknown>;
+  return interactiveOutcome(result);
+}
+
+/** A `tools/call` result (already shaped as one) bounded, or the upstream's input request, checked and bounded. */
+export function interactiveOutcome(result: Record<string, unknown>): InteractiveCallResult {
   if (result.resultType !== 'input_required') return boundCallResult(result);
   const requestState = result.requestState;
   if (requestState !== undefined && typeof requestState !== 'string') {

@@ -14,6 +14,7 @@ import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
+import { callModernDirect, canCallDirectly } from './direct-call.js';
 import { EraMemory } from './era-memory.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
 import { callBoundedTool, callInteractiveTool, listAllTools } from './operations.js';
@@ -64,6 +65,7 @@ export class UpstreamPool {
   /** Fresh-mode connects in flight, abandoned by `close()`. */
   private readonly freshConnects = new Set<AbortController>();
   private connecting = 0;
+  private directCalls = 0;
   private closed = false;
 
   constructor(private readonly options: UpstreamOptions) {
@@ -99,9 +101,23 @@ export class UpstreamPool {
     args: Record<string, unknown> | undefined,
     opts: InteractiveCallOptions = {},
   ): Promise<InteractiveCallResult> {
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
-      callInteractiveTool(client, deadline, name, args, opts),
+    const direct = this.options.directCalls === true && canCallDirectly(name, opts);
+    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) =>
+      direct && connection.era === 'modern'
+        ? this.callDirect(connection, deadline, name, args, opts)
+        : callInteractiveTool(client, deadline, name, args, opts),
     );
+  }
+
+  private callDirect(
+    connection: Connection,
+    deadline: Deadline,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts: InteractiveCallOptions,
+  ): Promise<InteractiveCallResult> {
+    this.directCalls += 1;
+    return callModernDirect(this.options.fetch, connection.directTarget, deadline, name, args, opts);
   }
 
   /**
@@ -123,7 +139,7 @@ export class UpstreamPool {
     for (const { connection } of this.slots.values()) {
       if (connection && !connection.closed && !connection.broken) open += 1;
     }
-    return { open, connecting: this.connecting, eraByUrl: this.eras.size };
+    return { open, connecting: this.connecting, eraByUrl: this.eras.size, directCalls: this.directCalls };
   }
 
   /** Closes every connection (ending 2025-era sessions politely); later operations fail. */
@@ -139,7 +155,7 @@ export class UpstreamPool {
     rawTarget: UpstreamTarget,
     ms: number,
     callerSignal: AbortSignal | undefined,
-    operation: (client: Client, deadline: Deadline) => Promise<T>,
+    operation: (client: Client, deadline: Deadline, connection: Connection) => Promise<T>,
   ): Promise<T> {
     if (this.closed) throw poolClosed();
     const target = normalizeTarget(rawTarget);
@@ -150,8 +166,8 @@ export class UpstreamPool {
         let lease: Lease | undefined;
         try {
           lease = await this.acquire(target, deadline);
-          const { client } = lease.connection;
-          return await deadline.race(traced(() => operation(client, deadline)));
+          const { connection } = lease;
+          return await deadline.race(traced(() => operation(connection.client, deadline, connection)));
         } catch (error) {
           // The SDK's own timeout (set to what was left of ours) may fire a hair before ours.
           if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);

@@ -29,6 +29,11 @@ export interface UpstreamOptions {
   listTimeoutMs: number;
   /** Deadline of a whole `callTool` (connecting included). */
   callTimeoutMs: number;
+  /**
+   * Interactive calls on a 2026-07-28 connection go out as one plain HTTP exchange (`direct-call.ts`)
+   * instead of through the SDK client; same requests, same answers, less CPU. Default false.
+   */
+  directCalls?: boolean;
   logger?: UpstreamLogger;
 }
 
@@ -77,4 +82,6 @@ export interface PoolStats {
   connecting: number;
   /** Upstream URLs whose protocol era is remembered. */
   eraByUrl: number;
+  /** Calls sent as one plain HTTP exchange (`directCalls`) since the pool was made. */
+  directCalls: number;
 }

@@ -24,7 +24,7 @@ describe('pooled mode', () => {
     // Every call carried the same session id.
     const ids = new Set(fixture.log.withMethod('tools/call').map((r) => r.headers['mcp-session-id']));
     expect(ids.size).toBe(1);
-    expect(pool.stats()).toEqual({ open: 1, connecting: 0, eraByUrl: 1 });
+    expect(pool.stats()).toEqual({ open: 1, connecting: 0, eraByUrl: 1, directCalls: 0 });
   });
 
   it('shares one connect between concurrent first calls', async () => {

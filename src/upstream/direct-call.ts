@@ -1,0 +1,190 @@
+/**
+ * `tools/call` on a 2026-07-28 upstream as one plain HTTP exchange: the JSON-RPC request the SDK's
+ * client would send (the per-request envelope, the standard headers), through the same guarded fetch,
+ * and its answer read and checked as the SDK reads it — a JSON or SSE response carrying the JSON-RPC
+ * response to this request, a result validated against the spec's `CallToolResult` schema. What it
+ * leaves out is the SDK client's per-request machinery (its protocol layer, transport and double
+ * validation of the message), which costs the hub more CPU than the exchange itself.
+ *
+ * Failures are raised in the SDK's own shapes (`SdkHttpError`, `ProtocolError`, `SdkError`), so the
+ * pool's retry rules and `map-error.ts` treat both paths alike. The pool uses it for modern
+ * connections only, and only for calls without progress (the SDK path relays progress).
+ */
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  type FetchLike,
+  PROTOCOL_VERSION_META_KEY,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+  specTypeSchemas,
+} from '@modelcontextprotocol/client';
+import { createParser } from 'eventsource-parser';
+import { GatehouseError } from '../errors.js';
+import type { Deadline } from './deadline.js';
+import { interactiveOutcome } from './operations.js';
+import type { InteractiveCallOptions, InteractiveCallResult } from './types.js';
+
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+
+/** Tool names sent as they are in the `Mcp-Name` header; any other name takes the SDK path. */
+const HEADER_SAFE_NAME = /^[A-Za-z0-9_.\-/]{1,128}$/;
+
+export function canCallDirectly(name: string, options: InteractiveCallOptions): boolean {
+  return options.onProgress === undefined && HEADER_SAFE_NAME.test(name);
+}
+
+let nextId = 0;
+
+type Json = Record<string, unknown>;
+
+export interface DirectTarget {
+  url: string;
+  headers: Record<string, string>;
+  clientInfo: { name: string; version: string };
+}
+
+export async function callModernDirect(
+  fetch: FetchLike,
+  target: DirectTarget,
+  deadline: Deadline,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities'>,
+): Promise<InteractiveCallResult> {
+  nextId = (nextId + 1) % Number.MAX_SAFE_INTEGER;
+  const id = nextId;
+  const { continuation, inputCapabilities } = options;
+  const params: Json = args === undefined ? { name } : { name, arguments: args };
+  if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
+  if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
+  params._meta = {
+    [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
+    [CLIENT_INFO_META_KEY]: target.clientInfo,
+    // What the agent can answer, for this call only (the client itself declares nothing).
+    [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+  };
+  const response = await fetch(target.url, {
+    method: 'POST',
+    headers: {
+      ...target.headers,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
+      'mcp-method': 'tools/call',
+      'mcp-name': name,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
+    // Every redirect fails the request, as on the SDK path; none is followed.
+    redirect: 'manual',
+    signal: deadline.signal,
+  });
+  if (!response.ok) throw await httpError(response, id);
+  const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  let message: Json;
+  if (mediaType === 'application/json') message = answerTo(id, JSON.parse(await response.text()));
+  else if (mediaType === 'text/event-stream' && response.body) message = await answerInStream(id, response.body);
+  else {
+    await response.body?.cancel().catch(() => {});
+    throw new SdkError(SdkErrorCode.ClientHttpUnexpectedContent, `Unexpected content type: ${mediaType}`);
+  }
+  return outcomeOf(message);
+}
+
+/** A non-2xx answer as the SDK raises it: a JSON-RPC error to this request on a 400, else an HTTP error. */
+async function httpError(response: Response, id: number): Promise<Error> {
+  const text = await response.text().catch(() => null);
+  if (response.status === 400 && typeof text === 'string') {
+    try {
+      const message = JSON.parse(text) as Json;
+      if (message.id === id && isPlainObject(message.error)) return protocolError(message.error);
+    } catch {
+      // Not JSON: an HTTP error like any other.
+    }
+  }
+  return new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, `Error POSTing to endpoint: ${text}`, {
+    status: response.status,
+    statusText: response.statusText,
+    text,
+  });
+}
+
+const isPlainObject = (value: unknown): value is Json =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/** The JSON-RPC response to request `id` in a JSON answer. */
+function answerTo(id: number, message: unknown): Json {
+  if (isPlainObject(message) && message.jsonrpc === '2.0' && message.id === id) return message;
+  throw new GatehouseError(
+    'upstream_protocol_error',
+    'The upstream answered with something else than a response to the call.',
+    {
+      reason: 'invalid_message',
+    },
+  );
+}
+
+/** Reads an SSE answer until the JSON-RPC response to request `id` (notifications before it are skipped). */
+async function answerInStream(id: number, body: ReadableStream<Uint8Array>): Promise<Json> {
+  let answer: Json | undefined;
+  let invalid: unknown;
+  const parser = createParser({
+    onEvent(event) {
+      if (answer !== undefined || invalid !== undefined || (event.event !== undefined && event.event !== 'message'))
+        return;
+      try {
+        const message = JSON.parse(event.data) as unknown;
+        if (isPlainObject(message) && message.id === id && ('result' in message || 'error' in message))
+          answer = message;
+      } catch (error) {
+        invalid = error;
+      }
+    },
+  });
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  try {
+    while (answer === undefined && invalid === undefined) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parser.feed(decoder.decode(value, { stream: true }));
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  if (invalid !== undefined) throw invalid;
+  if (answer) return answer;
+  throw new GatehouseError('upstream_unreachable', 'The upstream closed the response stream without answering.', {
+    reason: 'stream_ended',
+  });
+}
+
+function protocolError(error: Json): ProtocolError {
+  const code = typeof error.code === 'number' ? error.code : -32603;
+  const message = typeof error.message === 'string' ? error.message : 'Unknown error';
+  return new ProtocolError(code, message, error.data);
+}
+
+/** The call's outcome from its JSON-RPC response: an error, an input request, or a valid, bounded result. */
+function outcomeOf(message: Json): InteractiveCallResult {
+  if (isPlainObject(message.error)) throw protocolError(message.error);
+  const result = message.result;
+  if (!isPlainObject(result)) {
+    throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call: not an object');
+  }
+  const { resultType, ...rest } = result;
+  if (resultType === 'input_required') return interactiveOutcome(result);
+  if (resultType !== undefined && resultType !== 'complete') {
+    throw new SdkError(
+      SdkErrorCode.UnsupportedResultType,
+      `Unsupported result type '${String(resultType)}' for tools/call`,
+    );
+  }
+  const parsed = specTypeSchemas.CallToolResult['~standard'].validate(rest);
+  if (parsed instanceof Promise || parsed.issues !== undefined) {
+    throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call');
+  }
+  return interactiveOutcome(parsed.value as Json);
+}
