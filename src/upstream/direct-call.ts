@@ -182,9 +182,30 @@ function outcomeOf(message: Json): InteractiveCallResult {
       `Unsupported result type '${String(resultType)}' for tools/call`,
     );
   }
+  if (isPlainTextResult(rest)) return interactiveOutcome(rest);
   const parsed = specTypeSchemas.CallToolResult['~standard'].validate(rest);
   if (parsed instanceof Promise || parsed.issues !== undefined) {
     throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call');
   }
   return interactiveOutcome(parsed.value as Json);
+}
+
+const TEXT_BLOCK_KEYS = new Set(['type', 'text']);
+
+/**
+ * The commonest result, valid on sight: text blocks only, an optional boolean `isError`, object
+ * `structuredContent` and `_meta`. Anything else is validated against the spec's schema (which also
+ * fills defaults, e.g. a missing `content`).
+ */
+function isPlainTextResult(result: Json): boolean {
+  const { content, isError, structuredContent, _meta } = result;
+  if (!Array.isArray(content)) return false;
+  if (isError !== undefined && typeof isError !== 'boolean') return false;
+  if (structuredContent !== undefined && !isPlainObject(structuredContent)) return false;
+  if (_meta !== undefined && !isPlainObject(_meta)) return false;
+  for (const block of content) {
+    if (!isPlainObject(block) || block.type !== 'text' || typeof block.text !== 'string') return false;
+    for (const key of Object.keys(block)) if (!TEXT_BLOCK_KEYS.has(key)) return false;
+  }
+  return true;
 }

@@ -68,14 +68,29 @@ function hasOnlyKeys(value: Json, allowed: ReadonlySet<string>): boolean {
   return true;
 }
 
+const CLIENT_INFO_KEYS: ReadonlySet<string> = new Set(['name', 'version', 'title']);
+
+/** `{name, version}` (and a title) of strings: valid on sight; anything richer is checked against the spec's schema. */
+function isClientInfo(value: unknown): boolean {
+  if (isPlainObject(value) && hasOnlyKeys(value, CLIENT_INFO_KEYS)) {
+    const { name, version, title } = value;
+    if (typeof name === 'string' && typeof version === 'string' && (title === undefined || typeof title === 'string')) {
+      return true;
+    }
+  }
+  return isSpecType.Implementation(value);
+}
+
 /** The declared client capabilities of a valid, plain envelope, or undefined. */
 function envelopeCapabilities(envelope: unknown): Json | undefined {
   if (!isPlainObject(envelope) || !hasOnlyKeys(envelope, ENVELOPE_KEYS)) return undefined;
   if (envelope[PROTOCOL_VERSION_META_KEY] !== MODERN_PROTOCOL_VERSION) return undefined;
   const capabilities = envelope[CLIENT_CAPABILITIES_META_KEY];
-  if (!isPlainObject(capabilities) || !isSpecType.ClientCapabilities(capabilities)) return undefined;
+  if (!isPlainObject(capabilities)) return undefined;
+  // Most agents declare none; declared ones are checked against the spec's schema.
+  if (Object.keys(capabilities).length > 0 && !isSpecType.ClientCapabilities(capabilities)) return undefined;
   const clientInfo = envelope[CLIENT_INFO_META_KEY];
-  if (clientInfo !== undefined && !isSpecType.Implementation(clientInfo)) return undefined;
+  if (clientInfo !== undefined && !isClientInfo(clientInfo)) return undefined;
   return capabilities;
 }
 
