@@ -123,14 +123,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const poolFor = (privateNetwork: boolean): UpstreamPool => {
       let pool = pools.get(privateNetwork);
       if (!pool) {
+        const guard = guards.for(privateNetwork);
         pool = new UpstreamPool({
-          fetch: guards.for(privateNetwork).fetch,
+          fetch: guard.fetch,
           sessionMode: config.sessionMode,
           poolMaxSize: config.poolMaxSize,
           poolIdleMs: config.poolIdleMs,
           listTimeoutMs: config.listTimeoutMs,
           callTimeoutMs: config.callTimeoutMs,
-          directCalls: config.hubFastPath,
+          ...(config.hubFastPath ? { exchange: guard.exchange } : {}),
           logger,
         });
         pools.set(privateNetwork, pool);

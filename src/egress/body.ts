@@ -72,6 +72,26 @@ export function capNodeBody(source: Readable, limit: number, host: string): Read
   return cappedStream({ next: () => chunks.next(), cancel: () => discard(source) }, limit, host);
 }
 
+/**
+ * The chunks of a Node stream body, capped like `capNodeBody` (errors mapped the same way) but
+ * without a web stream in between: for readers that take the bytes themselves.
+ */
+export async function* cappedChunks(source: Readable, limit: number, host: string): AsyncGenerator<Buffer> {
+  let total = 0;
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      total += chunk.byteLength;
+      if (total > limit) throw responseTooLarge(limit);
+      yield chunk;
+    }
+  } catch (err) {
+    throw err instanceof GatehouseError ? err : toEgressError(err, host, 'body');
+  } finally {
+    // Left early (cap, error, or the reader stopped): undici drops the connection instead of draining it.
+    if (!source.readableEnded) discard(source);
+  }
+}
+
 /** Drops a response body unread; undici then closes the connection (its abort error has nowhere to go). */
 export function discard(source: Readable): void {
   source.on('error', () => {});

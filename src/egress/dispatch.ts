@@ -73,9 +73,12 @@ export function leanRequest(url: URL, init: RequestInit | undefined): LeanReques
   };
 }
 
+export type RawHeaders = Record<string, string | string[] | undefined>;
+
 export interface DispatchedResponse {
   status: number;
-  headers: Headers;
+  /** As undici gives them: lower-case names, repeated headers as arrays. */
+  headers: RawHeaders;
   /** Null for statuses that have no body (the body was drained). */
   source: Readable | null;
 }
@@ -85,14 +88,25 @@ const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 /** Sends a lean request on `agent`; the body streams as it arrives. */
 export async function dispatch(agent: Agent, request: LeanRequest): Promise<DispatchedResponse> {
   const answer = await agent.request(request.options);
+  if (NULL_BODY_STATUSES.has(answer.statusCode) || request.options.method === 'HEAD') {
+    await answer.body.dump().catch(() => {});
+    return { status: answer.statusCode, headers: answer.headers, source: null };
+  }
+  return { status: answer.statusCode, headers: answer.headers, source: answer.body };
+}
+
+/** One header of a dispatched response; repeated ones joined as `Headers` joins them. */
+export function headerOf(headers: RawHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** The headers as a web `Headers`, for a `Response`. */
+export function webHeaders(raw: RawHeaders): Headers {
   const headers = new Headers();
-  for (const [name, value] of Object.entries(answer.headers)) {
+  for (const [name, value] of Object.entries(raw)) {
     if (Array.isArray(value)) for (const item of value) headers.append(name, item);
     else if (value !== undefined) headers.append(name, value);
   }
-  if (NULL_BODY_STATUSES.has(answer.statusCode) || request.options.method === 'HEAD') {
-    await answer.body.dump().catch(() => {});
-    return { status: answer.statusCode, headers, source: null };
-  }
-  return { status: answer.statusCode, headers, source: answer.body };
+  return headers;
 }

@@ -3,10 +3,10 @@ import { connect as netConnect } from 'node:net';
 import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import { capBody, capNodeBody, discard, responseTooLarge } from './body.js';
+import { capBody, capNodeBody, cappedChunks, discard, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
-import { type DispatchedResponse, dispatch, leanRequest } from './dispatch.js';
+import { type DispatchedResponse, dispatch, headerOf, leanRequest, webHeaders } from './dispatch.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,
@@ -33,12 +33,39 @@ export interface EgressOptions {
   connectTimeoutMs?: number;
 }
 
+/** A request whose body is in memory, for `exchange`. */
+export interface ExchangeRequest {
+  method: 'GET' | 'POST' | 'DELETE';
+  headers: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+/** What `exchange` answers: the status, the headers, and the body's chunks under the response cap. */
+export interface Exchanged {
+  status: number;
+  /** A response header (lower-case name); repeated headers are joined with ", ". */
+  header(name: string): string | undefined;
+  /** The body as it arrives, capped and with read errors mapped like `fetch`'s; read it once. */
+  chunks(): AsyncGenerator<Buffer>;
+  /** The whole body as UTF-8 text (capped). */
+  text(): Promise<string>;
+  /** Drops the body unread. */
+  discard(): void;
+}
+
 export interface EgressGuard {
   readonly policy: NetworkPolicy;
   /** Validates a URL: address class first, then scheme. Resolves to the parsed URL or throws GatehouseError. */
   check(url: string | URL): Promise<URL>;
   /** fetch-compatible (usable as the MCP SDK's `fetch` option): check, pinned connect, no redirects, capped body. */
   fetch(input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  /**
+   * `fetch`'s checks and answers for a request whose body is in memory, without the WHATWG `Request`
+   * and `Response` around it: for Gatehouse's own protocol code (direct upstream calls), where those
+   * objects cost more CPU than the exchange.
+   */
+  exchange(url: string, request: ExchangeRequest): Promise<Exchanged>;
   /** TCP connect probe obeying the same address rules (the registry's reachability probe). */
   probeTcp(url: string | URL, timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
@@ -102,12 +129,13 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
       } catch (err) {
         throw toEgressError(err, host);
       }
-      const refused = refusal(answer.status, answer.headers);
+      const refused = refusal(answer.status, headerOf(answer.headers, 'content-length'));
       if (refused) {
         if (answer.source) discard(answer.source);
         throw refused;
       }
-      return respond(answer.source && capNodeBody(answer.source, maxBytes, host), answer, url.href);
+      const head = { status: answer.status, headers: webHeaders(answer.headers) };
+      return respond(answer.source && capNodeBody(answer.source, maxBytes, host), head, url.href);
     }
     let response: UndiciResponse;
     try {
@@ -121,7 +149,9 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     }
     const headers = response.headers as unknown as Headers;
     const refused =
-      response.type === 'opaqueredirect' ? redirectRefused(response.status) : refusal(response.status, headers);
+      response.type === 'opaqueredirect'
+        ? redirectRefused(response.status)
+        : refusal(response.status, headers.get('content-length') ?? undefined);
     if (refused) {
       await response.body?.cancel().catch(() => {});
       throw refused;
@@ -130,10 +160,44 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     return respond(body && capBody(body, maxBytes, host), { status: response.status, headers }, response.url);
   }
 
+  async function exchange(input: string, request: ExchangeRequest): Promise<Exchanged> {
+    const url = parseTarget(input);
+    await admit(url, false);
+    const host = bareHost(url);
+    const lean = leanRequest(url, request);
+    if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
+    let answer: DispatchedResponse;
+    try {
+      answer = await dispatch(agent, lean);
+    } catch (err) {
+      throw toEgressError(err, host);
+    }
+    const refused = refusal(answer.status, headerOf(answer.headers, 'content-length'));
+    if (refused) {
+      if (answer.source) discard(answer.source);
+      throw refused;
+    }
+    const { source, headers } = answer;
+    const chunks = () => (source ? cappedChunks(source, maxBytes, host) : (async function* () {})());
+    return {
+      status: answer.status,
+      header: (name) => headerOf(headers, name),
+      chunks,
+      async text() {
+        const parts: Buffer[] = [];
+        for await (const chunk of chunks()) parts.push(chunk);
+        return Buffer.concat(parts).toString('utf8');
+      },
+      discard: () => {
+        if (source) discard(source);
+      },
+    };
+  }
+
   /** Redirects are not followed, and a declared length over the cap is refused before reading. */
-  function refusal(status: number, headers: Headers): GatehouseError | undefined {
+  function refusal(status: number, contentLength: string | undefined): GatehouseError | undefined {
     if (status >= 300 && status < 400) return redirectRefused(status);
-    const declared = Number(headers.get('content-length'));
+    const declared = Number(contentLength);
     return Number.isFinite(declared) && declared > maxBytes ? responseTooLarge(maxBytes) : undefined;
   }
 
@@ -176,6 +240,7 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     policy,
     check,
     fetch: guardedFetch,
+    exchange,
     probeTcp,
     close() {
       // destroy, not close: a caller's open event stream would otherwise keep shutdown waiting forever.

@@ -1,10 +1,12 @@
 /**
  * `tools/call` on a 2026-07-28 upstream as one plain HTTP exchange: the JSON-RPC request the SDK's
- * client would send (the per-request envelope, the standard headers), through the same guarded fetch,
+ * client would send (the per-request envelope, the standard headers), through the egress guard's
+ * `exchange` (the same checks, pinned connect, refused redirects and body cap as its `fetch`),
  * and its answer read and checked as the SDK reads it — a JSON or SSE response carrying the JSON-RPC
  * response to this request, a result validated against the spec's `CallToolResult` schema. What it
- * leaves out is the SDK client's per-request machinery (its protocol layer, transport and double
- * validation of the message), which costs the hub more CPU than the exchange itself.
+ * leaves out is the SDK client's per-request machinery (its protocol layer, transport, WHATWG
+ * `Request`/`Response` and double validation of the message), which costs the hub more CPU than the
+ * exchange itself.
  *
  * Failures are raised in the SDK's own shapes (`SdkHttpError`, `ProtocolError`, `SdkError`), so the
  * pool's retry rules and `map-error.ts` treat both paths alike. The pool uses it for modern
@@ -13,7 +15,6 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
-  type FetchLike,
   PROTOCOL_VERSION_META_KEY,
   ProtocolError,
   SdkError,
@@ -22,10 +23,11 @@ import {
   specTypeSchemas,
 } from '@modelcontextprotocol/client';
 import { createParser } from 'eventsource-parser';
+import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 import type { Deadline } from './deadline.js';
 import { interactiveOutcome } from './operations.js';
-import type { InteractiveCallOptions, InteractiveCallResult } from './types.js';
+import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
 
 export const MODERN_PROTOCOL_VERSION = '2026-07-28';
 
@@ -47,7 +49,7 @@ export interface DirectTarget {
 }
 
 export async function callModernDirect(
-  fetch: FetchLike,
+  exchange: Exchange,
   target: DirectTarget,
   deadline: Deadline,
   name: string,
@@ -66,7 +68,8 @@ export async function callModernDirect(
     // What the agent can answer, for this call only (the client itself declares nothing).
     [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
   };
-  const response = await fetch(target.url, {
+  // The guard refuses redirects (none is followed, as on the SDK path) and caps the body.
+  const answer = await exchange(target.url, {
     method: 'POST',
     headers: {
       ...target.headers,
@@ -77,26 +80,24 @@ export async function callModernDirect(
       'mcp-name': name,
     },
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
-    // Every redirect fails the request, as on the SDK path; none is followed.
-    redirect: 'manual',
     signal: deadline.signal,
   });
-  if (!response.ok) throw await httpError(response, id);
-  const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
+  if (answer.status < 200 || answer.status > 299) throw await httpError(answer, id);
+  const mediaType = (answer.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
   let message: Json;
-  if (mediaType === 'application/json') message = answerTo(id, JSON.parse(await response.text()));
-  else if (mediaType === 'text/event-stream' && response.body) message = await answerInStream(id, response.body);
+  if (mediaType === 'application/json') message = answerTo(id, JSON.parse(await answer.text()));
+  else if (mediaType === 'text/event-stream') message = await answerInStream(id, answer.chunks());
   else {
-    await response.body?.cancel().catch(() => {});
+    answer.discard();
     throw new SdkError(SdkErrorCode.ClientHttpUnexpectedContent, `Unexpected content type: ${mediaType}`);
   }
   return outcomeOf(message);
 }
 
 /** A non-2xx answer as the SDK raises it: a JSON-RPC error to this request on a 400, else an HTTP error. */
-async function httpError(response: Response, id: number): Promise<Error> {
-  const text = await response.text().catch(() => null);
-  if (response.status === 400 && typeof text === 'string') {
+async function httpError(answer: Exchanged, id: number): Promise<Error> {
+  const text = await answer.text().catch(() => null);
+  if (answer.status === 400 && typeof text === 'string') {
     try {
       const message = JSON.parse(text) as Json;
       if (message.id === id && isPlainObject(message.error)) return protocolError(message.error);
@@ -105,8 +106,8 @@ async function httpError(response: Response, id: number): Promise<Error> {
     }
   }
   return new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, `Error POSTing to endpoint: ${text}`, {
-    status: response.status,
-    statusText: response.statusText,
+    status: answer.status,
+    statusText: '',
     text,
   });
 }
@@ -127,13 +128,13 @@ function answerTo(id: number, message: unknown): Json {
 }
 
 /** Reads an SSE answer until the JSON-RPC response to request `id` (notifications before it are skipped). */
-async function answerInStream(id: number, body: ReadableStream<Uint8Array>): Promise<Json> {
+async function answerInStream(id: number, chunks: AsyncGenerator<Buffer>): Promise<Json> {
   let answer: Json | undefined;
   let invalid: unknown;
   const parser = createParser({
     onEvent(event) {
-      if (answer !== undefined || invalid !== undefined || (event.event !== undefined && event.event !== 'message'))
-        return;
+      if (answer !== undefined || invalid !== undefined) return;
+      if (event.event !== undefined && event.event !== 'message') return;
       try {
         const message = JSON.parse(event.data) as unknown;
         if (isPlainObject(message) && message.id === id && ('result' in message || 'error' in message))
@@ -143,16 +144,11 @@ async function answerInStream(id: number, body: ReadableStream<Uint8Array>): Pro
       }
     },
   });
-  const reader = body.getReader();
   const decoder = new TextDecoder();
-  try {
-    while (answer === undefined && invalid === undefined) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parser.feed(decoder.decode(value, { stream: true }));
-    }
-  } finally {
-    reader.cancel().catch(() => {});
+  // Leaving the loop early ends the generator, which drops the rest of the stream.
+  for await (const chunk of chunks) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    if (answer !== undefined || invalid !== undefined) break;
   }
   if (invalid !== undefined) throw invalid;
   if (answer) return answer;

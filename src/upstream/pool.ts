@@ -101,23 +101,13 @@ export class UpstreamPool {
     args: Record<string, unknown> | undefined,
     opts: InteractiveCallOptions = {},
   ): Promise<InteractiveCallResult> {
-    const direct = this.options.directCalls === true && canCallDirectly(name, opts);
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) =>
-      direct && connection.era === 'modern'
-        ? this.callDirect(connection, deadline, name, args, opts)
-        : callInteractiveTool(client, deadline, name, args, opts),
-    );
-  }
-
-  private callDirect(
-    connection: Connection,
-    deadline: Deadline,
-    name: string,
-    args: Record<string, unknown> | undefined,
-    opts: InteractiveCallOptions,
-  ): Promise<InteractiveCallResult> {
-    this.directCalls += 1;
-    return callModernDirect(this.options.fetch, connection.directTarget, deadline, name, args, opts);
+    const { exchange } = this.options;
+    const direct = exchange !== undefined && canCallDirectly(name, opts);
+    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
+      if (!direct || connection.era !== 'modern') return callInteractiveTool(client, deadline, name, args, opts);
+      this.directCalls += 1;
+      return callModernDirect(exchange, connection.directTarget, deadline, name, args, opts);
+    });
   }
 
   /**

@@ -1,5 +1,6 @@
 /** The public shapes of the upstream client side. */
 import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+import type { Exchanged, ExchangeRequest } from '../egress/index.js';
 import type { BoundedCallResult } from './bounds.js';
 
 export type { FetchLike, Progress, Tool };
@@ -10,6 +11,9 @@ export interface UpstreamTarget {
   /** Sent on every request of this target's connection only; names are case-insensitive. */
   headers?: Record<string, string>;
 }
+
+/** The egress guard's `exchange`. */
+export type Exchange = (url: string, request: ExchangeRequest) => Promise<Exchanged>;
 
 export interface UpstreamLogger {
   warn(obj: object, msg?: string): void;
@@ -30,10 +34,11 @@ export interface UpstreamOptions {
   /** Deadline of a whole `callTool` (connecting included). */
   callTimeoutMs: number;
   /**
-   * Interactive calls on a 2026-07-28 connection go out as one plain HTTP exchange (`direct-call.ts`)
-   * instead of through the SDK client; same requests, same answers, less CPU. Default false.
+   * The egress guard's lean exchange. Given, interactive calls on a 2026-07-28 connection go out
+   * through it as one plain HTTP exchange (`direct-call.ts`) instead of through the SDK client:
+   * same requests, same checks, same answers, less CPU.
    */
-  directCalls?: boolean;
+  exchange?: Exchange;
   logger?: UpstreamLogger;
 }
 
@@ -82,6 +87,6 @@ export interface PoolStats {
   connecting: number;
   /** Upstream URLs whose protocol era is remembered. */
   eraByUrl: number;
-  /** Calls sent as one plain HTTP exchange (`directCalls`) since the pool was made. */
+  /** Calls sent as one plain HTTP exchange (see `exchange`) since the pool was made. */
   directCalls: number;
 }

@@ -9,6 +9,7 @@ import type { McpServer } from '@modelcontextprotocol/server';
 import { acceptedContent, inputRequired } from '@modelcontextprotocol/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
+import { createEgressGuard } from '../../src/egress/index.js';
 import { GatehouseError } from '../../src/errors.js';
 import type { UpstreamPool } from '../../src/upstream/index.js';
 import { listen, readBody, sendJson } from '../fixtures/http.js';
@@ -69,8 +70,10 @@ describe('direct calls against the SDK client path', () => {
 
   beforeAll(async () => {
     fixture = cleanup.add(await startModernServer({ register }));
-    direct = cleanup.add(makePool({ directCalls: true }));
-    sdk = cleanup.add(makePool());
+    // Both paths through one real egress guard, as in the gateway.
+    const guard = cleanup.add(createEgressGuard({ policy: 'private' }));
+    direct = cleanup.add(makePool({ fetch: guard.fetch, exchange: guard.exchange }));
+    sdk = cleanup.add(makePool({ fetch: guard.fetch }));
   });
   afterAll(() => cleanup.run());
 
@@ -162,6 +165,7 @@ describe('direct calls to a misbehaving 2026-07-28 upstream', () => {
   let misbehaviour: Misbehaviour = () => {};
   let url = '';
   const pools = new Cleanup();
+  const guard = pools.add(createEgressGuard({ policy: 'private' }));
 
   beforeAll(async () => {
     const server = await listen((req, res) => {
@@ -179,7 +183,7 @@ describe('direct calls to a misbehaving 2026-07-28 upstream', () => {
 
   const call = async (behave: Misbehaviour) => {
     misbehaviour = behave;
-    const pool = makePool({ directCalls: true });
+    const pool = makePool({ fetch: guard.fetch, exchange: guard.exchange });
     try {
       const result = await outcome(pool.callToolInteractive({ url }, 'x', {}));
       expect(pool.stats().directCalls).toBe(1);

@@ -1,0 +1,108 @@
+/** The guard's lean `exchange`: fetch's checks and answers for an in-memory request, without Request/Response. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createEgressGuard, type EgressGuard, type EgressOptions } from '../../src/egress/index.js';
+import { GatehouseError } from '../../src/errors.js';
+import { noDns } from './helpers.js';
+import { closedPort, startHttpServer, type TestServer } from './servers.js';
+
+const PUBLIC = '127.0.0.2'; // the test seam: a loopback address the guard treats as public
+const PRIVATE = '127.0.0.1';
+
+const cleanup: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.all(cleanup.splice(0).map((c) => c.close()));
+});
+function guard(options: EgressOptions = {}): EgressGuard {
+  const g = createEgressGuard({ testPublicAddresses: [PUBLIC], allowHttp: true, resolver: noDns, ...options });
+  cleanup.push(g);
+  return g;
+}
+async function server(...args: Parameters<typeof startHttpServer>): Promise<TestServer> {
+  const s = await startHttpServer(...args);
+  cleanup.push(s);
+  return s;
+}
+async function refusal(work: Promise<unknown>): Promise<GatehouseError> {
+  const error = await work.then(
+    () => {
+      throw new Error('expected a refusal');
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(GatehouseError);
+  return error as GatehouseError;
+}
+
+describe('exchange', () => {
+  it('sends method, headers and body and answers status, headers and text', async () => {
+    const upstream = await server(PUBLIC, (req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        res.setHeader('x-answer', 'yes');
+        res.setHeader('set-cookie', ['a=1', 'b=2']);
+        res.writeHead(201, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ method: req.method, auth: req.headers.authorization, body }));
+      });
+    });
+    const answer = await guard().exchange(`${upstream.origin}/mcp`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer t', 'content-type': 'application/json' },
+      body: '{"a":1}',
+    });
+    expect(answer.status).toBe(201);
+    expect(answer.header('content-type')).toBe('application/json');
+    expect(answer.header('x-answer')).toBe('yes');
+    expect(answer.header('set-cookie')).toBe('a=1, b=2');
+    expect(JSON.parse(await answer.text())).toEqual({ method: 'POST', auth: 'Bearer t', body: '{"a":1}' });
+  });
+
+  it('streams the body in chunks as it arrives', async () => {
+    const upstream = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('event: message\ndata: 1\n\n');
+      setImmediate(() => res.end('event: message\ndata: 2\n\n'));
+    });
+    const answer = await guard().exchange(upstream.origin, { method: 'GET', headers: {} });
+    let text = '';
+    for await (const chunk of answer.chunks()) text += chunk.toString('utf8');
+    expect(text).toBe('event: message\ndata: 1\n\nevent: message\ndata: 2\n\n');
+  });
+
+  it('refuses a private address under the public policy, before connecting', async () => {
+    const upstream = await server(PRIVATE);
+    const error = await refusal(guard().exchange(upstream.origin, { method: 'GET', headers: {} }));
+    expect(error.code).toBe('private_network_blocked');
+    expect(upstream.connections).toBe(0);
+  });
+
+  it('refuses redirects', async () => {
+    const upstream = await server(PUBLIC, (_req, res) => {
+      res.writeHead(307, { location: 'http://127.0.0.1:1/' });
+      res.end();
+    });
+    const error = await refusal(guard().exchange(upstream.origin, { method: 'POST', headers: {}, body: '{}' }));
+    expect(error.details).toMatchObject({ reason: 'redirect_refused', status: 307 });
+  });
+
+  it('caps the body: a declared length at once, a streamed one when it passes the cap', async () => {
+    const declared = await server(PUBLIC, (_req, res) => res.end('x'.repeat(2048)));
+    const g = guard({ maxResponseBytes: 1024 });
+    const early = await refusal(g.exchange(declared.origin, { method: 'GET', headers: {} }));
+    expect(early.details).toMatchObject({ reason: 'response_too_large' });
+    const streamed = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      for (let i = 0; i < 8; i++) res.write('y'.repeat(256));
+      res.end();
+    });
+    const answer = await g.exchange(streamed.origin, { method: 'GET', headers: {} });
+    const late = await refusal(answer.text());
+    expect(late.details).toMatchObject({ reason: 'response_too_large' });
+  });
+
+  it('maps a refused connection like fetch does', async () => {
+    const port = await closedPort(PUBLIC);
+    const error = await refusal(guard().exchange(`http://${PUBLIC}:${port}/`, { method: 'GET', headers: {} }));
+    expect(error.code).toBe('upstream_unreachable');
+  });
+});
