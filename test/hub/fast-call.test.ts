@@ -1,0 +1,464 @@
+/**
+ * The hub's 2026-07-28 `tools/call` fast path (`src/surfaces/hub/fast-call.ts`) against the SDK path,
+ * differentially: two real gateways on loopback with the same upstream, policy and agent — one with
+ * the fast path on (the default), one with `GATEHOUSE_HUB_FAST_PATH=false` — receive the same raw HTTP
+ * requests, built by hand as the SDK's modern client sends them. Each pair of answers must agree in
+ * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_calls_total` proves which
+ * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
+ */
+import type { McpServer } from '@modelcontextprotocol/server';
+import { Agent, fetch } from 'undici';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { z } from 'zod';
+import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { describeEachStore } from '../helpers/stores.js';
+
+const VERSION = '2026-07-28';
+const PROTOCOL_VERSION_KEY = 'io.modelcontextprotocol/protocolVersion';
+const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo';
+const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
+
+/** The per-request envelope a modern SDK client puts in `params._meta`. */
+const ENVELOPE: Record<string, unknown> = {
+  [PROTOCOL_VERSION_KEY]: VERSION,
+  [CLIENT_INFO_KEY]: { name: 'agent', version: '1.0.0' },
+  [CLIENT_CAPABILITIES_KEY]: {},
+};
+
+interface Side {
+  gw: TestGateway;
+  base: string;
+  token: string;
+}
+
+/** One raw request: headers without authorization (each side adds its own agent's), and the body text. */
+interface Wire {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+interface Answer {
+  status: number;
+  mediaType: string;
+  body: unknown;
+}
+
+interface CallShape {
+  name: string;
+  /** The `arguments` value; `absent` leaves the key out. */
+  args?: unknown;
+  id?: unknown;
+  /** `params._meta`; default the standard envelope. */
+  meta?: Record<string, unknown>;
+  /** Extra keys in `params`. */
+  params?: Record<string, unknown>;
+  /** Extra top-level keys in the body. */
+  extra?: Record<string, unknown>;
+  /** Header overrides; undefined removes the header. */
+  headers?: Record<string, string | undefined>;
+  path?: string;
+}
+
+/** A tools/call exactly as the SDK's modern client writes it (same key order, same headers). */
+function call(shape: CallShape): Wire {
+  const params: Record<string, unknown> = { name: shape.name };
+  if (shape.args !== 'absent') params.arguments = shape.args ?? {};
+  params._meta = shape.meta ?? ENVELOPE;
+  Object.assign(params, shape.params);
+  const body = {
+    method: 'tools/call',
+    params,
+    jsonrpc: '2.0',
+    id: shape.id ?? 0,
+    ...shape.extra,
+  };
+  const headers: Record<string, string | undefined> = {
+    accept: 'application/json, text/event-stream',
+    'content-type': 'application/json',
+    'mcp-method': 'tools/call',
+    'mcp-name': shape.name,
+    'mcp-protocol-version': VERSION,
+    ...shape.headers,
+  };
+  const present: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
+  return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+}
+
+/** The body as the client reads it: JSON, each SSE `data:` message, or (anything else) the text itself. */
+function parseBody(text: string, mediaType: string): unknown {
+  if (mediaType === 'text/event-stream') {
+    return text
+      .split('\n')
+      .filter((line) => line.startsWith('data:'))
+      .map((line) => JSON.parse(line.slice(5)));
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * POSTs `wire` as `side`'s agent over real loopback HTTP. `fetch` runs on the suite's own `Agent`,
+ * destroyed before the gateways close: after an aborted request undici dials a fresh, empty socket,
+ * which would otherwise hold a gateway's close open until the server's headers timeout.
+ */
+async function send(client: Agent, side: Side, wire: Wire, signal?: AbortSignal): Promise<Answer> {
+  const response = await fetch(`${side.base}${wire.path}`, {
+    dispatcher: client,
+    method: 'POST',
+    headers: { ...wire.headers, authorization: `Bearer ${side.token}` },
+    body: wire.body,
+    ...(signal ? { signal } : {}),
+  });
+  const mediaType = (response.headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase() ?? '';
+  return { status: response.status, mediaType, body: parseBody(await response.text(), mediaType) };
+}
+
+/** `gatehouse_hub_fast_path_calls_total` as `/metrics` reports it. */
+async function fastCalls(side: Side): Promise<number> {
+  const response = await side.gw.request('GET', '/metrics', { token: TEST_ADMIN_TOKEN });
+  expect(response.statusCode).toBe(200);
+  const line = response.body.split('\n').find((l) => l.startsWith('gatehouse_hub_fast_path_calls_total '));
+  if (line === undefined) throw new Error('gatehouse_hub_fast_path_calls_total is missing from /metrics');
+  return Number(line.split(' ')[1]);
+}
+
+/** Waits (bounded) until `check` holds; fails with `what` when it never does. */
+async function until(what: string, check: () => boolean, boundMs = 10_000): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+type Json = Record<string, unknown>;
+const resultOf = (answer: Answer) => (answer.body as { result: Json }).result;
+const errorOf = (answer: Answer) => (answer.body as { error: Json }).error;
+
+describeEachStore('hub fast path: the same answers as the SDK path', (target) => {
+  let upstream: McpFixture;
+  let fast: Side;
+  let sdk: Side;
+  let client: Agent;
+  /** What the upstream's `hang` tool went through: calls started, and calls whose request signal aborted. */
+  const hang = { started: 0, aborted: 0 };
+
+  const register = (server: McpServer) => {
+    server.registerTool(
+      'read_file',
+      { description: 'reads a file', inputSchema: z.object({ path: z.string() }) },
+      async ({ path }) => ({ content: [{ type: 'text', text: `contents of ${path}` }] }),
+    );
+    server.registerTool('hang', { description: 'waits until its request is cancelled' }, async (ctx) => {
+      hang.started += 1;
+      const signal = ctx.mcpReq.signal;
+      await new Promise<void>((resolve) => {
+        if (signal.aborted) resolve();
+        else signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      hang.aborted += 1;
+      return { content: [{ type: 'text', text: 'cancelled' }], isError: true };
+    });
+  };
+
+  async function startSide(env: Record<string, string>, name: string, goneUrl: string): Promise<Side> {
+    // A long call timeout, so only the agent's disconnect (never the gateway's deadline) can cancel `hang`.
+    const gw = await startTestGateway(target, { GATEHOUSE_CALL_TIMEOUT_MS: '120000', ...env });
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
+      201,
+    );
+    const policy = await gw.request('PATCH', '/api/mcp/servers/up/tools', {
+      body: {
+        mode: 'exclude',
+        exclude: ['big'],
+        allow: ['echo', 'add', 'fail', 'structured', 'hang'],
+        gated: ['read_file'],
+        blocked: ['blocks'],
+        defaultTier: 'blocked',
+      },
+    });
+    expect(policy.statusCode).toBe(200);
+    expect((await gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
+    // A second upstream, stopped once both gateways know it: its calls fail to connect.
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: goneUrl, id: 'gone' } })).statusCode).toBe(201);
+    const gonePolicy = await gw.request('PATCH', '/api/mcp/servers/gone/tools', { body: { allow: ['echo'] } });
+    expect(gonePolicy.statusCode).toBe(200);
+    expect((await gw.request('POST', '/api/mcp/servers/gone/test')).json().ok).toBe(true);
+    const agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name } })).json();
+    return { gw, base: await gw.listen(), token: agent.token };
+  }
+
+  beforeAll(async () => {
+    client = new Agent();
+    upstream = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      tools: ['echo', 'add', 'fail', 'big', 'blocks', 'structured'],
+      register,
+    });
+    const gone = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    [fast, sdk] = await Promise.all([
+      startSide({}, 'agent-fast', gone.url),
+      startSide({ GATEHOUSE_HUB_FAST_PATH: 'false' }, 'agent-sdk', gone.url),
+    ]);
+    await gone.close();
+  });
+  afterAll(async () => {
+    // The test's own HTTP client first (its sockets would hold a gateway's close open), then the
+    // upstream (it drops every socket, so no call left hanging can hold a gateway either).
+    await client?.destroy();
+    await upstream?.close();
+    await Promise.all([fast?.gw.close(), sdk?.gw.close()]);
+  });
+
+  /**
+   * Sends `wire` to both gateways; asserts the two answers agree (status, media type, body after
+   * `normalise`) and that the fast gateway's counter moved by `taken` while the SDK-only one's stayed.
+   */
+  async function differential(wire: Wire, taken: 0 | 1, normalise: (body: unknown) => unknown = (b) => b) {
+    const before = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+    const viaFast = await send(client, fast, wire);
+    const viaSdk = await send(client, sdk, wire);
+    const after = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+    expect(after[0] - before[0], 'fast-path calls on the fast gateway').toBe(taken);
+    expect(after[1] - before[1], 'fast-path calls on the SDK-only gateway').toBe(0);
+    expect(viaFast.status).toBe(viaSdk.status);
+    expect(viaFast.mediaType).toBe(viaSdk.mediaType);
+    expect(normalise(viaFast.body)).toEqual(normalise(viaSdk.body));
+    return viaSdk;
+  }
+
+  const SERVER_INFO = { name: 'gatehouse', version: expect.any(String) };
+
+  // ---- Requests the fast path must take, answering what the SDK answers --------------------------------
+
+  it('an allowed tool: its result, typed complete and stamped with the hub’s serverInfo', async () => {
+    const answer = await differential(call({ name: 'up__echo', args: { text: 'x' } }), 1);
+    expect(answer.status).toBe(200);
+    expect(answer.mediaType).toBe('application/json');
+    expect(answer.body).toMatchObject({ jsonrpc: '2.0', id: 0, result: { content: [{ type: 'text', text: 'x' }] } });
+    expect(resultOf(answer).resultType).toBe('complete');
+    expect(resultOf(answer)._meta).toEqual({ 'io.modelcontextprotocol/serverInfo': SERVER_INFO });
+  });
+
+  it('an allowed tool with structured output', async () => {
+    const answer = await differential(call({ name: 'up__add', args: { a: 20, b: 22 } }), 1);
+    expect(resultOf(answer)).toMatchObject({ content: [{ type: 'text', text: '42' }], structuredContent: { sum: 42 } });
+  });
+
+  it('an upstream result with a _meta of its own: the hub’s serverInfo joins it', async () => {
+    const answer = await differential(call({ name: 'up__structured', args: {} }), 1);
+    expect(resultOf(answer)).toMatchObject({ structuredContent: { greeting: 'hello' } });
+    expect(resultOf(answer)._meta).toEqual({
+      'fixture/trace': 'structured-1',
+      'io.modelcontextprotocol/serverInfo': SERVER_INFO,
+    });
+  });
+
+  it('an upstream tool error (isError: true)', async () => {
+    const answer = await differential(call({ name: 'up__fail', args: {} }), 1);
+    expect(resultOf(answer)).toMatchObject({ isError: true, content: [{ type: 'text', text: 'failed on purpose' }] });
+  });
+
+  it('an upstream that cannot be reached: the upstream_unreachable result', async () => {
+    const answer = await differential(call({ name: 'gone__echo', args: { text: 'x' } }), 1);
+    expect(resultOf(answer)).toMatchObject({
+      isError: true,
+      structuredContent: { status: 'error', error: { code: 'upstream_unreachable' } },
+    });
+  });
+
+  it('an unknown tool and an unknown server: -32602 not found', async () => {
+    const tool = await differential(call({ name: 'up__nope', args: {} }), 1);
+    expect(tool.status).toBe(200);
+    expect(errorOf(tool)).toEqual({ code: -32602, message: 'Tool up__nope not found' });
+    const server = await differential(call({ name: 'nope__echo', args: {} }), 1);
+    expect(errorOf(server)).toEqual({ code: -32602, message: 'Tool nope__echo not found' });
+  });
+
+  it('a tool the policy excludes: answered exactly like an unknown one', async () => {
+    const excluded = await differential(call({ name: 'up__big', args: { bytes: 1 } }), 1);
+    const unknown = await differential(call({ name: 'up__nope', args: { bytes: 1 } }), 1);
+    const unnamed = (answer: Answer, name: string) => JSON.parse(JSON.stringify(answer).replaceAll(name, '<tool>'));
+    expect(unnamed(excluded, 'up__big')).toEqual(unnamed(unknown, 'up__nope'));
+    expect(errorOf(excluded)).toEqual({ code: -32602, message: 'Tool up__big not found' });
+  });
+
+  it('a blocked tool: the tool.blocked error result', async () => {
+    const answer = await differential(call({ name: 'up__blocks', args: { n: 1 } }), 1);
+    expect(resultOf(answer)).toMatchObject({
+      isError: true,
+      structuredContent: { status: 'error', error: { code: 'tool.blocked' } },
+    });
+  });
+
+  it('a gated tool: the pending_approval result', async () => {
+    // Each gateway queues its own approval under a fresh random id; only that id may differ.
+    const withoutApprovalIds = (body: unknown) =>
+      JSON.parse(JSON.stringify(body).replace(/apr_[A-Za-z0-9_-]+/g, 'apr_<id>'));
+    const answer = await differential(
+      call({ name: 'up__read_file', args: { path: 'notes.txt' } }),
+      1,
+      withoutApprovalIds,
+    );
+    expect(resultOf(answer)).toMatchObject({
+      structuredContent: { status: 'pending_approval', approval_id: expect.stringMatching(/^apr_/) },
+    });
+  });
+
+  it('invalid arguments: the schema error result', async () => {
+    const answer = await differential(call({ name: 'up__add', args: { a: 'x' } }), 1);
+    expect(resultOf(answer)).toMatchObject({
+      isError: true,
+      structuredContent: { status: 'error', error: { code: 'tool.invalid_arguments' } },
+    });
+  });
+
+  it('a string request id', async () => {
+    const answer = await differential(call({ name: 'up__echo', args: { text: 's' }, id: 'req-7' }), 1);
+    expect(answer.body).toMatchObject({ id: 'req-7', result: { content: [{ type: 'text', text: 's' }] } });
+  });
+
+  it('no arguments at all', async () => {
+    const answer = await differential(call({ name: 'up__fail', args: 'absent' }), 1);
+    expect(resultOf(answer)).toMatchObject({ isError: true, content: [{ type: 'text', text: 'failed on purpose' }] });
+    // A tool that needs arguments gets its schema error, the same both ways.
+    const missing = await differential(call({ name: 'up__echo', args: 'absent' }), 1);
+    expect(resultOf(missing)).toMatchObject({ structuredContent: { error: { code: 'tool.invalid_arguments' } } });
+  });
+
+  it('an envelope without clientInfo', async () => {
+    const { [CLIENT_INFO_KEY]: _omitted, ...meta } = ENVELOPE;
+    const answer = await differential(call({ name: 'up__echo', args: { text: 'anon' }, meta }), 1);
+    expect(resultOf(answer)).toMatchObject({ content: [{ type: 'text', text: 'anon' }] });
+  });
+
+  it('one server unprefixed at /mcp/s/{server}', async () => {
+    const answer = await differential(call({ name: 'echo', args: { text: 'single' }, path: '/mcp/s/up' }), 1);
+    expect(resultOf(answer)).toMatchObject({ content: [{ type: 'text', text: 'single' }] });
+    const unknown = await differential(call({ name: 'up__echo', args: { text: 'x' }, path: '/mcp/s/up' }), 1);
+    expect(errorOf(unknown)).toEqual({ code: -32602, message: 'Tool up__echo not found' });
+  });
+
+  // ---- Requests the fast path must leave to the SDK (which answers them the same on both gateways) ------
+
+  it('an Mcp-Name header that disagrees with the body', async () => {
+    const answer = await differential(
+      call({ name: 'up__echo', args: { text: 'x' }, headers: { 'mcp-name': 'up__add' } }),
+      0,
+    );
+    expect(answer.status).toBeGreaterThanOrEqual(400);
+  });
+
+  it('no Mcp-Method header', async () => {
+    await differential(call({ name: 'up__echo', args: { text: 'x' }, headers: { 'mcp-method': undefined } }), 0);
+  });
+
+  it('no MCP-Protocol-Version header', async () => {
+    await differential(
+      call({ name: 'up__echo', args: { text: 'x' }, headers: { 'mcp-protocol-version': undefined } }),
+      0,
+    );
+  });
+
+  it('an envelope whose clientCapabilities is not an object', async () => {
+    await differential(
+      call({ name: 'up__echo', args: { text: 'x' }, meta: { ...ENVELOPE, [CLIENT_CAPABILITIES_KEY]: 'all' } }),
+      0,
+    );
+  });
+
+  it('an envelope without clientCapabilities', async () => {
+    const { [CLIENT_CAPABILITIES_KEY]: _omitted, ...meta } = ENVELOPE;
+    await differential(call({ name: 'up__echo', args: { text: 'x' }, meta }), 0);
+  });
+
+  it('a progress token', async () => {
+    const answer = await differential(
+      call({ name: 'up__echo', args: { text: 'p' }, meta: { ...ENVELOPE, progressToken: 'tok-1' } }),
+      0,
+    );
+    expect(answer.status).toBe(200);
+  });
+
+  it('an unknown key in params', async () => {
+    await differential(call({ name: 'up__echo', args: { text: 'x' }, params: { task: { ttl: 1000 } } }), 0);
+  });
+
+  it('the hub’s own gatehouse__approval_status tool', async () => {
+    const answer = await differential(
+      call({ name: 'gatehouse__approval_status', args: { approval_id: 'apr_doesnotexist' } }),
+      0,
+    );
+    expect(resultOf(answer)).toMatchObject({ structuredContent: { error: { code: 'approval.not_found' } } });
+  });
+
+  it('arguments that are an array', async () => {
+    const answer = await differential(call({ name: 'up__echo', args: ['x'] }), 0);
+    expect(errorOf(answer)).toMatchObject({ code: -32602 });
+  });
+
+  it('an extra top-level key in the body', async () => {
+    await differential(call({ name: 'up__echo', args: { text: 'x' }, extra: { trace: 'abc' } }), 0);
+  });
+
+  it('a body that is not sent as JSON', async () => {
+    await differential(call({ name: 'up__echo', args: { text: 'x' }, headers: { 'content-type': 'text/plain' } }), 0);
+  });
+
+  const outsideTheShape: [string, Wire][] = [
+    ['an Mcp-Session-Id header', call({ name: 'up__echo', args: { text: 'x' }, headers: { 'mcp-session-id': 's-1' } })],
+    ['a fractional request id', call({ name: 'up__echo', args: { text: 'x' }, id: 1.5 })],
+    [
+      'an envelope naming another revision',
+      call({ name: 'up__echo', args: { text: 'x' }, meta: { ...ENVELOPE, [PROTOCOL_VERSION_KEY]: '2025-11-25' } }),
+    ],
+    [
+      'a malformed clientInfo',
+      call({ name: 'up__echo', args: { text: 'x' }, meta: { ...ENVELOPE, [CLIENT_INFO_KEY]: { name: 1 } } }),
+    ],
+    [
+      'another method named in Mcp-Method',
+      call({ name: 'up__echo', args: {}, headers: { 'mcp-method': 'tools/list' } }),
+    ],
+    [
+      'gatehouse__approval_status at /mcp/s/{server}',
+      call({ name: 'gatehouse__approval_status', args: { approval_id: 'apr_x' }, path: '/mcp/s/up' }),
+    ],
+  ];
+  for (const [what, wire] of outsideTheShape) {
+    it(what, async () => {
+      await differential(wire, 0);
+    });
+  }
+
+  // ---- Cancellation -------------------------------------------------------------------------------------
+
+  for (const path of ['fast', 'sdk'] as const) {
+    it(`cancels the upstream call when the agent disconnects mid-call (${path} path)`, async () => {
+      const side = path === 'fast' ? fast : sdk;
+      const before = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+      const started = hang.started;
+      const aborted = hang.aborted;
+      const controller = new AbortController();
+      const pending = send(client, side, call({ name: 'up__hang', args: {} }), controller.signal).then(
+        (answer) => new Error(`the call answered although the agent had gone: ${JSON.stringify(answer)}`),
+        (error: unknown) => error,
+      );
+      await until('the upstream tool to start', () => hang.started > started);
+      const after = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+      expect(after[0] - before[0]).toBe(path === 'fast' ? 1 : 0);
+      expect(after[1] - before[1]).toBe(0);
+      expect(hang.aborted).toBe(aborted);
+      controller.abort();
+      expect(await pending).toMatchObject({ name: 'AbortError' });
+      // The gateways' call timeout is 120 s, so within this bound only the disconnect can have cancelled it.
+      await until('the upstream to see the cancellation', () => hang.aborted > aborted);
+    });
+  }
+});
