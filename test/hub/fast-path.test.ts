@@ -1,9 +1,9 @@
 /**
- * The hub's 2026-07-28 `tools/call` fast path (`src/surfaces/hub/fast-call.ts`) against the SDK path,
+ * The hub's 2026-07-28 fast path for `tools/call` and `tools/list` (`src/surfaces/hub/fast-path.ts`) against the SDK path,
  * differentially: two real gateways on loopback with the same upstream, policy and agent — one with
  * the fast path on (the default), one with `GATEHOUSE_HUB_FAST_PATH=false` — receive the same raw HTTP
  * requests, built by hand as the SDK's modern client sends them. Each pair of answers must agree in
- * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_calls_total` proves which
+ * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_requests_total` proves which
  * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
  */
 import type { McpServer } from '@modelcontextprotocol/server';
@@ -87,6 +87,26 @@ function call(shape: CallShape): Wire {
   return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
 }
 
+/** A tools/list as the SDK's modern client writes it; `params` adds keys (a cursor), `headers` overrides. */
+function list(shape: Pick<CallShape, 'params' | 'headers' | 'path' | 'id'> = {}): Wire {
+  const body = {
+    method: 'tools/list',
+    params: { _meta: ENVELOPE, ...shape.params },
+    jsonrpc: '2.0',
+    id: shape.id ?? 1,
+  };
+  const headers: Record<string, string | undefined> = {
+    accept: 'application/json, text/event-stream',
+    'content-type': 'application/json',
+    'mcp-method': 'tools/list',
+    'mcp-protocol-version': VERSION,
+    ...shape.headers,
+  };
+  const present: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
+  return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+}
+
 /** The body as the client reads it: JSON, each SSE `data:` message, or (anything else) the text itself. */
 function parseBody(text: string, mediaType: string): unknown {
   if (mediaType === 'text/event-stream') {
@@ -119,12 +139,12 @@ async function send(client: Agent, side: Side, wire: Wire, signal?: AbortSignal)
   return { status: response.status, mediaType, body: parseBody(await response.text(), mediaType) };
 }
 
-/** `gatehouse_hub_fast_path_calls_total` as `/metrics` reports it. */
+/** `gatehouse_hub_fast_path_requests_total` as `/metrics` reports it. */
 async function fastCalls(side: Side): Promise<number> {
   const response = await side.gw.request('GET', '/metrics', { token: TEST_ADMIN_TOKEN });
   expect(response.statusCode).toBe(200);
-  const line = response.body.split('\n').find((l) => l.startsWith('gatehouse_hub_fast_path_calls_total '));
-  if (line === undefined) throw new Error('gatehouse_hub_fast_path_calls_total is missing from /metrics');
+  const line = response.body.split('\n').find((l) => l.startsWith('gatehouse_hub_fast_path_requests_total '));
+  if (line === undefined) throw new Error('gatehouse_hub_fast_path_requests_total is missing from /metrics');
   return Number(line.split(' ')[1]);
 }
 
@@ -345,7 +365,66 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     expect(errorOf(unknown)).toEqual({ code: -32602, message: 'Tool up__echo not found' });
   });
 
+  const toolNames = (answer: Answer) => (resultOf(answer).tools as { name: string }[]).map((t) => t.name);
+
+  it('tools/list of the aggregate: the listed tools and the hub’s own, typed and stamped as the SDK does', async () => {
+    const answer = await differential(list(), 1);
+    expect(resultOf(answer)).toMatchObject({
+      resultType: 'complete',
+      ttlMs: 0,
+      cacheScope: 'private',
+      _meta: { 'io.modelcontextprotocol/serverInfo': SERVER_INFO },
+    });
+    const names = toolNames(answer);
+    expect(names).toEqual(
+      expect.arrayContaining(['up__echo', 'up__read_file', 'gone__echo', 'gatehouse__approval_status']),
+    );
+    // Excluded and blocked tools are not listed.
+    expect(names).not.toContain('up__big');
+    expect(names).not.toContain('up__blocks');
+    // Asked again, the answer comes from the encoded list, still the same as the SDK's.
+    await differential(list({ id: 'again' }), 1);
+  });
+
+  it('tools/list of one server unprefixed at /mcp/s/{server}', async () => {
+    const answer = await differential(list({ path: '/mcp/s/up' }), 1);
+    expect(toolNames(answer)).toEqual(expect.arrayContaining(['echo', 'read_file', 'gatehouse__approval_status']));
+    expect(toolNames(answer)).not.toContain('up__echo');
+  });
+
+  it('tools/list follows a policy change at once', async () => {
+    const policy = (allow: string[]) => ({
+      mode: 'exclude',
+      exclude: ['big'],
+      allow,
+      gated: ['read_file'],
+      blocked: ['blocks'],
+      defaultTier: 'blocked',
+    });
+    const patch = (allow: string[]) =>
+      Promise.all(
+        [fast, sdk].map(async (side) => {
+          const response = await side.gw.request('PATCH', '/api/mcp/servers/up/tools', { body: policy(allow) });
+          expect(response.statusCode).toBe(200);
+        }),
+      );
+    expect(toolNames(await differential(list(), 1))).toContain('up__echo');
+    await patch(['add', 'fail', 'structured', 'hang']);
+    try {
+      expect(toolNames(await differential(list(), 1))).not.toContain('up__echo');
+    } finally {
+      await patch(['echo', 'add', 'fail', 'structured', 'hang']);
+    }
+    expect(toolNames(await differential(list(), 1))).toContain('up__echo');
+  });
+
   // ---- Requests the fast path must leave to the SDK (which answers them the same on both gateways) ------
+
+  it('tools/list with a cursor, an Mcp-Name header or a key it does not know', async () => {
+    await differential(list({ params: { cursor: 'abc' } }), 0);
+    await differential(list({ headers: { 'mcp-name': 'x' } }), 0);
+    await differential(list({ params: { filter: 'x' } }), 0);
+  });
 
   it('an Mcp-Name header that disagrees with the body', async () => {
     const answer = await differential(
