@@ -30,6 +30,7 @@ import type {
 } from '../../upstream/index.js';
 import type { EndpointScope } from '../endpoint.js';
 import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
+import { assertAnswerable } from './input-requests.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
 
@@ -371,6 +372,7 @@ export class HubCalls {
           : {}),
       });
       if (needsInput(result)) {
+        assertAnswerable(result.inputRequired.inputRequests, inputCapabilities);
         audit('allow', 'input_required', result.inputRequired);
         const { requestState } = result.inputRequired;
         const minted = await this.ports.stateCodec.mint({
