@@ -15,7 +15,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TokenPrincipal } from '../api/token-auth.js';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
-import { LegacySessions } from './sessions.js';
+import { LegacySessions, type SessionView } from './sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */
 export const LOCAL_PRINCIPAL: TokenPrincipal = {
@@ -44,18 +44,28 @@ export interface McpEndpointOptions {
   scopeVisible?(scope: EndpointScope, principal: TokenPrincipal): Promise<boolean>;
   buildServer(principal: TokenPrincipal, scope: EndpointScope): Server;
   /**
-   * Serves some requests without the SDK, with the same answers (the hub's 2026-07-28 `tools/call` and
-   * `tools/list`): a function producing the JSON bytes of the JSON-RPC response, or undefined when the
-   * SDK serves the request.
+   * Serves some requests without the SDK, with the same answers (the hub's plain `tools/call` and
+   * `tools/list`): the request's JSON-RPC id and a function producing the JSON bytes of its response,
+   * or undefined when the SDK serves the request. `session` is the live 2025-era session the request
+   * names, if its token opened it.
    */
   fastPath?(
     request: FastifyRequest,
     principal: TokenPrincipal,
     scope: EndpointScope,
-  ): ((signal: AbortSignal) => Promise<Buffer>) | undefined;
+    session: SessionView | undefined,
+  ): FastAnswer | undefined;
   sessionIdleMs?: number;
   maxSessions?: number;
 }
+
+export interface FastAnswer {
+  id: string | number;
+  serve(signal: AbortSignal): Promise<Buffer>;
+}
+
+/** The SDK's keep-alive interval on a 2025-era response stream. */
+const SSE_KEEP_ALIVE_MS = 15_000;
 
 interface Grant {
   principal: TokenPrincipal;
@@ -97,7 +107,7 @@ export class McpEndpoint {
           const grant = authInfo.extra?.grant as Grant;
           const parsedBody = handlerOptions?.parsedBody;
           if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: options.maxBodySize })) {
-            const owner = `${grant.principal.id}|${grant.scope.kind === 'single' ? grant.scope.serverId : '*'}`;
+            const owner = ownerOf(grant.principal, grant.scope);
             return this.sessions.handle(request, { authInfo, parsedBody }, owner, () =>
               options.buildServer(grant.principal, grant.scope),
             );
@@ -133,8 +143,15 @@ export class McpEndpoint {
         if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
           throw new GatehouseError('not_found', 'No such MCP endpoint.');
         }
-        const fast = this.options.fastPath?.(request, principal, scope);
-        if (fast) return this.serveFast(reply, fast);
+        if (this.options.fastPath) {
+          const sessionId = request.headers['mcp-session-id'];
+          const session =
+            typeof sessionId === 'string' ? this.sessions.find(sessionId, ownerOf(principal, scope)) : undefined;
+          // A 2025 agent cancels by notification: one for a fast call reaches it here (the SDK sees it too).
+          if (session) cancelledFastCall(session, request.body)?.abort();
+          const fast = this.options.fastPath(request, principal, scope, session);
+          if (fast) return session ? this.serveFastInSession(reply, session, fast) : this.serveFast(reply, fast);
+        }
         const authInfo: AuthInfo = {
           token: principal.id, // an identifier, never the bearer itself
           clientId: principal.name,
@@ -150,15 +167,40 @@ export class McpEndpoint {
   }
 
   /** Answers a fast-path request with its JSON-RPC response, as the SDK's per-request transport would. */
-  private async serveFast(reply: FastifyReply, serve: (signal: AbortSignal) => Promise<Buffer>) {
-    const abandoned = new AbortController();
-    // The agent went away before its answer: the call is cancelled, as the SDK's transport does.
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) abandoned.abort();
-    });
-    const answer = await serve(abandoned.signal);
+  private async serveFast(reply: FastifyReply, fast: FastAnswer) {
+    const abandoned = abandonedWith(reply);
+    const answer = await fast.serve(abandoned.signal);
     // Bytes, so the content type goes out as the SDK sends it (no charset parameter added).
     return reply.code(200).header('content-type', 'application/json').send(answer);
+  }
+
+  /**
+   * Answers a fast-path request inside a 2025-era session as the SDK's session transport does: one
+   * SSE event carrying the response. The headers go out with the answer, or with the first keep-alive
+   * comment when the call takes longer than the SDK's keep-alive interval.
+   */
+  private async serveFastInSession(reply: FastifyReply, session: SessionView, fast: FastAnswer) {
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      'mcp-session-id': session.id,
+    });
+    const abandoned = abandonedWith(reply);
+    const keepAlive = setInterval(() => res.write(': keepalive\n\n'), SSE_KEEP_ALIVE_MS);
+    session.fastCalls.set(fast.id, abandoned);
+    try {
+      const answer = await fast.serve(abandoned.signal);
+      // A cancelled request gets no answer (the SDK sends none); its stream just ends.
+      if (abandoned.signal.aborted) res.end();
+      else res.end(Buffer.concat([SSE_EVENT_OPENING, answer, SSE_EVENT_CLOSING]));
+    } finally {
+      clearInterval(keepAlive);
+      if (session.fastCalls.get(fast.id) === abandoned) session.fastCalls.delete(fast.id);
+    }
   }
 
   notifyListChanged(): void {
@@ -207,6 +249,33 @@ export class McpEndpoint {
     if (principal.role !== 'agent') throw new GatehouseError('forbidden', 'MCP surfaces serve agent tokens.');
     return principal;
   }
+}
+
+const SSE_EVENT_OPENING = Buffer.from('event: message\ndata: ');
+const SSE_EVENT_CLOSING = Buffer.from('\n\n');
+
+/** Whose a 2025-era session is: the token and the scope that opened it. */
+function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
+  return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;
+}
+
+/** Aborted when the agent goes away before its answer: the call is cancelled, as the SDK's transports do. */
+function abandonedWith(reply: FastifyReply): AbortController {
+  const abandoned = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) abandoned.abort();
+  });
+  return abandoned;
+}
+
+/** The fast call a `notifications/cancelled` body names in this session, if one is running. */
+function cancelledFastCall(session: SessionView, body: unknown): AbortController | undefined {
+  if (session.fastCalls.size === 0 || body === null || typeof body !== 'object' || Array.isArray(body))
+    return undefined;
+  const { method, params } = body as { method?: unknown; params?: { requestId?: unknown } };
+  if (method !== 'notifications/cancelled' || params === null || typeof params !== 'object') return undefined;
+  const id = params.requestId;
+  return typeof id === 'string' || typeof id === 'number' ? session.fastCalls.get(id) : undefined;
 }
 
 declare module 'fastify' {

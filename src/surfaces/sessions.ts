@@ -13,6 +13,15 @@ interface Session {
   server: Server;
   owner: string;
   lastSeen: number;
+  /** Requests of this session served outside the SDK (the hub's fast path), by JSON-RPC id. */
+  fastCalls: Map<string | number, AbortController>;
+}
+
+/** What a fast path may know of a live session: its server (era, capabilities) and its fast calls. */
+export interface SessionView {
+  id: string;
+  server: Server;
+  fastCalls: Map<string | number, AbortController>;
 }
 
 export interface LegacySessionOptions {
@@ -50,6 +59,14 @@ export class LegacySessions {
     return this.sessions.size;
   }
 
+  /** The live session `sessionId` if `owner` opened it (it counts as activity), else undefined. */
+  find(sessionId: string, owner: string): SessionView | undefined {
+    const session = this.sessions.get(sessionId);
+    if (!session || session.owner !== owner) return undefined;
+    session.lastSeen = Date.now();
+    return { id: sessionId, server: session.server, fastCalls: session.fastCalls };
+  }
+
   /**
    * Serves one 2025-era request. `owner` identifies token and scope; `build` makes the session's
    * server when an `initialize` opens a session.
@@ -72,18 +89,26 @@ export class LegacySessions {
     }
     if (this.sessions.size >= this.options.maxSessions) this.evictOldest();
     const server = build();
+    // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
+    const fastCalls = new Map<string | number, AbortController>();
+    const cancelFastCalls = () => {
+      for (const call of fastCalls.values()) call.abort();
+      fastCalls.clear();
+    };
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       maxRequestBodySize: this.options.maxRequestBodySize,
       onsessioninitialized: (id) => {
-        this.sessions.set(id, { transport, server, owner, lastSeen: Date.now() });
+        this.sessions.set(id, { transport, server, owner, lastSeen: Date.now(), fastCalls });
       },
       onsessionclosed: (id) => {
         this.sessions.delete(id);
+        cancelFastCalls();
       },
     });
     transport.onclose = () => {
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
+      cancelFastCalls();
     };
     await server.connect(transport);
     return transport.handleRequest(request, options);

@@ -516,6 +516,155 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     });
   }
 
+  // ---- 2025-era sessions ----------------------------------------------------------------------------------
+
+  const LEGACY_VERSION = '2025-11-25';
+  const legacyHeaders = (sessionId: string) => ({
+    accept: 'application/json, text/event-stream',
+    'content-type': 'application/json',
+    'mcp-protocol-version': LEGACY_VERSION,
+    'mcp-session-id': sessionId,
+  });
+
+  /** Opens a 2025 session as the SDK's client does (initialize, then initialized); answers its id. */
+  async function openSession(side: Side, capabilities: Json = {}): Promise<string> {
+    const response = await fetch(`${side.base}/mcp`, {
+      dispatcher: client,
+      method: 'POST',
+      headers: {
+        accept: 'application/json, text/event-stream',
+        'content-type': 'application/json',
+        authorization: `Bearer ${side.token}`,
+      },
+      body: JSON.stringify({
+        method: 'initialize',
+        params: { protocolVersion: LEGACY_VERSION, capabilities, clientInfo: { name: 'agent', version: '1.0.0' } },
+        jsonrpc: '2.0',
+        id: 0,
+      }),
+    });
+    await response.text();
+    const sessionId = response.headers.get('mcp-session-id');
+    if (!sessionId) throw new Error(`initialize answered no session (HTTP ${response.status})`);
+    const initialized = await send(client, side, {
+      path: '/mcp',
+      headers: legacyHeaders(sessionId),
+      body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+    });
+    expect(initialized.status).toBe(202);
+    return sessionId;
+  }
+
+  /** A tools/call inside `sessionId` as the SDK's 2025 client writes it. */
+  function legacyCall(sessionId: string, shape: Omit<CallShape, 'meta'> & { meta?: Json } = { name: '' }): Wire {
+    const params: Json = { name: shape.name };
+    if (shape.args !== 'absent') params.arguments = shape.args ?? {};
+    if (shape.meta) params._meta = shape.meta;
+    Object.assign(params, shape.params);
+    const headers: Record<string, string | undefined> = { ...legacyHeaders(sessionId), ...shape.headers };
+    const present: Record<string, string> = {};
+    for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
+    const body = { method: 'tools/call', params, jsonrpc: '2.0', id: shape.id ?? 1, ...shape.extra };
+    return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+  }
+
+  /** Like `differential`, but each gateway gets the request in a session of its own. */
+  async function legacyDifferential(
+    sessions: { fast: string; sdk: string },
+    shape: Parameters<typeof legacyCall>[1],
+    taken: 0 | 1,
+    normalise: (body: unknown) => unknown = (b) => b,
+  ): Promise<Answer> {
+    const before = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+    const viaFast = await send(client, fast, legacyCall(sessions.fast, shape));
+    const viaSdk = await send(client, sdk, legacyCall(sessions.sdk, shape));
+    const after = await Promise.all([fastCalls(fast), fastCalls(sdk)]);
+    expect(after[0] - before[0], 'fast-path requests on the fast gateway').toBe(taken);
+    expect(after[1] - before[1], 'fast-path requests on the SDK-only gateway').toBe(0);
+    expect(viaFast.status).toBe(viaSdk.status);
+    expect(viaFast.mediaType).toBe(viaSdk.mediaType);
+    expect(normalise(viaFast.body)).toEqual(normalise(viaSdk.body));
+    return viaSdk;
+  }
+
+  const sseMessage = (answer: Answer) => (answer.body as Json[])[0] as Json;
+
+  it('2025 sessions: plain calls answer the same one-event stream as the SDK session transport', async () => {
+    const sessions = { fast: await openSession(fast), sdk: await openSession(sdk) };
+    const ok = await legacyDifferential(sessions, { name: 'up__echo', args: { text: 'old' } }, 1);
+    expect(ok.mediaType).toBe('text/event-stream');
+    expect(ok.body).toEqual([
+      { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'old' }], isError: false } },
+    ]);
+    await legacyDifferential(sessions, { name: 'up__add', args: { a: 1, b: 2 }, id: 'two' }, 1);
+    await legacyDifferential(sessions, { name: 'up__fail', args: 'absent' }, 1);
+    await legacyDifferential(sessions, { name: 'up__structured', args: {} }, 1);
+    const unknown = await legacyDifferential(sessions, { name: 'up__nope', args: {} }, 1);
+    expect(sseMessage(unknown).error).toEqual({ code: -32602, message: 'Tool up__nope not found' });
+    await legacyDifferential(sessions, { name: 'up__big', args: { bytes: 1 } }, 1);
+    await legacyDifferential(sessions, { name: 'up__blocks', args: { n: 1 } }, 1);
+    await legacyDifferential(sessions, { name: 'up__add', args: { a: 'x' } }, 1);
+    const withoutApprovalIds = (body: unknown) =>
+      JSON.parse(JSON.stringify(body).replace(/apr_[A-Za-z0-9_-]+/g, 'apr_<id>'));
+    await legacyDifferential(sessions, { name: 'up__read_file', args: { path: 'a.txt' } }, 1, withoutApprovalIds);
+  });
+
+  it('2025 sessions: what the fast path leaves to the SDK session transport', async () => {
+    const sessions = { fast: await openSession(fast), sdk: await openSession(sdk) };
+    const echo = { name: 'up__echo', args: { text: 'x' } };
+    await legacyDifferential(sessions, { ...echo, headers: { 'mcp-protocol-version': undefined } }, 0);
+    await legacyDifferential(sessions, { ...echo, headers: { 'mcp-protocol-version': '2025-06-18' } }, 0);
+    await legacyDifferential(sessions, { ...echo, headers: { accept: 'application/json' } }, 0);
+    await legacyDifferential(sessions, { ...echo, meta: { progressToken: 'p1' } }, 0);
+    await legacyDifferential(sessions, { ...echo, params: { task: {} } }, 0);
+    await legacyDifferential(sessions, { ...echo, headers: { 'mcp-name': 'up__add' } }, 0);
+    await legacyDifferential(sessions, { name: 'gatehouse__approval_status', args: { approval_id: 'apr_x' } }, 0);
+    // A client that can answer input requests keeps the SDK's legacy shim for them.
+    const asking = {
+      fast: await openSession(fast, { elicitation: {} }),
+      sdk: await openSession(sdk, { elicitation: {} }),
+    };
+    await legacyDifferential(asking, echo, 0);
+  });
+
+  it('2025 sessions: a session id is only good for the token that opened it', async () => {
+    const sessionId = await openSession(fast);
+    const stranger = (
+      await fast.gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'stranger' } })
+    ).json();
+    const before = await fastCalls(fast);
+    const answer = await send(
+      client,
+      { ...fast, token: stranger.token },
+      legacyCall(sessionId, { name: 'up__echo', args: { text: 'x' } }),
+    );
+    expect(answer.status).toBe(404);
+    expect(await fastCalls(fast)).toBe(before);
+  });
+
+  it('2025 sessions: notifications/cancelled stops a fast call upstream', async () => {
+    const sessionId = await openSession(fast);
+    const started = hang.started;
+    const aborted = hang.aborted;
+    const before = await fastCalls(fast);
+    const pending = send(client, fast, legacyCall(sessionId, { name: 'up__hang', args: {}, id: 77 }));
+    await until('the upstream tool to start', () => hang.started > started);
+    expect(await fastCalls(fast)).toBe(before + 1);
+    const cancel = await send(client, fast, {
+      path: '/mcp',
+      headers: legacyHeaders(sessionId),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId: 77, reason: 'no' },
+      }),
+    });
+    expect(cancel.status).toBe(202);
+    await until('the upstream to see the cancellation', () => hang.aborted > aborted);
+    // Like the SDK, no answer for a cancelled request: its stream ends empty.
+    expect((await pending).body).toEqual([]);
+  });
+
   // ---- Cancellation -------------------------------------------------------------------------------------
 
   for (const path of ['fast', 'sdk'] as const) {

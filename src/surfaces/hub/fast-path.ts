@@ -1,21 +1,24 @@
 /**
- * The hub's fast path for the two requests agents send most, on the stateless 2026-07-28 revision:
- * a plain `tools/call` (a name, arguments and the per-request envelope) and a plain `tools/list`
- * (the envelope alone), with the standard headers naming the same method, tool and revision.
+ * The hub's fast path for the requests agents send most: on the stateless 2026-07-28 revision a plain
+ * `tools/call` (a name, arguments and the per-request envelope) and a plain `tools/list` (the envelope
+ * alone), with the standard headers naming the same method, tool and revision; inside a 2025-era
+ * session a plain `tools/call` (a name and arguments, the session's protocol version).
  *
  * A call runs the very call path the SDK's server runs (`HubCalls`: resolve, verdict, limits,
  * schema, sandbox, approval or upstream, audit); a list is the same `hubToolList`. The answer is the
- * JSON-RPC response that server would send, encoded as its 2026-07-28 codec encodes results. What
- * the fast path skips is the SDK's per-request machinery around them — a web `Request`, a `Server`
- * with its handlers, a per-request transport, zod over the message and the result, a web `Response` —
- * which costs more CPU than the call itself, and for a large aggregate list far more than the list:
- * a list's answer is serialized once per registry snapshot, scope and group set, then reused.
+ * JSON-RPC response that server would send, encoded as its codec for the era encodes results (the
+ * endpoint frames it: JSON, or one SSE event in a session). What the fast path skips is the SDK's
+ * per-request machinery around them — a web `Request`, a `Server` (or the session's transport) with
+ * its handlers, zod over the message and the result, a web `Response` — which costs more CPU than the
+ * call itself, and for a large aggregate list far more than the list: a list's answer is serialized
+ * once per registry snapshot, scope and group set, then reused.
  *
- * Anything else goes to the SDK unchanged: other methods, 2025-era traffic, a request carrying a
- * `requestState`, `inputResponses`, a progress token, a cursor or any key this module does not know,
- * and every malformed request (the SDK owns those error answers). A request is taken only when it is
- * certainly one the SDK would serve, so the paths differ in speed only; `test/hub/fast-path.test.ts`
- * sends the same requests both ways and compares the answers.
+ * Anything else goes to the SDK unchanged: other methods, a request carrying a `requestState`,
+ * `inputResponses`, a progress token, a cursor or any key this module does not know, a session whose
+ * agent can answer input requests (the SDK's legacy shim asks it), and every malformed request (the
+ * SDK owns those error answers). A request is taken only when it is certainly one the SDK would
+ * serve, so the paths differ in speed only; `test/hub/fast-path.test.ts` sends the same requests both
+ * ways and compares the answers.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -29,6 +32,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { EndpointScope } from '../endpoint.js';
+import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { GATEHOUSE_PREFIX } from './names.js';
 import { hubToolList } from './server.js';
@@ -41,13 +45,15 @@ export const MODERN_PROTOCOL_VERSION = '2026-07-28';
 export type FastRequest =
   | {
       method: 'tools/call';
+      /** `modern`: a stateless 2026-07-28 request; `legacy`: a request inside a 2025-era session. */
+      era: 'modern' | 'legacy';
       id: string | number;
       name: string;
       arguments: Record<string, unknown> | undefined;
-      /** The client capabilities its envelope declared. */
+      /** The client capabilities the agent declared (2025 sessions on the fast path declare no input ones). */
       capabilities: Record<string, unknown>;
     }
-  | { method: 'tools/list'; id: string | number };
+  | { method: 'tools/list'; era: 'modern'; id: string | number };
 
 type Json = Record<string, unknown>;
 
@@ -94,8 +100,56 @@ function envelopeCapabilities(envelope: unknown): Json | undefined {
   return capabilities;
 }
 
-/** The request as a fast request, or undefined when the SDK must serve it (see the module comment). */
-export function fastRequestOf(headers: IncomingHttpHeaders, body: unknown): FastRequest | undefined {
+/** A request id the SDK's schema accepts: a string or an integer. */
+const isRequestId = (id: unknown): id is string | number =>
+  typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id));
+
+const LEGACY_CALL_PARAM_KEYS: ReadonlySet<string> = new Set(['name', 'arguments']);
+const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'];
+
+/**
+ * A `tools/call` inside a 2025-era session, as a fast request: the plain shape (no `_meta`, so no
+ * progress token), the session's own protocol version, an agent that accepts both answer types, and a
+ * session whose client declared no input capabilities — an upstream's input request would need the
+ * SDK's legacy shim to turn it into requests to the agent, so such sessions stay on the SDK path.
+ */
+function legacyCallOf(headers: IncomingHttpHeaders, body: unknown, session: SessionView): FastRequest | undefined {
+  const version = session.server.getNegotiatedProtocolVersion();
+  const accept = headers.accept ?? '';
+  if (
+    version === undefined ||
+    headers['mcp-protocol-version'] !== version ||
+    !accept.includes('application/json') ||
+    !accept.includes('text/event-stream') ||
+    !isJsonContentType(headers['content-type'] ?? null)
+  ) {
+    return undefined;
+  }
+  if (!isPlainObject(body) || !hasOnlyKeys(body, BODY_KEYS)) return undefined;
+  if (body.jsonrpc !== '2.0' || body.method !== 'tools/call' || !isRequestId(body.id)) return undefined;
+  const params = body.params;
+  if (!isPlainObject(params) || !hasOnlyKeys(params, LEGACY_CALL_PARAM_KEYS)) return undefined;
+  const { name, arguments: args } = params;
+  if (typeof name !== 'string' || name.length === 0 || name.startsWith(GATEHOUSE_PREFIX)) return undefined;
+  if (args !== undefined && !isPlainObject(args)) return undefined;
+  // The standard headers are 2026-07-28's; a 2025 client that sends them anyway must not contradict the body.
+  if (headers['mcp-method'] !== undefined && headers['mcp-method'] !== 'tools/call') return undefined;
+  if (headers['mcp-name'] !== undefined && headers['mcp-name'] !== name) return undefined;
+  const capabilities = (session.server.getClientCapabilities() ?? {}) as Json;
+  if (INPUT_CAPABILITIES.some((key) => capabilities[key] !== undefined)) return undefined;
+  return { method: 'tools/call', era: 'legacy', id: body.id, name, arguments: args, capabilities: {} };
+}
+
+/**
+ * The request as a fast request, or undefined when the SDK must serve it (see the module comment).
+ * `session` is the live 2025-era session the request names (and its token opened), if any.
+ */
+export function fastRequestOf(
+  headers: IncomingHttpHeaders,
+  body: unknown,
+  session?: SessionView,
+): FastRequest | undefined {
+  if (session) return legacyCallOf(headers, body, session);
   const method = headers['mcp-method'];
   if (
     (method !== 'tools/call' && method !== 'tools/list') ||
@@ -108,7 +162,7 @@ export function fastRequestOf(headers: IncomingHttpHeaders, body: unknown): Fast
   if (!isPlainObject(body) || !hasOnlyKeys(body, BODY_KEYS)) return undefined;
   if (body.jsonrpc !== '2.0' || body.method !== method) return undefined;
   const id = body.id;
-  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isSafeInteger(id))) return undefined;
+  if (!isRequestId(id)) return undefined;
   const params = body.params;
   if (!isPlainObject(params)) return undefined;
   const capabilities = envelopeCapabilities(params._meta);
@@ -117,7 +171,7 @@ export function fastRequestOf(headers: IncomingHttpHeaders, body: unknown): Fast
   if (method === 'tools/list') {
     // A cursor asks for a page; the hub answers lists whole, and the SDK says so.
     if (!hasOnlyKeys(params, LIST_PARAM_KEYS) || headers['mcp-name'] !== undefined) return undefined;
-    return { method, id };
+    return { method, era: 'modern', id };
   }
   if (!hasOnlyKeys(params, CALL_PARAM_KEYS)) return undefined;
   const { name, arguments: args } = params;
@@ -125,7 +179,7 @@ export function fastRequestOf(headers: IncomingHttpHeaders, body: unknown): Fast
   if (typeof name !== 'string' || name.length === 0 || name.startsWith(GATEHOUSE_PREFIX)) return undefined;
   if (headers['mcp-name'] !== name) return undefined;
   if (args !== undefined && !isPlainObject(args)) return undefined;
-  return { method, id, name, arguments: args, capabilities };
+  return { method, era: 'modern', id, name, arguments: args, capabilities };
 }
 
 export interface FastPathDeps {
@@ -165,9 +219,9 @@ export async function serveFastRequest(
       { signal },
       pickInputCapabilities(request.capabilities),
     );
-    return Buffer.from(
-      `{"result":${JSON.stringify(encodeResult(result as unknown as Json, deps.serverInfo))},"jsonrpc":"2.0","id":${id}}`,
-    );
+    // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
+    const encoded = request.era === 'legacy' ? result : encodeResult(result as unknown as Json, deps.serverInfo);
+    return Buffer.from(`{"result":${JSON.stringify(encoded)},"jsonrpc":"2.0","id":${id}}`);
   } catch (error) {
     return Buffer.from(`{"jsonrpc":"2.0","id":${id},"error":${JSON.stringify(encodeError(error))}}`);
   }

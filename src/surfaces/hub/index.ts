@@ -125,11 +125,11 @@ export function createHub(deps: HubDeps): Hub {
     buildServer,
     ...(deps.config.hubFastPath
       ? {
-          fastPath: (request, principal, scope) => {
-            const fast = fastRequestOf(request.headers, request.body);
+          fastPath: (request, principal, scope, session) => {
+            const fast = fastRequestOf(request.headers, request.body, session);
             if (!fast) return undefined;
             deps.onFastRequest?.();
-            return (signal) => serveFastRequest(fastDeps, principal, scope, fast, signal);
+            return { id: fast.id, serve: (signal) => serveFastRequest(fastDeps, principal, scope, fast, signal) };
           },
         }
       : {}),
