@@ -386,6 +386,21 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     await differential(list({ id: 'again' }), 1);
   });
 
+  it('tools/list travels as ASCII: other characters as \\u escapes, the same text once parsed', async () => {
+    const wire = list();
+    const response = await fetch(`${fast.base}${wire.path}`, {
+      dispatcher: client,
+      method: 'POST',
+      headers: { ...wire.headers, authorization: `Bearer ${fast.token}` },
+      body: wire.body,
+    });
+    const text = await response.text();
+    expect(text).toMatch(/^[\x00-\x7f]*$/);
+    const tools = (JSON.parse(text) as { result: { tools: { name: string; description: string }[] } }).result.tools;
+    // The hub's own tool says "operator’s" (U+2019).
+    expect(tools.find((t) => t.name === 'gatehouse__approval_status')?.description).toContain('operator\u2019s');
+  });
+
   it('tools/list of one server unprefixed at /mcp/s/{server}', async () => {
     const answer = await differential(list({ path: '/mcp/s/up' }), 1);
     expect(toolNames(answer)).toEqual(expect.arrayContaining(['echo', 'read_file', 'gatehouse__approval_status']));

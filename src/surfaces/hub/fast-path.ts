@@ -243,11 +243,22 @@ function encodedList(deps: FastPathDeps, snapshot: Snapshot, groups: readonly st
       ttlMs: 0,
       cacheScope: 'private',
     };
-    encoded = Buffer.from(JSON.stringify(encodeResult(result, deps.serverInfo)));
+    encoded = Buffer.from(asciiJson(JSON.stringify(encodeResult(result, deps.serverInfo))));
     if (lists.size >= MAX_CACHED_LISTS) lists.clear();
     lists.set(key, encoded);
   }
   return encoded;
+}
+
+const NON_ASCII = /[\u0080-\uffff]/g;
+
+/**
+ * JSON text with every non-ASCII character written as its `\u` escape: the same value, but bytes an
+ * agent decodes on the ASCII fast path. One curly quote in a 3.5 MB list otherwise makes the agent's
+ * runtime decode and parse the whole answer as two-byte text, several times slower.
+ */
+function asciiJson(text: string): string {
+  return text.replace(NON_ASCII, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** The SDK's 2026-07-28 result encoding: `resultType` defaults to complete; serverInfo joins `_meta`. */
