@@ -6,7 +6,7 @@ import { findGatehouseError, GatehouseError } from '../errors.js';
 import { capBody, capNodeBody, cappedChunks, discard, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
-import { type DispatchedResponse, dispatch, headerOf, leanRequest, webHeaders } from './dispatch.js';
+import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,
@@ -123,17 +123,7 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     const host = bareHost(url);
     const lean = leanRequest(url, requestInit);
     if (lean) {
-      let answer: DispatchedResponse;
-      try {
-        answer = await dispatch(agent, lean);
-      } catch (err) {
-        throw toEgressError(err, host);
-      }
-      const refused = refusal(answer.status, headerOf(answer.headers, 'content-length'));
-      if (refused) {
-        if (answer.source) discard(answer.source);
-        throw refused;
-      }
+      const answer = await sendLean(lean, host);
       const head = { status: answer.status, headers: webHeaders(answer.headers) };
       return respond(answer.source && capNodeBody(answer.source, maxBytes, host), head, url.href);
     }
@@ -166,21 +156,10 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     const host = bareHost(url);
     const lean = leanRequest(url, request);
     if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
-    let answer: DispatchedResponse;
-    try {
-      answer = await dispatch(agent, lean);
-    } catch (err) {
-      throw toEgressError(err, host);
-    }
-    const refused = refusal(answer.status, headerOf(answer.headers, 'content-length'));
-    if (refused) {
-      if (answer.source) discard(answer.source);
-      throw refused;
-    }
-    const { source, headers } = answer;
+    const { status, source, headers } = await sendLean(lean, host);
     const chunks = () => (source ? cappedChunks(source, maxBytes, host) : (async function* () {})());
     return {
-      status: answer.status,
+      status,
       header: (name) => headerOf(headers, name),
       chunks,
       async text() {
@@ -192,6 +171,22 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
         if (source) discard(source);
       },
     };
+  }
+
+  /** Sends an admitted lean request; network failures mapped, a refused answer (see `refusal`) dropped unread. */
+  async function sendLean(lean: LeanRequest, host: string): Promise<DispatchedResponse> {
+    let answer: DispatchedResponse;
+    try {
+      answer = await dispatch(agent, lean);
+    } catch (err) {
+      throw toEgressError(err, host);
+    }
+    const refused = refusal(answer.status, headerOf(answer.headers, 'content-length'));
+    if (refused) {
+      if (answer.source) discard(answer.source);
+      throw refused;
+    }
+    return answer;
   }
 
   /** Redirects are not followed, and a declared length over the cap is refused before reading. */

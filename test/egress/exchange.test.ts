@@ -1,37 +1,12 @@
 /** The guard's lean `exchange`: fetch's checks and answers for an in-memory request, without Request/Response. */
-import { afterEach, describe, expect, it } from 'vitest';
-import { createEgressGuard, type EgressGuard, type EgressOptions } from '../../src/egress/index.js';
-import { GatehouseError } from '../../src/errors.js';
-import { noDns } from './helpers.js';
-import { closedPort, startHttpServer, type TestServer } from './servers.js';
+import { describe, expect, it } from 'vitest';
+import { rejection } from './helpers.js';
+import { closedPort, egressTestBed } from './servers.js';
 
 const PUBLIC = '127.0.0.2'; // the test seam: a loopback address the guard treats as public
 const PRIVATE = '127.0.0.1';
 
-const cleanup: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.all(cleanup.splice(0).map((c) => c.close()));
-});
-function guard(options: EgressOptions = {}): EgressGuard {
-  const g = createEgressGuard({ testPublicAddresses: [PUBLIC], allowHttp: true, resolver: noDns, ...options });
-  cleanup.push(g);
-  return g;
-}
-async function server(...args: Parameters<typeof startHttpServer>): Promise<TestServer> {
-  const s = await startHttpServer(...args);
-  cleanup.push(s);
-  return s;
-}
-async function refusal(work: Promise<unknown>): Promise<GatehouseError> {
-  const error = await work.then(
-    () => {
-      throw new Error('expected a refusal');
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(GatehouseError);
-  return error as GatehouseError;
-}
+const { guard, server } = egressTestBed(PUBLIC);
 
 describe('exchange', () => {
   it('sends method, headers and body and answers status, headers and text', async () => {
@@ -71,7 +46,7 @@ describe('exchange', () => {
 
   it('refuses a private address under the public policy, before connecting', async () => {
     const upstream = await server(PRIVATE);
-    const error = await refusal(guard().exchange(upstream.origin, { method: 'GET', headers: {} }));
+    const error = await rejection(guard().exchange(upstream.origin, { method: 'GET', headers: {} }));
     expect(error.code).toBe('private_network_blocked');
     expect(upstream.connections).toBe(0);
   });
@@ -81,14 +56,14 @@ describe('exchange', () => {
       res.writeHead(307, { location: 'http://127.0.0.1:1/' });
       res.end();
     });
-    const error = await refusal(guard().exchange(upstream.origin, { method: 'POST', headers: {}, body: '{}' }));
+    const error = await rejection(guard().exchange(upstream.origin, { method: 'POST', headers: {}, body: '{}' }));
     expect(error.details).toMatchObject({ reason: 'redirect_refused', status: 307 });
   });
 
   it('caps the body: a declared length at once, a streamed one when it passes the cap', async () => {
     const declared = await server(PUBLIC, (_req, res) => res.end('x'.repeat(2048)));
     const g = guard({ maxResponseBytes: 1024 });
-    const early = await refusal(g.exchange(declared.origin, { method: 'GET', headers: {} }));
+    const early = await rejection(g.exchange(declared.origin, { method: 'GET', headers: {} }));
     expect(early.details).toMatchObject({ reason: 'response_too_large' });
     const streamed = await server(PUBLIC, (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
@@ -96,13 +71,13 @@ describe('exchange', () => {
       res.end();
     });
     const answer = await g.exchange(streamed.origin, { method: 'GET', headers: {} });
-    const late = await refusal(answer.text());
+    const late = await rejection(answer.text());
     expect(late.details).toMatchObject({ reason: 'response_too_large' });
   });
 
   it('maps a refused connection like fetch does', async () => {
     const port = await closedPort(PUBLIC);
-    const error = await refusal(guard().exchange(`http://${PUBLIC}:${port}/`, { method: 'GET', headers: {} }));
+    const error = await rejection(guard().exchange(`http://${PUBLIC}:${port}/`, { method: 'GET', headers: {} }));
     expect(error.code).toBe('upstream_unreachable');
   });
 });

@@ -1,31 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { createEgressGuard, type EgressGuard, type EgressOptions } from '../../src/egress/index.js';
+import { describe, expect, it } from 'vitest';
 import { GatehouseError } from '../../src/errors.js';
-import { noDns, rejection, scriptedResolver } from './helpers.js';
-import { closedPort, startHttpServer, startTcpServer, type TestServer } from './servers.js';
+import { rejection, scriptedResolver } from './helpers.js';
+import { closedPort, egressTestBed } from './servers.js';
 
 const PUBLIC = '127.0.0.2'; // the test seam: a loopback address the guard treats as public
 const PRIVATE = '127.0.0.1';
 
-const cleanup: Array<{ close(): Promise<void> }> = [];
-afterEach(async () => {
-  await Promise.all(cleanup.splice(0).map((c) => c.close()));
-});
-function guard(options: EgressOptions = {}): EgressGuard {
-  const g = createEgressGuard({ testPublicAddresses: [PUBLIC], allowHttp: true, resolver: noDns, ...options });
-  cleanup.push(g);
-  return g;
-}
-async function server(...args: Parameters<typeof startHttpServer>): Promise<TestServer> {
-  const s = await startHttpServer(...args);
-  cleanup.push(s);
-  return s;
-}
-async function tcpServer(host: string, port?: number): Promise<TestServer> {
-  const s = await startTcpServer(host, port);
-  cleanup.push(s);
-  return s;
-}
+const { guard, server, tcpServer } = egressTestBed(PUBLIC);
 
 describe('fetch: reaching a public upstream', () => {
   it('fetches from a public-seam address and by a name pinned to it', async () => {

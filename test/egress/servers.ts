@@ -1,6 +1,9 @@
 /** Loopback servers for the egress tests: each counts the TCP connections it accepted. */
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server } from 'node:net';
+import { afterEach } from 'vitest';
+import { createEgressGuard, type EgressGuard, type EgressOptions } from '../../src/egress/index.js';
+import { noDns } from './helpers.js';
 
 export interface TestServer {
   readonly host: string;
@@ -61,4 +64,26 @@ export async function closedPort(host: string): Promise<number> {
   const port = await listen(server, host);
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/**
+ * Guards and servers for one test file, all closed after each test: guards treat `publicHost` as
+ * public (the test seam), allow http and never ask DNS unless given a resolver.
+ */
+export function egressTestBed(publicHost: string) {
+  const open: Array<{ close(): Promise<void> }> = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((c) => c.close()));
+  });
+  const kept = <T extends { close(): Promise<void> }>(thing: T): T => {
+    open.push(thing);
+    return thing;
+  };
+  return {
+    guard: (options: EgressOptions = {}): EgressGuard =>
+      kept(createEgressGuard({ testPublicAddresses: [publicHost], allowHttp: true, resolver: noDns, ...options })),
+    server: async (...args: Parameters<typeof startHttpServer>): Promise<TestServer> =>
+      kept(await startHttpServer(...args)),
+    tcpServer: async (host: string, port?: number): Promise<TestServer> => kept(await startTcpServer(host, port)),
+  };
 }
