@@ -61,6 +61,17 @@ interface CallShape {
   path?: string;
 }
 
+/** The headers that have a value (an override of undefined removes one). */
+function present(headers: Record<string, string | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers)) if (value !== undefined) out[key] = value;
+  return out;
+}
+
+/** Each gateway queues its own approval under a fresh random id; only that id may differ between them. */
+const withoutApprovalIds = (body: unknown) =>
+  JSON.parse(JSON.stringify(body).replace(/apr_[A-Za-z0-9_-]+/g, 'apr_<id>'));
+
 /** A tools/call exactly as the SDK's modern client writes it (same key order, same headers). */
 function call(shape: CallShape): Wire {
   const params: Record<string, unknown> = { name: shape.name };
@@ -82,9 +93,7 @@ function call(shape: CallShape): Wire {
     'mcp-protocol-version': VERSION,
     ...shape.headers,
   };
-  const present: Record<string, string> = {};
-  for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
-  return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+  return { path: shape.path ?? '/mcp', headers: present(headers), body: JSON.stringify(body) };
 }
 
 /** A tools/list as the SDK's modern client writes it; `params` adds keys (a cursor), `headers` overrides. */
@@ -102,9 +111,7 @@ function list(shape: Pick<CallShape, 'params' | 'headers' | 'path' | 'id'> = {})
     'mcp-protocol-version': VERSION,
     ...shape.headers,
   };
-  const present: Record<string, string> = {};
-  for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
-  return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+  return { path: shape.path ?? '/mcp', headers: present(headers), body: JSON.stringify(body) };
 }
 
 /** The body as the client reads it: JSON, each SSE `data:` message, or (anything else) the text itself. */
@@ -318,9 +325,6 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
   });
 
   it('a gated tool: the pending_approval result', async () => {
-    // Each gateway queues its own approval under a fresh random id; only that id may differ.
-    const withoutApprovalIds = (body: unknown) =>
-      JSON.parse(JSON.stringify(body).replace(/apr_[A-Za-z0-9_-]+/g, 'apr_<id>'));
     const answer = await differential(
       call({ name: 'up__read_file', args: { path: 'notes.txt' } }),
       1,
@@ -577,10 +581,8 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     if (shape.meta) params._meta = shape.meta;
     Object.assign(params, shape.params);
     const headers: Record<string, string | undefined> = { ...legacyHeaders(sessionId), ...shape.headers };
-    const present: Record<string, string> = {};
-    for (const [key, value] of Object.entries(headers)) if (value !== undefined) present[key] = value;
     const body = { method: 'tools/call', params, jsonrpc: '2.0', id: shape.id ?? 1, ...shape.extra };
-    return { path: shape.path ?? '/mcp', headers: present, body: JSON.stringify(body) };
+    return { path: shape.path ?? '/mcp', headers: present(headers), body: JSON.stringify(body) };
   }
 
   /** Like `differential`, but each gateway gets the request in a session of its own. */
@@ -619,8 +621,6 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     await legacyDifferential(sessions, { name: 'up__big', args: { bytes: 1 } }, 1);
     await legacyDifferential(sessions, { name: 'up__blocks', args: { n: 1 } }, 1);
     await legacyDifferential(sessions, { name: 'up__add', args: { a: 'x' } }, 1);
-    const withoutApprovalIds = (body: unknown) =>
-      JSON.parse(JSON.stringify(body).replace(/apr_[A-Za-z0-9_-]+/g, 'apr_<id>'));
     await legacyDifferential(sessions, { name: 'up__read_file', args: { path: 'a.txt' } }, 1, withoutApprovalIds);
   });
 
