@@ -132,6 +132,21 @@ export async function hubSection(): Promise<string> {
       modern: await start('modern upstream', 'modern'),
       legacy: await start('legacy upstream', 'legacy'),
     };
+    const proxies = {
+      modern: await startParty(
+        'bare proxy (modern)',
+        'bench/passthrough-proxy.ts',
+        ['--upstream', upstreams.modern.info.url],
+        childEnv(),
+      ),
+      legacy: await startParty(
+        'bare proxy (legacy)',
+        'bench/passthrough-proxy.ts',
+        ['--upstream', upstreams.legacy.info.url],
+        childEnv(),
+      ),
+    };
+    parties.push(proxies.modern, proxies.legacy);
     const gw = await startGateway('gateway');
     gateways.push(gw);
     const token = await agentToken(gw);
@@ -146,6 +161,12 @@ export async function hubSection(): Promise<string> {
           { upstreamPid: upstream.info.pid },
         );
         rows.push({ path: 'direct SDK client', era: label, c, cell: direct });
+        const proxy = await measureCell(
+          `bare proxy ${era} c=${c}`,
+          { mode: 'sdk', url: proxies[era].info.url, era, concurrency: c },
+          { upstreamPid: upstream.info.pid },
+        );
+        rows.push({ path: 'through a bare Node proxy', era: label, c, cell: proxy, direct });
         const hub = await measureCell(
           `hub /mcp ${era} c=${c}`,
           { mode: 'sdk', url: `${gw.url}/mcp`, era, concurrency: c, token, tool: `bench-${era}__echo` },
@@ -230,17 +251,23 @@ export async function hubSection(): Promise<string> {
   const targets: string[] = [];
   for (const { label } of ERAS) {
     const hub1 = find('through /mcp (allow)', label, 1)?.cell.report;
+    const proxy1 = find('through a bare Node proxy', label, 1)?.cell.report;
     const direct1 = find('direct SDK client', label, 1)?.cell.report;
     const added = hub1 && direct1 ? hub1.p50Ms - direct1.p50Ms : Number.NaN;
+    const floor = proxy1 && direct1 ? proxy1.p50Ms - direct1.p50Ms : Number.NaN;
     targets.push(
       `  added p50 latency at c=1 ≤ 1 ms (${label}): ${num(added, 3)} ms (${num(hub1?.p50Ms, 2)} through /mcp − ` +
-        `${num(direct1?.p50Ms, 2)} direct) — ${verdict(added <= 1 && hub1?.errors === 0)}`,
+        `${num(direct1?.p50Ms, 2)} direct) — ${verdict(added <= 1 && hub1?.errors === 0)}; ` +
+        `a bare Node pass-through proxy adds ${num(floor, 3)} ms here`,
     );
     const hub16 = find('through /mcp (allow)', label, 16)?.cell.report;
     const direct16 = find('direct SDK client', label, 16)?.cell.report;
+    const proxy16 = find('through a bare Node proxy', label, 16)?.cell.report;
     const r = hub16 && direct16 ? hub16.callsPerS / direct16.callsPerS : Number.NaN;
+    const proxyRatio = proxy16 && direct16 ? proxy16.callsPerS / direct16.callsPerS : Number.NaN;
     targets.push(
-      `  throughput at c=16 ≥ 0.6× direct (${label}): ${ratio(r, 3)} — ${verdict(r >= 0.6 && hub16?.errors === 0)}`,
+      `  throughput at c=16 ≥ 0.6× direct (${label}): ${ratio(r, 3)} — ${verdict(r >= 0.6 && hub16?.errors === 0)}; ` +
+        `a bare Node pass-through proxy reaches ${ratio(proxyRatio, 3)}`,
     );
   }
   for (const { agent, sdk, cell } of listRows) {
@@ -255,7 +282,7 @@ export async function hubSection(): Promise<string> {
   }
 
   return [
-    `== hub: tools/call "echo" on loopback — direct SDK client → upstream vs the same client through the gateway's /mcp (agent token, allow verdict, audit on)`,
+    `== hub: tools/call "echo" on loopback — direct SDK client → upstream vs the same client through a bare Node pass-through proxy (the floor) and through the gateway's /mcp (agent token, allow verdict, audit on)`,
     `   upstream, gateway and load generator are separate processes; ${DURATION_MS / 1000} s measured per cell after ${WARMUP_MS / 1000} s warm-up; c = concurrent SDK clients in a closed loop; gateway log level ${LOG_LEVEL}, SQLite store; upstream HTTP keep-alive 5 s`,
     `   ${machine}; ${loadLine(load)}`,
     '',
