@@ -45,6 +45,11 @@ export function nextRequestId(): number {
   return lastId;
 }
 
+/** Headers in the order the SDK transport sends them: a WHATWG `Headers` iterates by (lower-case) name. */
+export function inSdkOrder(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
 export const isPlainObject = (value: unknown): value is Json =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 

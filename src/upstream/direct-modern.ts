@@ -9,7 +9,7 @@ import {
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
 import type { Deadline } from './deadline.js';
-import { type DirectTarget, type Json, nextRequestId, sendCall } from './direct-call.js';
+import { type DirectTarget, inSdkOrder, type Json, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
 
@@ -36,14 +36,14 @@ export async function callModernDirect(
   };
   const message = await sendCall(exchange, {
     url: target.url,
-    headers: {
+    headers: inSdkOrder({
       ...target.headers,
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
       'mcp-method': 'tools/call',
       'mcp-name': name,
-    },
+    }),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
     id,
     signal: deadline.signal,

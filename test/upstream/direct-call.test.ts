@@ -1,8 +1,9 @@
 /**
  * Direct calls (`src/upstream/direct-call.ts`) against the SDK client path: the same calls through two
- * pools, one with `directCalls` and one without, must reach the upstream the same way (headers and
- * envelope) and come back the same (results, input requests, typed errors). Then the misbehaviour the
- * SDK fixtures do not produce, from a raw 2026-07-28 upstream.
+ * pools, one with `exchange` and one without, must reach the upstream the same way (headers, envelope
+ * or session, body) and come back the same (results, input requests, typed errors), on 2026-07-28
+ * upstreams and on 2025-era sessions (SSE and JSON answers). Then the misbehaviour the SDK fixtures do
+ * not produce, from raw upstreams of both eras.
  */
 import type http from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/server';
@@ -11,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createEgressGuard } from '../../src/egress/index.js';
 import { GatehouseError } from '../../src/errors.js';
-import type { UpstreamPool } from '../../src/upstream/index.js';
-import { listen, readBody, sendJson } from '../fixtures/http.js';
+import type { UpstreamPool, UpstreamTarget } from '../../src/upstream/index.js';
+import { listen, type RequestRecord, readBody, sendJson } from '../fixtures/http.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { Cleanup, makePool } from './helpers.js';
 
@@ -62,6 +63,26 @@ const register = (server: McpServer) => {
   );
 };
 
+/** One call through both pools: the direct pool must count it as direct, the SDK pool never. */
+async function both(
+  pools: { direct: UpstreamPool; sdk: UpstreamPool },
+  target: UpstreamTarget,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  opts = {},
+) {
+  const before = pools.direct.stats().directCalls;
+  const viaDirect = await outcome(pools.direct.callToolInteractive(target, name, args, opts));
+  expect(pools.direct.stats().directCalls).toBe(before + 1);
+  const viaSdk = await outcome(pools.sdk.callToolInteractive(target, name, args, opts));
+  expect(pools.sdk.stats().directCalls).toBe(0);
+  return { viaDirect, viaSdk };
+}
+
+/** A recorded request's headers in arrival order, without the ones a connection sets for itself. */
+const standard = (record: RequestRecord) =>
+  Object.entries(record.headers).filter(([name]) => name !== 'content-length' && name !== 'connection');
+
 describe('direct calls against the SDK client path', () => {
   let fixture: McpFixture;
   let direct: UpstreamPool;
@@ -77,14 +98,8 @@ describe('direct calls against the SDK client path', () => {
   });
   afterAll(() => cleanup.run());
 
-  const both = async (name: string, args: Record<string, unknown> | undefined, opts = {}) => {
-    const before = direct.stats().directCalls;
-    const viaDirect = await outcome(direct.callToolInteractive(target(), name, args, opts));
-    expect(direct.stats().directCalls).toBe(before + 1);
-    const viaSdk = await outcome(sdk.callToolInteractive(target(), name, args, opts));
-    expect(sdk.stats().directCalls).toBe(0);
-    return { viaDirect, viaSdk };
-  };
+  const call = (name: string, args: Record<string, unknown> | undefined, opts = {}) =>
+    both({ direct, sdk }, target(), name, args, opts);
 
   it.each([
     ['a plain result', 'echo', { text: 'hi' }],
@@ -96,25 +111,21 @@ describe('direct calls against the SDK client path', () => {
     ['an unknown tool (JSON-RPC error)', 'nope', {}],
     ['arguments the upstream rejects', 'add', { a: 'x' }],
   ])('answers %s as the SDK does', async (_label, name, args) => {
-    const { viaDirect, viaSdk } = await both(name, args);
+    const { viaDirect, viaSdk } = await call(name, args);
     expect(viaDirect).toEqual(viaSdk);
   });
 
   it('sends the envelope and headers the SDK client sends', async () => {
     fixture.log.records.length = 0;
     const capabilities = { elicitation: { form: {} } };
-    const { viaDirect, viaSdk } = await both('envelope', {}, { inputCapabilities: capabilities });
+    const { viaDirect, viaSdk } = await call('envelope', {}, { inputCapabilities: capabilities });
     expect(viaDirect).toEqual(viaSdk);
     expect(
       (viaDirect as { result: { structuredContent: { envelope: unknown } } }).result.structuredContent.envelope,
     ).toEqual(expect.objectContaining({ 'io.modelcontextprotocol/clientCapabilities': capabilities }));
     const calls = fixture.log.withMethod('tools/call');
     expect(calls).toHaveLength(2);
-    const standard = (headers: Record<string, string>) => {
-      const { 'content-length': _length, connection: _connection, ...rest } = headers;
-      return rest;
-    };
-    expect(standard(calls[0]!.headers)).toEqual(standard(calls[1]!.headers));
+    expect(standard(calls[0]!)).toEqual(standard(calls[1]!));
     expect(calls[0]!.headers).toMatchObject({
       'x-upstream-key': 'k1',
       'mcp-method': 'tools/call',
@@ -125,7 +136,7 @@ describe('direct calls against the SDK client path', () => {
 
   it('relays an input request and the answer round as the SDK does', async () => {
     const inputCapabilities = { elicitation: { form: {} } };
-    const first = await both('confirm', {}, { inputCapabilities });
+    const first = await call('confirm', {}, { inputCapabilities });
     expect(first.viaDirect).toEqual(first.viaSdk);
     const asked = (first.viaDirect as { result: { inputRequired: { inputRequests: object; requestState: string } } })
       .result.inputRequired;
@@ -135,7 +146,7 @@ describe('direct calls against the SDK client path', () => {
       inputResponses: { ok: { action: 'accept', content: { yes: true } } },
       requestState: asked.requestState,
     };
-    const second = await both('confirm', {}, { continuation, inputCapabilities });
+    const second = await call('confirm', {}, { continuation, inputCapabilities });
     expect(second.viaDirect).toEqual(second.viaSdk);
     expect(second.viaDirect).toMatchObject({ result: { content: [{ type: 'text', text: 'yes=true state=asked' }] } });
   });
