@@ -5,18 +5,18 @@
  * `Request`/`Response`, double validation of each message) costs the hub more CPU than the exchange.
  *
  * This module is the half both eras share: sending the request the era module built and reading
- * the answer as the SDK's transport reads it (a JSON body or an SSE stream carrying the JSON-RPC
- * response to the call). `direct-modern.ts` and `direct-legacy.ts` build each era's request;
- * `direct-result.ts` checks the result. Failures are raised in the SDK's own shapes (`SdkHttpError`,
- * `ProtocolError`, `SdkError`), so the pool's retry rules and `map-error.ts` treat both paths alike.
+ * the answer as the SDK's transport reads it, a JSON body here or an SSE stream (`direct-stream.ts`)
+ * carrying the JSON-RPC response to the call. `direct-modern.ts` and `direct-legacy.ts` build each
+ * era's request; `direct-result.ts` checks the result. Failures are raised in the SDK's own shapes
+ * (`SdkHttpError`, `ProtocolError`, `SdkError`), so the pool's retry rules and `map-error.ts` treat
+ * both paths alike.
  */
-import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
-import { createParser } from 'eventsource-parser';
+import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
+import { answerInStream } from './direct-stream.js';
+import { isPlainObject, isRequest, type Json, protocolError } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions } from './types.js';
-
-export type Json = Record<string, unknown>;
 
 export interface DirectTarget {
   url: string;
@@ -44,14 +44,6 @@ export function nextRequestId(): number {
   lastId = (lastId + 1) % Number.MAX_SAFE_INTEGER;
   return lastId;
 }
-
-/** Headers in the order the SDK transport sends them: a WHATWG `Headers` iterates by (lower-case) name. */
-export function inSdkOrder(headers: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(headers).sort(([a], [b]) => (a < b ? -1 : 1)));
-}
-
-export const isPlainObject = (value: unknown): value is Json =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
 
 export interface CallExchange {
   url: string;
@@ -105,18 +97,6 @@ async function httpError(answer: Exchanged, call: CallExchange): Promise<Error> 
   });
 }
 
-/** A JSON-RPC request (not a response, not a notification), as the SDK's message schema admits one. */
-function isRequest(message: Json): boolean {
-  const { id } = message;
-  return (
-    message.jsonrpc === '2.0' &&
-    typeof message.method === 'string' &&
-    (typeof id === 'string' || Number.isSafeInteger(id)) &&
-    !('result' in message) &&
-    !('error' in message)
-  );
-}
-
 /** The response to the call in a JSON answer (one message or a batch); requests before it are handed on. */
 async function answerInJson(call: CallExchange, body: unknown): Promise<Json> {
   for (const message of Array.isArray(body) ? body : [body]) {
@@ -129,35 +109,4 @@ async function answerInJson(call: CallExchange, body: unknown): Promise<Json> {
     'The upstream answered with something else than a response to the call.',
     { reason: 'invalid_message' },
   );
-}
-
-/** Reads an SSE answer until the response to the call: notifications are skipped, requests handed on. */
-async function answerInStream(call: CallExchange, chunks: AsyncGenerator<Buffer>): Promise<Json> {
-  const events: string[] = [];
-  const parser = createParser({
-    onEvent(event) {
-      // As the SDK: only `message` events with data carry JSON-RPC.
-      if ((event.event === undefined || event.event === 'message') && event.data) events.push(event.data);
-    },
-  });
-  const decoder = new TextDecoder();
-  // Returning from the loop ends the generator, which drops the rest of the stream.
-  for await (const chunk of chunks) {
-    parser.feed(decoder.decode(chunk, { stream: true }));
-    for (const data of events.splice(0)) {
-      const message = JSON.parse(data) as unknown;
-      if (!isPlainObject(message)) continue;
-      if (message.id === call.id && ('result' in message || 'error' in message)) return message;
-      if (call.onRequest && isRequest(message)) await call.onRequest(message);
-    }
-  }
-  throw new GatehouseError('upstream_unreachable', 'The upstream closed the response stream without answering.', {
-    reason: 'stream_ended',
-  });
-}
-
-export function protocolError(error: Json): ProtocolError {
-  const code = typeof error.code === 'number' ? error.code : -32603;
-  const message = typeof error.message === 'string' ? error.message : 'Unknown error';
-  return new ProtocolError(code, message, error.data);
 }

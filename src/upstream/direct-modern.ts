@@ -9,8 +9,9 @@ import {
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
 import type { Deadline } from './deadline.js';
-import { type DirectTarget, inSdkOrder, type Json, nextRequestId, sendCall } from './direct-call.js';
+import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
+import { inSdkOrder, type Json } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
 
 export const MODERN_PROTOCOL_VERSION = '2026-07-28';

@@ -3,7 +3,7 @@
  * for the connection's era: an error, an input request (2026-07-28 only), or a valid, bounded result.
  */
 import { SdkError, SdkErrorCode, specTypeSchemas } from '@modelcontextprotocol/client';
-import { isPlainObject, type Json, protocolError } from './direct-call.js';
+import { isPlainObject, type Json, protocolError } from './direct-wire.js';
 import { interactiveOutcome } from './operations.js';
 import type { InteractiveCallResult } from './types.js';
 

@@ -15,6 +15,7 @@ import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
 import { canCallDirectly } from './direct-call.js';
+import { callLegacyDirect } from './direct-legacy.js';
 import { callModernDirect } from './direct-modern.js';
 import { EraMemory } from './era-memory.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
@@ -104,11 +105,13 @@ export class UpstreamPool {
   ): Promise<InteractiveCallResult> {
     const { exchange } = this.options;
     return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-      if (!exchange || connection.era !== 'modern' || !canCallDirectly(name, opts, connection.era)) {
+      const { era } = connection;
+      if (!exchange || !canCallDirectly(name, opts, era))
         return callInteractiveTool(client, deadline, name, args, opts);
-      }
       this.directCalls += 1;
-      return callModernDirect(exchange, connection.directTarget, deadline, name, args, opts);
+      return era === 'modern'
+        ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
+        : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args);
     });
   }
 
