@@ -14,7 +14,7 @@
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
-import { answerInStream } from './direct-stream.js';
+import { answerInStreams } from './direct-stream.js';
 import { isPlainObject, isRequest, type Json, protocolError } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions } from './types.js';
 
@@ -60,6 +60,8 @@ export interface CallExchange {
   errorIn400: boolean;
   /** A server→client request met before the response (2025 era); the reading waits for it. */
   onRequest?: (request: Json) => Promise<void>;
+  /** The headers of a GET that resumes an SSE answer (2025 era; see `direct-stream.ts`). */
+  resumeHeaders?: Record<string, string>;
 }
 
 /** POSTs the call and returns the JSON-RPC response to it (a result or an error, unchecked). */
@@ -74,7 +76,7 @@ export async function sendCall(exchange: Exchange, call: CallExchange): Promise<
   if (answer.status < 200 || answer.status > 299) throw await httpError(answer, call);
   const mediaType = (answer.header('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
   if (mediaType === 'application/json') return answerInJson(call, JSON.parse(await answer.text()));
-  if (mediaType === 'text/event-stream') return answerInStream(call, answer.chunks());
+  if (mediaType === 'text/event-stream') return answerInStreams(exchange, call, answer);
   answer.discard();
   throw new SdkError(SdkErrorCode.ClientHttpUnexpectedContent, `Unexpected content type: ${mediaType}`);
 }

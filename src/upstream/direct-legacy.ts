@@ -7,6 +7,7 @@
  * What the SDK client would do meanwhile is done here too, as it does it:
  * - a request the upstream sends on the answer stream (`ping`, `roots/list`, `elicitation/create`…)
  *   is answered by POSTing the JSON-RPC response, so the upstream is not left waiting;
+ * - a stream the upstream closes before answering is resumed (`direct-stream.ts`);
  * - when the caller gives up (or the deadline fires) before the answer, the upstream is told with
  *   `notifications/cancelled`, so it stops the tool.
  */
@@ -42,11 +43,11 @@ export async function callLegacyDirect(
   const { signal } = deadline;
   signal.throwIfAborted();
   const id = nextRequestId();
-  const headers = postHeaders(target, session);
+  const headers = sessionHeaders(target, session);
   const post = (message: Json, postSignal: AbortSignal) =>
     exchange(target.url, {
       method: 'POST',
-      headers,
+      headers: headers.post,
       body: JSON.stringify(message),
       signal: postSignal,
     }).then((answer) => answer.discard());
@@ -69,7 +70,7 @@ export async function callLegacyDirect(
   try {
     const message = await sendCall(exchange, {
       url: target.url,
-      headers,
+      headers: headers.post,
       // The SDK's protocol layer spreads the request first, then `jsonrpc` and `id`: same bytes.
       body: JSON.stringify({
         method: 'tools/call',
@@ -81,6 +82,7 @@ export async function callLegacyDirect(
       signal,
       errorIn400: false,
       onRequest: answerRequest,
+      resumeHeaders: headers.get,
     });
     return outcomeOf(message, 'legacy');
   } finally {
@@ -89,18 +91,18 @@ export async function callLegacyDirect(
 }
 
 /**
- * The headers of every POST on the session, as the SDK transport sends them: the target's, the
- * session id and negotiated version where there are some, the content type, and JSON or SSE accepted.
+ * The headers of every request on the session, as the SDK transport sends them: the target's, the
+ * session id and negotiated version where there are some; a POST adds its content type and accepts
+ * JSON or SSE, a GET (resuming a stream) accepts SSE.
  */
-function postHeaders(target: DirectTarget, session: LegacySession): Record<string, string> {
-  const headers: Record<string, string> = {
-    ...target.headers,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
+function sessionHeaders(target: DirectTarget, session: LegacySession) {
+  const common: Record<string, string> = { ...target.headers };
+  if (session.sessionId) common['mcp-session-id'] = session.sessionId;
+  if (session.protocolVersion) common['mcp-protocol-version'] = session.protocolVersion;
+  return {
+    post: inSdkOrder({ ...common, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+    get: { ...common, accept: 'text/event-stream' },
   };
-  if (session.sessionId) headers['mcp-session-id'] = session.sessionId;
-  if (session.protocolVersion) headers['mcp-protocol-version'] = session.protocolVersion;
-  return inSdkOrder(headers);
 }
 
 /**

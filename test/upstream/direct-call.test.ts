@@ -361,6 +361,44 @@ describe.each([
   );
 });
 
+describe('direct calls on a 2025-era session whose upstream closes the stream to be polled', () => {
+  const local = new Cleanup();
+  let fixture: LegacyFixture;
+  let direct: UpstreamPool;
+  let sdk: UpstreamPool;
+
+  beforeAll(async () => {
+    const register = (server: McpServer) =>
+      server.registerTool('polled', { description: 'Closes its stream, then answers.' }, async (ctx) => {
+        // The client must come back with `Last-Event-ID` for the answer.
+        ctx.http?.closeSSE?.();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return { content: [{ type: 'text', text: ctx.http?.closeSSE ? 'polled' : 'not resumable' }] };
+      });
+    fixture = local.add(await startLegacyServer({ register, resumable: { retryInterval: 10 } }));
+    const guard = local.add(createEgressGuard({ policy: 'private' }));
+    direct = local.add(makePool({ fetch: guard.fetch, exchange: guard.exchange }));
+    sdk = local.add(makePool({ fetch: guard.fetch }));
+  });
+  afterAll(() => local.run());
+
+  it('resumes the stream with Last-Event-ID, as the SDK does', async () => {
+    const { viaDirect, viaSdk } = await both({ direct, sdk }, { url: fixture.url }, 'polled', {});
+    expect(viaDirect).toEqual(viaSdk);
+    expect(viaDirect).toEqual({ result: { isError: false, content: [{ type: 'text', text: 'polled' }] } });
+    const resumed = fixture.log.records.filter((record) => record.headers['last-event-id'] !== undefined);
+    expect(resumed).toHaveLength(2);
+    const [fromDirect, fromSdk] = resumed as [RequestRecord, RequestRecord];
+    const masked = (record: RequestRecord) =>
+      standard(record).map(([name, value]) =>
+        name === 'mcp-session-id' || name === 'last-event-id' ? [name, typeof value] : [name, value],
+      );
+    expect(fromDirect.httpMethod).toBe('GET');
+    expect(masked(fromDirect)).toEqual(masked(fromSdk));
+    expect(fromDirect.headers).toMatchObject({ accept: 'text/event-stream', 'mcp-protocol-version': '2025-11-25' });
+  });
+});
+
 /** What the raw upstream does with a `tools/call`; `server/discover` is always answered properly. */
 type Misbehaviour = (res: http.ServerResponse, id: unknown) => void;
 
@@ -524,12 +562,22 @@ describe('direct calls to a misbehaving 2025-era upstream, against the SDK clien
   const callHeaders: http.IncomingHttpHeaders[] = [];
   /** Open no session: a stateless 2025 server. */
   let stateless = false;
+  /** The id of the last `tools/call`. */
+  let lastCallId: unknown;
+  /** The headers of every GET resuming a stream (with `Last-Event-ID`). */
+  const resumes: http.IncomingHttpHeaders[] = [];
+  /** What the upstream does with a GET (a stream resumed with `Last-Event-ID`): 405 unless a test says. */
+  let onGet: (res: http.ServerResponse, req: http.IncomingMessage) => void = (res) => res.writeHead(405).end();
   const local = new Cleanup();
   const guard = local.add(createEgressGuard({ policy: 'private' }));
 
   beforeAll(async () => {
     const server = await listen((req, res) => {
       void (async () => {
+        if (req.method === 'GET') {
+          if (req.headers['last-event-id'] !== undefined) resumes.push(req.headers);
+          return onGet(res, req);
+        }
         if (req.method !== 'POST') {
           res.writeHead(req.method === 'DELETE' ? 200 : 405).end();
           return;
@@ -554,6 +602,7 @@ describe('direct calls to a misbehaving 2025-era upstream, against the SDK clien
         }
         if (body.method === 'tools/call') {
           callHeaders.push(req.headers);
+          lastCallId = body.id;
           return misbehaviour(res, body.id);
         }
         if (body.method === undefined) replies.push(body);
@@ -630,6 +679,57 @@ describe('direct calls to a misbehaving 2025-era upstream, against the SDK clien
     expect(viaDirect).toEqual(await run(behave, false));
     expect(viaDirect).toMatchObject(expected);
     expect(JSON.stringify(viaDirect)).not.toMatch(/bad|secret/);
+  });
+
+  describe('a stream closed before the answer, after an event id', () => {
+    const primed: LegacyMisbehaviour = (res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end('id: e1\nretry: 10\ndata: \n\n');
+    };
+    /** Resumes with the answer to the last call (the SDK client's standalone GET stream gets none). */
+    const answering = (res: http.ServerResponse, req: http.IncomingMessage) => {
+      if (req.headers['last-event-id'] === undefined) return void res.writeHead(405).end();
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const answer = { jsonrpc: '2.0', id: lastCallId, result: { content: text } };
+      res.end(`id: e2\ndata: ${JSON.stringify(answer)}\n\n`);
+    };
+    afterAll(() => {
+      onGet = (res) => res.writeHead(405).end();
+    });
+
+    it.each<[string, (res: http.ServerResponse, req: http.IncomingMessage) => void, Record<string, unknown>]>([
+      [
+        'that will not resume (405)',
+        (res) => void res.writeHead(405).end(),
+        { error: { details: { reason: 'stream_ended' } } },
+      ],
+      [
+        'that fails to resume (500, twice)',
+        (res) => void res.writeHead(500).end('secret'),
+        { error: { details: { reason: 'http_status', status: 500 } } },
+      ],
+    ])('ends with an upstream %s as the SDK does', async (_label, get, expected) => {
+      onGet = get;
+      resumes.length = 0;
+      const viaDirect = await run(primed, true);
+      const attempts = resumes.splice(0).length;
+      expect(viaDirect).toEqual(await run(primed, false));
+      expect(viaDirect).toMatchObject(expected);
+      expect(attempts).toBe(resumes.length);
+    });
+
+    it('is resumed with Last-Event-ID, as the SDK does', async () => {
+      resumes.length = 0;
+      onGet = answering;
+      const viaDirect = await run(primed, true);
+      expect(viaDirect).toEqual(await run(primed, false));
+      expect(viaDirect).toEqual({ result: { isError: false, content: text } });
+      const [fromDirect, fromSdk] = resumes.map((headers) =>
+        Object.entries(headers).filter(([name]) => name !== 'connection'),
+      );
+      expect(fromDirect).toEqual(fromSdk);
+      expect(resumes[0]).toMatchObject({ 'last-event-id': 'e1', accept: 'text/event-stream' });
+    });
   });
 
   it('calls a stateless 2025 upstream (no session id) as the SDK does', async () => {
