@@ -4,6 +4,7 @@
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
 import type { DirectTarget } from './direct-call.js';
+import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
 import type { NormalizedTarget } from './target.js';
 import { currentScope, traced, tracedFetch } from './trace.js';
@@ -78,6 +79,11 @@ export class Connection {
   /** Where and as whom `direct-call.ts` sends a call on this connection's behalf. */
   get directTarget(): DirectTarget {
     return { url: this.target.url, headers: this.target.headers, clientInfo: CLIENT_INFO };
+  }
+
+  /** What a direct call on a 2025-era connection sends as the transport would: its session and negotiated version. */
+  get legacySession(): LegacySession {
+    return { sessionId: this.transport.sessionId, protocolVersion: this.transport.protocolVersion };
   }
 
   get sessionId(): string | undefined {

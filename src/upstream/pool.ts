@@ -14,7 +14,9 @@ import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
-import { callModernDirect, canCallDirectly } from './direct-call.js';
+import { canCallDirectly } from './direct-call.js';
+import { callLegacyDirect } from './direct-legacy.js';
+import { callModernDirect } from './direct-modern.js';
 import { EraMemory } from './era-memory.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
 import { callBoundedTool, callInteractiveTool, listAllTools } from './operations.js';
@@ -102,11 +104,14 @@ export class UpstreamPool {
     opts: InteractiveCallOptions = {},
   ): Promise<InteractiveCallResult> {
     const { exchange } = this.options;
-    const direct = exchange !== undefined && canCallDirectly(name, opts);
     return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-      if (!direct || connection.era !== 'modern') return callInteractiveTool(client, deadline, name, args, opts);
+      const { era } = connection;
+      if (!exchange || !canCallDirectly(name, opts, era))
+        return callInteractiveTool(client, deadline, name, args, opts);
       this.directCalls += 1;
-      return callModernDirect(exchange, connection.directTarget, deadline, name, args, opts);
+      return era === 'modern'
+        ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
+        : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args);
     });
   }
 

@@ -1,0 +1,54 @@
+/**
+ * A direct `tools/call` on a 2026-07-28 connection (see `direct-call.ts`): the request the SDK client
+ * sends there — the per-request `_meta` envelope, the protocol version, `Mcp-Method` and `Mcp-Name`
+ * headers — and an answer that may be an input request.
+ */
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  PROTOCOL_VERSION_META_KEY,
+} from '@modelcontextprotocol/client';
+import type { Deadline } from './deadline.js';
+import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
+import { outcomeOf } from './direct-result.js';
+import { inSdkOrder, type Json } from './direct-wire.js';
+import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
+
+export const MODERN_PROTOCOL_VERSION = '2026-07-28';
+
+export async function callModernDirect(
+  exchange: Exchange,
+  target: DirectTarget,
+  deadline: Deadline,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities'>,
+): Promise<InteractiveCallResult> {
+  const id = nextRequestId();
+  const { continuation, inputCapabilities } = options;
+  const params: Json = args === undefined ? { name } : { name, arguments: args };
+  if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
+  if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
+  params._meta = {
+    [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
+    [CLIENT_INFO_META_KEY]: target.clientInfo,
+    // What the agent can answer, for this call only (the client itself declares nothing).
+    [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+  };
+  const message = await sendCall(exchange, {
+    url: target.url,
+    headers: inSdkOrder({
+      ...target.headers,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
+      'mcp-method': 'tools/call',
+      'mcp-name': name,
+    }),
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
+    id,
+    signal: deadline.signal,
+    errorIn400: true,
+  });
+  return outcomeOf(message, 'modern');
+}

@@ -1,0 +1,69 @@
+/**
+ * The outcome of a direct call from the JSON-RPC response to it, checked as the SDK client checks it
+ * for the connection's era: an error, an input request (2026-07-28 only), or a valid, bounded result.
+ */
+import { SdkError, SdkErrorCode, specTypeSchemas } from '@modelcontextprotocol/client';
+import { isPlainObject, type Json, protocolError } from './direct-wire.js';
+import { interactiveOutcome } from './operations.js';
+import type { InteractiveCallResult } from './types.js';
+
+/** Keys of other result families: a 2025 result carrying one must carry `content` too (no defaulting). */
+const FOREIGN_RESULT_KEYS = ['task', 'inputRequests', 'requestState'];
+
+export function outcomeOf(message: Json, era: 'modern' | 'legacy'): InteractiveCallResult {
+  if (isPlainObject(message.error)) throw protocolError(message.error);
+  const result = message.result;
+  if (!isPlainObject(result)) {
+    throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call: not an object');
+  }
+  // The 2025 codec drops `resultType` whatever it says; the 2026-07-28 one acts on it.
+  const { resultType, ...rest } = result;
+  if (era === 'modern') {
+    if (resultType === 'input_required') return interactiveOutcome(result);
+    if (resultType !== undefined && resultType !== 'complete') {
+      throw new SdkError(
+        SdkErrorCode.UnsupportedResultType,
+        `Unsupported result type '${String(resultType)}' for tools/call`,
+      );
+    }
+  } else if (!fitsLegacyWire(rest)) {
+    throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call');
+  }
+  if (isPlainTextResult(rest)) return interactiveOutcome(rest);
+  const parsed = specTypeSchemas.CallToolResult['~standard'].validate(rest);
+  if (parsed instanceof Promise || parsed.issues !== undefined) {
+    throw new SdkError(SdkErrorCode.InvalidResult, 'Invalid result for tools/call');
+  }
+  return interactiveOutcome(parsed.value as Json);
+}
+
+/**
+ * What the 2025 wire schema demands beyond the spec's `CallToolResult` schema (which both eras then
+ * apply): `structuredContent` is an object, and a result of another family does not pass for an
+ * empty tool result.
+ */
+function fitsLegacyWire(result: Json): boolean {
+  const { content, structuredContent } = result;
+  if (structuredContent !== undefined && !isPlainObject(structuredContent)) return false;
+  return content !== undefined || !FOREIGN_RESULT_KEYS.some((key) => key in result);
+}
+
+const TEXT_BLOCK_KEYS = new Set(['type', 'text']);
+
+/**
+ * The commonest result, valid on sight: text blocks only, an optional boolean `isError`, object
+ * `structuredContent` and `_meta`. Anything else is validated against the spec's schema (which also
+ * fills defaults, e.g. a missing `content`).
+ */
+function isPlainTextResult(result: Json): boolean {
+  const { content, isError, structuredContent, _meta } = result;
+  if (!Array.isArray(content)) return false;
+  if (isError !== undefined && typeof isError !== 'boolean') return false;
+  if (structuredContent !== undefined && !isPlainObject(structuredContent)) return false;
+  if (_meta !== undefined && !isPlainObject(_meta)) return false;
+  for (const block of content) {
+    if (!isPlainObject(block) || block.type !== 'text' || typeof block.text !== 'string') return false;
+    for (const key of Object.keys(block)) if (!TEXT_BLOCK_KEYS.has(key)) return false;
+  }
+  return true;
+}

@@ -1,0 +1,126 @@
+/**
+ * An SSE answer to a direct call, read as the SDK's transport reads it: only `message` events with
+ * data carry JSON-RPC; notifications are skipped and server→client requests handed on until the
+ * response to the call arrives.
+ *
+ * On a 2025-era session (`resumeHeaders` given) a stream that ends or drops before the response,
+ * once the upstream has given its events ids, is resumed as the SDK resumes it: a GET carrying
+ * `Last-Event-ID`, after the delay the upstream asked for (`retry:`) or the SDK's backoff. 2025-11-25
+ * servers close request streams on purpose this way, to be polled during a long call.
+ */
+import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
+import { createParser } from 'eventsource-parser';
+import type { Exchanged } from '../egress/index.js';
+import { findGatehouseError, GatehouseError } from '../errors.js';
+import type { CallExchange } from './direct-call.js';
+import { inSdkOrder, isPlainObject, isRequest, type Json } from './direct-wire.js';
+import type { Exchange } from './types.js';
+
+/** The SDK transport's reconnection defaults (`DEFAULT_STREAMABLE_HTTP_RECONNECTION_OPTIONS`). */
+const RECONNECT = { initialDelayMs: 1_000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 };
+
+/** Where to resume from, and how soon: the last event id seen and the upstream's `retry:` (ms). */
+interface Cursor {
+  lastEventId?: string;
+  retryMs?: number;
+}
+
+/** The response to the call in an SSE answer (and the streams that resume it). */
+export async function answerInStreams(exchange: Exchange, call: CallExchange, answer: Exchanged): Promise<Json> {
+  const cursor: Cursor = {};
+  let chunks = answer.chunks();
+  for (;;) {
+    try {
+      const response = await answerInStream(call, chunks, cursor);
+      if (response) return response;
+    } catch (error) {
+      // A dropped connection may be resumed; anything the upstream said wrong may not.
+      if (!canResume(call, cursor) || findGatehouseError(error)?.code !== 'upstream_unreachable') throw error;
+    }
+    if (!canResume(call, cursor)) throw streamEnded();
+    chunks = await reopen(exchange, call, cursor);
+  }
+}
+
+const canResume = (call: CallExchange, cursor: Cursor) =>
+  call.resumeHeaders !== undefined && cursor.lastEventId !== undefined && !call.signal.aborted;
+
+/** Reads one stream: the response to the call, or `undefined` when the stream ends without it. */
+async function answerInStream(
+  call: CallExchange,
+  chunks: AsyncGenerator<Buffer>,
+  cursor: Cursor,
+): Promise<Json | undefined> {
+  const events: string[] = [];
+  const parser = createParser({
+    onEvent(event) {
+      if (event.id) cursor.lastEventId = event.id;
+      // As the SDK: only `message` events with data carry JSON-RPC.
+      if ((event.event === undefined || event.event === 'message') && event.data) events.push(event.data);
+    },
+    onRetry(ms) {
+      cursor.retryMs = ms;
+    },
+  });
+  const decoder = new TextDecoder();
+  // Returning from the loop ends the generator, which drops the rest of the stream.
+  for await (const chunk of chunks) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    for (const data of events.splice(0)) {
+      const message = JSON.parse(data) as unknown;
+      if (!isPlainObject(message)) continue;
+      if (message.id === call.id && ('result' in message || 'error' in message)) return message;
+      if (call.onRequest && isRequest(message)) await call.onRequest(message);
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The resumed stream, or the failure the SDK would report: it tries `maxRetries` times, and a 405
+ * means the upstream will not resume at all.
+ */
+async function reopen(exchange: Exchange, call: CallExchange, cursor: Cursor): Promise<AsyncGenerator<Buffer>> {
+  let firstFailure: unknown;
+  for (let attempt = 0; attempt < RECONNECT.maxRetries; attempt++) {
+    const backoff = RECONNECT.initialDelayMs * RECONNECT.growFactor ** attempt;
+    await sleep(cursor.retryMs ?? Math.min(backoff, RECONNECT.maxDelayMs), call.signal);
+    let failure: unknown;
+    try {
+      const headers = inSdkOrder({ ...call.resumeHeaders, 'last-event-id': cursor.lastEventId! });
+      const answer = await exchange(call.url, { method: 'GET', headers, signal: call.signal });
+      if (answer.status >= 200 && answer.status <= 299) return answer.chunks();
+      await answer.text().catch(() => {});
+      if (answer.status === 405) break;
+      failure = new SdkHttpError(SdkErrorCode.ClientHttpFailedToOpenStream, 'Failed to open SSE stream: ', {
+        status: answer.status,
+        statusText: '',
+      });
+    } catch (error) {
+      if (call.signal.aborted) throw error;
+      failure = error;
+    }
+    firstFailure ??= failure;
+  }
+  throw firstFailure ?? streamEnded();
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+const streamEnded = () =>
+  new GatehouseError('upstream_unreachable', 'The upstream closed the response stream without answering.', {
+    reason: 'stream_ended',
+  });
