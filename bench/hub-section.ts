@@ -230,6 +230,7 @@ export async function hubSection(): Promise<string> {
       { title: 'lists/s' },
       { title: 'p50 ms' },
       { title: 'p99 ms' },
+      { title: 'last byte p50 ms' },
       { title: 'gateway CPU ms/list' },
       { title: 'client CPU ms/list' },
       { title: 'errors' },
@@ -241,6 +242,7 @@ export async function hubSection(): Promise<string> {
       num(cell.report.callsPerS, 1),
       num(cell.report.p50Ms, 2),
       num(cell.report.p99Ms, 2),
+      cell.report.p50LastByteMs === undefined ? '—' : num(cell.report.p50LastByteMs, 2),
       num(cell.gatewayCpuMsPerCall, 2),
       num(cell.report.loadCpuMsPerCall, 2),
       String(cell.report.errors),
@@ -277,7 +279,8 @@ export async function hubSection(): Promise<string> {
     targets.push(
       sdk
         ? `  (for comparison) ${line}, of which the SDK client's own CPU is ${num(cell.report.loadCpuMsPerCall, 2)} ms`
-        : `  ${line} — ${verdict(p50 <= 20 && cell.report.errors === 0)}`,
+        : `  ${line} — ${verdict(p50 <= 20 && cell.report.errors === 0)}; the last byte arrives at ` +
+            `${num(cell.report.p50LastByteMs, 2)} ms (p50), the rest is the agent decoding and parsing 3.5 MB`,
     );
   }
 

@@ -50,6 +50,8 @@ export interface LoadReport {
   loadCpuMsPerCall: number;
   /** Serialized size of one answer (list mode: the whole tools/list result). */
   answerBytes?: number | undefined;
+  /** http mode: p50 of the time until the answer's last byte arrived (before the agent decodes and parses it). */
+  p50LastByteMs?: number | undefined;
   /** False when the count was not reached before `--max-ms`. */
   complete: boolean;
 }
@@ -99,7 +101,8 @@ if (mode === 'http' && op !== 'list') fail('--mode http serves --op list only');
 
 /** One caller: a function making one call, throwing when the answer is not the expected one. */
 interface Caller {
-  call(): Promise<void>;
+  /** Makes one call; may answer when its last byte arrived (ms after it started), for `p50LastByteMs`. */
+  call(): Promise<number | undefined>;
   close(): Promise<void>;
   era?: string | undefined;
   /** List mode: the serialized size of one tools/list answer (an extra, untimed call). */
@@ -164,8 +167,10 @@ const ENVELOPE = {
 function httpCallers(): Caller[] {
   const dispatcher = new Agent({ connections: concurrency, keepAliveTimeout: 30_000, pipelining: 1 });
   let id = 0;
+  let lastByteMs: number | undefined;
   const list = async () => {
     id += 1;
+    const started = performance.now();
     const response = await request(url, {
       method: 'POST',
       dispatcher,
@@ -178,7 +183,11 @@ function httpCallers(): Caller[] {
       },
       body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: ENVELOPE } }),
     });
-    const text = await response.body.text();
+    // The bytes as they arrive, decoded once (undici's body.text() decodes through a web stream, several times slower).
+    const chunks: Buffer[] = [];
+    for await (const chunk of response.body) chunks.push(chunk as Buffer);
+    lastByteMs = performance.now() - started;
+    const text = Buffer.concat(chunks).toString('utf8');
     if (response.statusCode !== 200) throw new Error(`HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
     const answer = JSON.parse(text) as { id?: unknown; result?: { tools?: unknown[]; nextCursor?: unknown } };
     const tools = answer.result?.tools;
@@ -194,6 +203,7 @@ function httpCallers(): Caller[] {
     era: 'modern',
     call: async () => {
       await list();
+      return lastByteMs;
     },
     answerBytes: async () => Buffer.byteLength(JSON.stringify(await list())),
     close: () => dispatcher.close(),
@@ -227,6 +237,7 @@ function opsCallers(): Caller[] {
 
 interface Phase {
   latencies: number[];
+  lastBytes: number[];
   calls: number;
   errors: number;
   firstError?: string;
@@ -236,7 +247,7 @@ interface Phase {
 
 /** Runs every caller in a closed loop until the deadline passes or the tickets run out. */
 async function runPhase(callers: Caller[], untilMs: number, tickets: number, record: boolean): Promise<Phase> {
-  const phase: Phase = { latencies: [], calls: 0, errors: 0, elapsedMs: 0, cpuMs: 0 };
+  const phase: Phase = { latencies: [], lastBytes: [], calls: 0, errors: 0, elapsedMs: 0, cpuMs: 0 };
   let issued = 0;
   let stop = false;
   const cpu0 = process.cpuUsage();
@@ -248,10 +259,13 @@ async function runPhase(callers: Caller[], untilMs: number, tickets: number, rec
         issued += 1;
         const t0 = performance.now();
         try {
-          await caller.call();
+          const lastByte = await caller.call();
           const dt = performance.now() - t0;
           phase.calls += 1;
-          if (record && phase.latencies.length < MAX_SAMPLES) phase.latencies.push(dt);
+          if (record && phase.latencies.length < MAX_SAMPLES) {
+            phase.latencies.push(dt);
+            if (lastByte !== undefined) phase.lastBytes.push(lastByte);
+          }
         } catch (error) {
           phase.errors += 1;
           phase.firstError ??= error instanceof Error ? error.message : String(error);
@@ -322,6 +336,8 @@ async function main(): Promise<void> {
     meanMs: measured.calls > 0 ? sum / measured.calls : Number.NaN,
     loadCpuMsPerCall: measured.calls > 0 ? measured.cpuMs / measured.calls : Number.NaN,
     answerBytes,
+    p50LastByteMs:
+      measured.lastBytes.length > 0 ? percentile(Float64Array.from(measured.lastBytes).sort(), 0.5) : undefined,
     complete: count === undefined || measured.calls + measured.errors >= count,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
