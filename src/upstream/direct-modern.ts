@@ -8,13 +8,12 @@ import {
   CLIENT_INFO_META_KEY,
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
+import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
-
-export const MODERN_PROTOCOL_VERSION = '2026-07-28';
 
 export async function callModernDirect(
   exchange: Exchange,

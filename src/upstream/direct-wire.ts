@@ -1,10 +1,8 @@
 /** What direct calls share about the wire: JSON-RPC message shapes, and headers in the SDK's order. */
 import { ProtocolError } from '@modelcontextprotocol/client';
+import type { Json } from '../wire.js';
 
-export type Json = Record<string, unknown>;
-
-export const isPlainObject = (value: unknown): value is Json =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
+export { isPlainObject, type Json } from '../wire.js';
 
 /** A JSON-RPC request (not a response, not a notification), as the SDK's message schema admits one. */
 export function isRequest(message: Json): boolean {

@@ -31,15 +31,13 @@ import {
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../api/token-auth.js';
+import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import type { EndpointScope } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { GATEHOUSE_PREFIX } from './names.js';
 import { hubToolList } from './server.js';
 import type { HubRegistry, Snapshot } from './view.js';
-
-/** The stateless revision; the fast path serves no other. */
-export const MODERN_PROTOCOL_VERSION = '2026-07-28';
 
 /** An eligible request, read off its headers and body. */
 export type FastRequest =
@@ -54,11 +52,6 @@ export type FastRequest =
       capabilities: Record<string, unknown>;
     }
   | { method: 'tools/list'; era: 'modern'; id: string | number };
-
-type Json = Record<string, unknown>;
-
-const isPlainObject = (value: unknown): value is Json =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
 
 const BODY_KEYS: ReadonlySet<string> = new Set(['jsonrpc', 'id', 'method', 'params']);
 const CALL_PARAM_KEYS: ReadonlySet<string> = new Set(['name', 'arguments', '_meta']);

@@ -6,11 +6,7 @@
  * on every path — an `upstream_protocol_error` result — instead of a protocol error the agent cannot act on.
  */
 import { GatehouseError } from '../../errors.js';
-
-type Json = Record<string, unknown>;
-
-const isPlainObject = (value: unknown): value is Json =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
+import { isPlainObject, type Json } from '../../wire.js';
 
 /** The capability (and sub-capability) an embedded request needs, as the spec defines them. */
 function requirementOf(request: Json): { capability: string; member?: string } | undefined {
