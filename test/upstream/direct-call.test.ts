@@ -83,6 +83,18 @@ async function both(
 const standard = (record: RequestRecord) =>
   Object.entries(record.headers).filter(([name]) => name !== 'content-length' && name !== 'connection');
 
+/** The calls both eras answer the same way through both paths (`chatty` notifies before it answers: an SSE answer). */
+const RESULT_CASES: [string, string, Record<string, unknown> | undefined][] = [
+  ['a plain result', 'echo', { text: 'hi' }],
+  ['structured content and an outputSchema', 'add', { a: 2, b: 3 }],
+  ['a tool error (isError)', 'fail', {}],
+  ['a result _meta', 'structured', {}],
+  ['an answer with a notification first', 'chatty', {}],
+  ['arguments left out', 'envelope', undefined],
+  ['an unknown tool (JSON-RPC error)', 'nope', {}],
+  ['arguments the upstream rejects', 'add', { a: 'x' }],
+];
+
 describe('direct calls against the SDK client path', () => {
   let fixture: McpFixture;
   let direct: UpstreamPool;
@@ -101,16 +113,7 @@ describe('direct calls against the SDK client path', () => {
   const call = (name: string, args: Record<string, unknown> | undefined, opts = {}) =>
     both({ direct, sdk }, target(), name, args, opts);
 
-  it.each([
-    ['a plain result', 'echo', { text: 'hi' }],
-    ['structured content and an outputSchema', 'add', { a: 2, b: 3 }],
-    ['a tool error (isError)', 'fail', {}],
-    ['a result _meta', 'structured', {}],
-    ['an answer that streams a notification first (SSE)', 'chatty', {}],
-    ['arguments left out', 'envelope', undefined],
-    ['an unknown tool (JSON-RPC error)', 'nope', {}],
-    ['arguments the upstream rejects', 'add', { a: 'x' }],
-  ])('answers %s as the SDK does', async (_label, name, args) => {
+  it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
     const { viaDirect, viaSdk } = await call(name, args);
     expect(viaDirect).toEqual(viaSdk);
   });
@@ -224,16 +227,7 @@ describe.each([
   const call = (name: string, args: Record<string, unknown> | undefined, opts = {}) =>
     both({ direct, sdk }, target(), name, args, opts);
 
-  it.each([
-    ['a plain result', 'echo', { text: 'hi' }],
-    ['structured content and an outputSchema', 'add', { a: 2, b: 3 }],
-    ['a tool error (isError)', 'fail', {}],
-    ['a result _meta', 'structured', {}],
-    ['an answer with a notification first', 'chatty', {}],
-    ['arguments left out', 'envelope', undefined],
-    ['an unknown tool (JSON-RPC error)', 'nope', {}],
-    ['arguments the upstream rejects', 'add', { a: 'x' }],
-  ])('answers %s as the SDK does', async (_label, name, args) => {
+  it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
     const { viaDirect, viaSdk } = await call(name, args);
     expect(viaDirect).toEqual(viaSdk);
   });
