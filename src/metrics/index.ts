@@ -88,7 +88,7 @@ export class Metrics {
     });
     this.hubFastRequests = new Counter({
       name: 'gatehouse_hub_fast_path_requests_total',
-      help: 'Hub tools/call and tools/list requests (2026-07-28) served by the fast path instead of a per-request SDK server.',
+      help: 'Hub tools/call and tools/list requests served by the fast path instead of the SDK server (both eras).',
       registers: [this.registry],
     });
     this.poolConnections = new Gauge({

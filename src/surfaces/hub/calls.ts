@@ -196,8 +196,8 @@ export function continuationOf(
 
 /**
  * What one call knows of the request that carries it, however it arrived: through the SDK's server
- * (`callContextOf`) or through the 2026-07-28 fast path (`fast-path.ts`), which never carries a
- * state, answers or a progress token.
+ * (`callContextOf`) or through the fast path (`fast-path.ts`), which never carries a state, answers
+ * or a progress token.
  */
 export interface CallContext {
   /** Aborted when the agent goes away (or cancels). */
