@@ -59,25 +59,19 @@ export async function activeDirectives(ctx: MemoryContext): Promise<string[]> {
 
 export async function listDirectives(ctx: MemoryContext, options: DirectiveListOptions) {
   return withStore(async () => {
-    let q = ctx.store.db.selectFrom('memory_directives').selectAll();
+    let q = ctx.store.db.selectFrom('memory_directives');
     if (options.active_only) q = q.where('is_active', '=', 1);
     for (const tag of options.tags ?? []) q = q.where(hasTag('tags', tag));
-    const total = Number(
-      (
-        await q
-          .clearSelect()
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
+    const { total } = await q.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     const page = await q
+      .selectAll()
       .orderBy('priority', 'desc')
       .orderBy('created_at')
       .orderBy('id')
       .limit(options.limit)
       .offset(options.offset)
       .execute();
-    return { directives: page.map(toDirective), count: page.length, total };
+    return { directives: page.map(toDirective), count: page.length, total: Number(total) };
   });
 }
 

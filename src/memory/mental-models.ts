@@ -68,22 +68,21 @@ async function latestSharedChange(ctx: MemoryContext): Promise<string | null> {
 
 export async function listMentalModels(ctx: MemoryContext, options: MentalModelListOptions) {
   return withStore(async () => {
-    let q = ctx.store.db.selectFrom('memory_mental_models').selectAll();
+    let q = ctx.store.db.selectFrom('memory_mental_models');
     for (const tag of options.tags ?? []) q = q.where(hasTag('tags', tag));
-    const total = Number(
-      (
-        await q
-          .clearSelect()
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .executeTakeFirstOrThrow()
-      ).n,
-    );
-    const page = await q.orderBy('created_at').orderBy('id').limit(options.limit).offset(options.offset).execute();
+    const { total } = await q.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
+    const page = await q
+      .selectAll()
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(options.limit)
+      .offset(options.offset)
+      .execute();
     const latest = await latestSharedChange(ctx);
     return {
       mental_models: page.map((r) => toMentalModel(r, latest, options.detail)),
       count: page.length,
-      total,
+      total: Number(total),
     };
   });
 }

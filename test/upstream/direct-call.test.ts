@@ -119,7 +119,7 @@ describe('direct calls against the SDK client path', () => {
   });
 
   it('sends the envelope and headers the SDK client sends', async () => {
-    fixture.log.records.length = 0;
+    fixture.log.clear();
     const capabilities = { elicitation: { form: {} } };
     const { viaDirect, viaSdk } = await call('envelope', {}, { inputCapabilities: capabilities });
     expect(viaDirect).toEqual(viaSdk);
