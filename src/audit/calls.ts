@@ -37,8 +37,9 @@ export interface CallEvent {
   /** `ok`, `tool_error` (the tool answered `isError`), `pending_approval`, or the error code that ended it. */
   outcome: CallOutcome;
   latencyMs: number;
-  requestBytes: number;
-  responseBytes: number;
+  /** Sizes of the arguments and the result as JSON; computed from `arguments` and `result` when absent. */
+  requestBytes?: number | undefined;
+  responseBytes?: number | undefined;
   /**
    * The call's arguments. Always pass them: the digest is computed from them in every mode; they are
    * stored (redacted) only under `audit.payloads=data`. Missing arguments digest like `{}`.
@@ -68,6 +69,16 @@ export function argsDigest(args: unknown): string | null {
   }
 }
 
+/** The size of a value as JSON text, in bytes (0 for nothing, or for what cannot be serialized). */
+function sizeOf(value: unknown): number {
+  if (value === undefined) return 0;
+  try {
+    return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+  } catch {
+    return 0;
+  }
+}
+
 /** A non-negative integer column value; anything else is stored as null (one bad value must not fail a batch). */
 function count(value: number): number | null {
   return Number.isFinite(value) ? Math.max(0, Math.round(value)) : null;
@@ -91,14 +102,22 @@ export interface CallAuditorDeps {
 export class CallAuditor {
   private readonly inFlight = new Set<Promise<void>>();
   private settingsRead: Promise<Settings> | undefined;
+  /** Calls recorded this turn of the event loop, turned into rows on the next (see `record`). */
+  private waiting: Array<{ event: CallEvent; at: string }> = [];
+  private waitingTimer: NodeJS.Immediate | undefined;
 
   constructor(private readonly deps: CallAuditorDeps) {
     if (deps.events) deps.audit.streamTo(deps.events);
   }
 
-  /** Records one call. Synchronous for the caller and never throws: auditing must not fail the call. */
+  /**
+   * Records one call. Synchronous for the caller and never throws: auditing must not fail the call.
+   * The metrics count it at once; its row (sizes, argument digest, payloads) is made on the next turn
+   * of the event loop, once the answer is on its way to the agent, so none of that adds to a call's
+   * latency. `flush` makes the rows still waiting.
+   */
   record(event: CallEvent): void {
-    const atIso = isoTime(event.at);
+    const at = isoTime(event.at);
     this.deps.metrics?.observeCall({
       surface: event.surface,
       verdict: event.verdict,
@@ -107,6 +126,26 @@ export class CallAuditor {
       latencyMs: event.latencyMs,
       upstream: event.upstream ?? event.verdict === 'allow',
     });
+    this.waiting.push({ event, at });
+    this.waitingTimer ??= setImmediate(() => this.makeRows());
+  }
+
+  /** Writes every call recorded so far (waiting for settings reads in progress); for shutdown and tests. */
+  async flush(): Promise<void> {
+    this.makeRows();
+    await Promise.all([...this.inFlight]);
+    await this.deps.audit.flush();
+  }
+
+  private makeRows(): void {
+    if (this.waitingTimer) clearImmediate(this.waitingTimer);
+    this.waitingTimer = undefined;
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (const { event, at } of waiting) this.makeRow(event, at);
+  }
+
+  private makeRow(event: CallEvent, atIso: string): void {
     if (event.payloads !== undefined) {
       this.enqueue(event, atIso, event.payloads);
       return;
@@ -122,12 +161,6 @@ export class CallAuditor {
     );
     this.inFlight.add(pending);
     void pending.finally(() => this.inFlight.delete(pending));
-  }
-
-  /** Writes every call recorded so far (waiting for settings reads in progress); for shutdown and tests. */
-  async flush(): Promise<void> {
-    await Promise.all([...this.inFlight]);
-    await this.deps.audit.flush();
   }
 
   private enqueue(event: CallEvent, at: string, payloads: PayloadMode): void {
@@ -152,8 +185,8 @@ export class CallAuditor {
       approval_id: event.approvalId ?? null,
       outcome: event.outcome,
       latency_ms: latencyMs,
-      request_bytes: count(event.requestBytes),
-      response_bytes: count(event.responseBytes),
+      request_bytes: count(event.requestBytes ?? sizeOf(event.arguments ?? {})),
+      response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
       args_digest: event.argsDigest ?? argsDigest(event.arguments),
       data,
     };

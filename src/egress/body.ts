@@ -75,21 +75,53 @@ export function capNodeBody(source: Readable, limit: number, host: string): Read
 /**
  * The chunks of a Node stream body, capped like `capNodeBody` (errors mapped the same way) but
  * without a web stream in between: for readers that take the bytes themselves.
+ *
+ * A reader that stops early because it has what it came for (an SSE answer's response arrives just
+ * before the upstream ends the stream) leaves the rest to `release`, so the connection goes back to
+ * the pool instead of being dropped and dialled again for the next call.
  */
 export async function* cappedChunks(source: Readable, limit: number, host: string): AsyncGenerator<Buffer> {
   let total = 0;
+  let failed = false;
   try {
-    for await (const chunk of source as AsyncIterable<Buffer>) {
+    // Not destroyed on an early return: the `finally` below decides between draining and dropping.
+    for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       total += chunk.byteLength;
       if (total > limit) throw responseTooLarge(limit);
       yield chunk;
     }
   } catch (err) {
+    failed = true;
     throw err instanceof GatehouseError ? err : toEgressError(err, host, 'body');
   } finally {
-    // Left early (cap, error, or the reader stopped): undici drops the connection instead of draining it.
-    if (!source.readableEnded) discard(source);
+    if (!source.readableEnded) {
+      if (failed) discard(source);
+      else release(source, limit - total);
+    }
   }
+}
+
+/** How much of an unneeded body `release` reads, and for how long, before it drops the connection instead. */
+const RELEASE_LIMIT_BYTES = 64 * 1024;
+const RELEASE_MS = 1_000;
+
+/**
+ * Reads the rest of a body nobody needs, in the background, so undici can reuse its connection: a
+ * well-behaved upstream ends the stream right after the response. One that goes on for longer than a
+ * second or further than 64 KiB (or the size cap) is dropped, as an unread body always was.
+ */
+export function release(source: Readable, remaining: number): void {
+  if (source.readableEnded || source.destroyed) return;
+  let budget = Math.min(RELEASE_LIMIT_BYTES, remaining);
+  const timer = setTimeout(() => discard(source), RELEASE_MS);
+  timer.unref();
+  source.once('close', () => clearTimeout(timer));
+  source.on('error', () => {});
+  source.on('data', (chunk: Buffer) => {
+    budget -= chunk.byteLength;
+    if (budget < 0) discard(source);
+  });
+  source.resume();
 }
 
 /** Drops a response body unread; undici then closes the connection (its abort error has nowhere to go). */

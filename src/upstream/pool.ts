@@ -77,7 +77,7 @@ export class UpstreamPool {
   /** Lists the upstream's tools, every page drained within `listTimeoutMs`, bounded. */
   listTools(target: UpstreamTarget, opts: OperationOptions = {}): Promise<ListToolsResult> {
     return this.run(target, this.options.listTimeoutMs, opts.signal, (client, deadline) =>
-      listAllTools(client, deadline),
+      traced(() => listAllTools(client, deadline)),
     );
   }
 
@@ -89,7 +89,7 @@ export class UpstreamPool {
     opts: CallOptions = {},
   ): Promise<BoundedCallResult> {
     return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
-      callBoundedTool(client, deadline, name, args, opts.onProgress),
+      traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress)),
     );
   }
 
@@ -106,8 +106,10 @@ export class UpstreamPool {
     const { exchange } = this.options;
     return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
       const { era } = connection;
-      if (!exchange || !canCallDirectly(name, opts, era))
-        return callInteractiveTool(client, deadline, name, args, opts);
+      if (!exchange || !canCallDirectly(name, opts, era)) {
+        return traced(() => callInteractiveTool(client, deadline, name, args, opts));
+      }
+      // Not traced: a direct call reads its own answer, so the SDK gaps `traced` covers are not on its path.
       this.directCalls += 1;
       return era === 'modern'
         ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
@@ -126,7 +128,7 @@ export class UpstreamPool {
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     opts: OperationOptions = {},
   ): Promise<T> {
-    return this.run(target, deadlineMs, opts.signal, (client, deadline) => fn(client, deadline.signal));
+    return this.run(target, deadlineMs, opts.signal, (client, deadline) => traced(() => fn(client, deadline.signal)));
   }
 
   stats(): PoolStats {
@@ -146,6 +148,7 @@ export class UpstreamPool {
     while (this.closing.size > 0) await Promise.all([...this.closing]);
   }
 
+  /** Runs `operation` on a pooled connection within the deadline; one that uses the SDK client runs itself `traced`. */
   private async run<T>(
     rawTarget: UpstreamTarget,
     ms: number,
@@ -162,7 +165,7 @@ export class UpstreamPool {
         try {
           lease = await this.acquire(target, deadline);
           const { connection } = lease;
-          return await deadline.race(traced(() => operation(connection.client, deadline, connection)));
+          return await deadline.race(operation(connection.client, deadline, connection));
         } catch (error) {
           // The SDK's own timeout (set to what was left of ours) may fire a hair before ours.
           if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);

@@ -75,6 +75,60 @@ describe('exchange', () => {
     expect(late.details).toMatchObject({ reason: 'response_too_large' });
   });
 
+  describe('a reader that stops once it has what it needs', () => {
+    /** An SSE answer whose first event is all the reader wants; `rest` decides what the server does next. */
+    async function streamThenNext(rest: (res: import('node:http').ServerResponse) => void) {
+      let closed!: () => void;
+      const firstClosed = new Promise<void>((resolve) => {
+        closed = resolve;
+      });
+      const upstream = await server(PUBLIC, (req, res) => {
+        if (req.url !== '/sse') return void res.end('next');
+        res.on('close', closed);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('event: message\ndata: 1\n\n');
+        rest(res);
+      });
+      const g = guard();
+      const answer = await g.exchange(`${upstream.origin}/sse`, { method: 'GET', headers: {} });
+      for await (const chunk of answer.chunks()) {
+        expect(chunk.toString('utf8')).toBe('event: message\ndata: 1\n\n');
+        break;
+      }
+      return { upstream, g, firstClosed };
+    }
+
+    it('leaves the rest of the body to be read, so the connection serves the next request', async () => {
+      const { upstream, g, firstClosed } = await streamThenNext((res) => {
+        setTimeout(() => res.end('event: message\ndata: 2\n\n'), 30);
+      });
+      await firstClosed;
+      // The end is on the wire; give the client a moment to read it and put the socket back in the pool.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const next = await g.exchange(`${upstream.origin}/next`, { method: 'GET', headers: {} });
+      expect(await next.text()).toBe('next');
+      expect(upstream.connections).toBe(1);
+    });
+
+    it('drops the connection when the rest goes on past 64 KiB', async () => {
+      const { upstream, g, firstClosed } = await streamThenNext((res) => {
+        setTimeout(() => {
+          for (let i = 0; i < 80; i++) res.write(`data: ${'x'.repeat(1024)}\n\n`);
+        }, 30);
+      });
+      await firstClosed; // the client dropped the stream it will never finish reading
+      const next = await g.exchange(`${upstream.origin}/next`, { method: 'GET', headers: {} });
+      expect(await next.text()).toBe('next');
+      expect(upstream.connections).toBeGreaterThan(1); // on a new connection
+    });
+
+    it('drops the connection when the rest does not come within a second', async () => {
+      const { upstream, firstClosed } = await streamThenNext(() => {});
+      await firstClosed; // never ended by the server: closed by the client after its grace period
+      expect(upstream.connections).toBe(1);
+    });
+  });
+
   it('maps a refused connection like fetch does', async () => {
     const port = await closedPort(PUBLIC);
     const error = await rejection(guard().exchange(`http://${PUBLIC}:${port}/`, { method: 'GET', headers: {} }));

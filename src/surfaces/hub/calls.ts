@@ -45,8 +45,9 @@ export interface CallRecord {
   approvalId?: string;
   outcome: CallOutcome;
   latencyMs: number;
-  requestBytes: number;
-  responseBytes: number;
+  /** Default: the sizes of `arguments` and `result` as JSON (the auditor measures them off the call's path). */
+  requestBytes?: number;
+  responseBytes?: number;
   arguments?: unknown;
   result?: unknown;
 }
@@ -115,10 +116,6 @@ export function resolveTool(snapshot: Snapshot, groups: readonly string[], scope
   if (!server) return { missing: 'unknown_server', serverId };
   const tool = server.tools.get(name);
   return tool && tool.verdict !== 'excluded' ? { tool, server } : { missing: 'unknown_tool', serverId: server.row.id };
-}
-
-function sizeOf(value: unknown): number {
-  return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 }
 
 /** `_meta` keys the protocol reserves: the upstream's (its serverInfo, …) describe it, not Gatehouse, so they stay behind. */
@@ -275,8 +272,6 @@ export class HubCalls {
         client: principal,
         surface: 'hub',
         latencyMs: Math.round(performance.now() - started),
-        requestBytes: sizeOf(args),
-        responseBytes: sizeOf(result),
         arguments: args,
         result,
         ...fields,
