@@ -24,6 +24,22 @@ describeEachStore('call audit', (target) => {
     await base.cleanup();
   });
 
+  it('measures the sizes of arguments and result as JSON when the caller gives none', async () => {
+    const args = { text: 'héllo' }; // 2 bytes for é: sizes are UTF-8 bytes, not characters
+    const result = { content: [{ type: 'text', text: 'héllo' }] };
+    rig.auditor.record(callEvent({ arguments: args, result, requestBytes: undefined, responseBytes: undefined }));
+    rig.auditor.record(
+      callEvent({ arguments: undefined, result: undefined, requestBytes: undefined, responseBytes: undefined }),
+    );
+    await rig.auditor.flush();
+
+    const rows = await auditRows(rig.store);
+    expect(rows.map((row) => [Number(row.request_bytes), Number(row.response_bytes)])).toEqual([
+      [Buffer.byteLength(JSON.stringify(args)), Buffer.byteLength(JSON.stringify(result))],
+      [2, 0], // missing arguments are `{}`, a missing result nothing
+    ]);
+  });
+
   it('in metadata mode stores no arguments or results, only their digest', async () => {
     expect((await rig.settings.current())['audit.payloads']).toBe('metadata');
     const args = { query: SENTINEL, password: `pw-${SENTINEL}`, b: [true, null], a: 1 };
