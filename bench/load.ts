@@ -52,6 +52,8 @@ export interface LoadReport {
   answerBytes?: number | undefined;
   /** http mode: p50 of the time until the answer's last byte arrived (before the agent decodes and parses it). */
   p50LastByteMs?: number | undefined;
+  /** http mode: p50 of the time the agent then took to decode and parse the answer (no server can shorten it). */
+  p50DecodeMs?: number | undefined;
   /** False when the count was not reached before `--max-ms`. */
   complete: boolean;
 }
@@ -238,6 +240,8 @@ function opsCallers(): Caller[] {
 interface Phase {
   latencies: number[];
   lastBytes: number[];
+  /** Per call that reported its last byte: the time after it (the agent decoding and parsing the answer). */
+  decodes: number[];
   calls: number;
   errors: number;
   firstError?: string;
@@ -247,7 +251,7 @@ interface Phase {
 
 /** Runs every caller in a closed loop until the deadline passes or the tickets run out. */
 async function runPhase(callers: Caller[], untilMs: number, tickets: number, record: boolean): Promise<Phase> {
-  const phase: Phase = { latencies: [], lastBytes: [], calls: 0, errors: 0, elapsedMs: 0, cpuMs: 0 };
+  const phase: Phase = { latencies: [], lastBytes: [], decodes: [], calls: 0, errors: 0, elapsedMs: 0, cpuMs: 0 };
   let issued = 0;
   let stop = false;
   const cpu0 = process.cpuUsage();
@@ -264,7 +268,10 @@ async function runPhase(callers: Caller[], untilMs: number, tickets: number, rec
           phase.calls += 1;
           if (record && phase.latencies.length < MAX_SAMPLES) {
             phase.latencies.push(dt);
-            if (lastByte !== undefined) phase.lastBytes.push(lastByte);
+            if (lastByte !== undefined) {
+              phase.lastBytes.push(lastByte);
+              phase.decodes.push(dt - lastByte);
+            }
           }
         } catch (error) {
           phase.errors += 1;
@@ -284,6 +291,11 @@ function percentile(sorted: Float64Array, q: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
   return sorted[rank] as number;
+}
+
+/** The p50 of samples that some calls report (undefined when none did). */
+function median(samples: readonly number[]): number | undefined {
+  return samples.length > 0 ? percentile(Float64Array.from(samples).sort(), 0.5) : undefined;
 }
 
 /** With an orchestrator (IPC channel): tell it `type`, wait for its `answer`. Without one, go on at once. */
@@ -336,8 +348,8 @@ async function main(): Promise<void> {
     meanMs: measured.calls > 0 ? sum / measured.calls : Number.NaN,
     loadCpuMsPerCall: measured.calls > 0 ? measured.cpuMs / measured.calls : Number.NaN,
     answerBytes,
-    p50LastByteMs:
-      measured.lastBytes.length > 0 ? percentile(Float64Array.from(measured.lastBytes).sort(), 0.5) : undefined,
+    p50LastByteMs: median(measured.lastBytes),
+    p50DecodeMs: median(measured.decodes),
     complete: count === undefined || measured.calls + measured.errors >= count,
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
