@@ -67,16 +67,22 @@ export class EventHub {
   /**
    * Records several events in one statement (per `INSERT_CHUNK`) and announces them once: the way hot-path
    * events (`tool.called`, from the audit batch flush) reach the stream without a write per event.
+   *
+   * A relaxed write (see `Store.relaxedWrite`): the stream is a live view of records kept durably in
+   * their own tables, so its rows need not wait for the disk — and a commit that waited would hold the
+   * event loop on an fsync (some milliseconds) after every audit batch.
    */
   async publishMany(events: readonly NewStreamEvent[]): Promise<void> {
     if (events.length === 0) return;
     const at = nowIso();
-    for (let i = 0; i < events.length; i += INSERT_CHUNK) {
-      const rows = events
-        .slice(i, i + INSERT_CHUNK)
-        .map((event) => ({ type: event.type, data: JSON.stringify(event.data), at }));
-      await this.store.db.insertInto('stream_events').values(rows).execute();
-    }
+    await this.store.relaxedWrite(async (db) => {
+      for (let i = 0; i < events.length; i += INSERT_CHUNK) {
+        const rows = events
+          .slice(i, i + INSERT_CHUNK)
+          .map((event) => ({ type: event.type, data: JSON.stringify(event.data), at }));
+        await db.insertInto('stream_events').values(rows).execute();
+      }
+    });
     // Listeners re-read the table from their last id; the payload is only a hint.
     const first = events[0]?.type as StreamEventType;
     await this.store.publish('gatehouse_events', events.every((e) => e.type === first) ? first : 'batch');
@@ -143,6 +149,9 @@ export class EventHub {
 
   private async prune(): Promise<void> {
     const cutoff = this.lastSeen - RETAINED_EVENTS;
-    if (cutoff > 0) await this.store.db.deleteFrom('stream_events').where('id', '<', cutoff).execute();
+    // Relaxed like the inserts: forgetting old events need not wait for the disk either.
+    if (cutoff > 0) {
+      await this.store.relaxedWrite((db) => db.deleteFrom('stream_events').where('id', '<', cutoff).execute());
+    }
   }
 }

@@ -120,10 +120,12 @@ describeEachStore('stdio supervisor', (target) => {
     // Two restarts (the test setting), then it stays stopped.
     expect(await waitFor(() => h.gw.gateway.supervisor.view('broken').crashes === 3, 60_000)).toBe(true);
     await h.waitForState('broken', 'stopped');
+    // The failed first start already left the record `failed` (its handshake error): wait for the give-up.
     await expect
-      .poll(async () => (await h.gw.request('GET', '/api/mcp/servers/broken')).json().status, { timeout: 5000 })
-      .toBe('failed');
+      .poll(async () => (await h.gw.request('GET', '/api/mcp/servers/broken')).json().lastError, { timeout: 5000 })
+      .toContain('Gave up after 3 crashes');
     const server = (await h.gw.request('GET', '/api/mcp/servers/broken')).json();
+    expect(server.status).toBe('failed');
     expect(server.state).toBe('stopped');
     expect(server.lastError).toContain('exited with code 7');
     expect(server.lastError).toContain('Gave up after 3 crashes');
