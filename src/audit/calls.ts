@@ -147,7 +147,7 @@ export class CallAuditor {
 
   private makeRow(event: CallEvent, atIso: string): void {
     if (event.payloads !== undefined) {
-      this.enqueue(event, atIso, event.payloads);
+      this.enqueueOrReport(event, atIso, event.payloads);
       return;
     }
     // One settings read shared by every call recorded while it is in progress (a cold cache under a burst).
@@ -155,12 +155,21 @@ export class CallAuditor {
       this.settingsRead = undefined;
     });
     const pending = this.settingsRead.then(
-      (settings) => this.enqueue(event, atIso, settings['audit.payloads']),
+      (settings) => this.enqueueOrReport(event, atIso, settings['audit.payloads']),
       // Settings unreadable: record the call anyway, keeping no payloads (the safe reading of the setting).
-      () => this.enqueue(event, atIso, 'metadata'),
+      () => this.enqueueOrReport(event, atIso, 'metadata'),
     );
     this.inFlight.add(pending);
     void pending.finally(() => this.inFlight.delete(pending));
+  }
+
+  /** Off the call's path, a row that cannot be made is reported like a failed write, never thrown. */
+  private enqueueOrReport(event: CallEvent, at: string, payloads: PayloadMode): void {
+    try {
+      this.enqueue(event, at, payloads);
+    } catch (error) {
+      this.deps.audit.onError(error, { rows: 1, requeued: false });
+    }
   }
 
   private enqueue(event: CallEvent, at: string, payloads: PayloadMode): void {

@@ -59,7 +59,8 @@ export class AuditLog {
   private readonly maxBatch: number;
   private readonly maxPending: number;
   private readonly retryMs: number;
-  private readonly onError: NonNullable<AuditLogOptions['onError']>;
+  /** Reports events that could not be written (also used by the call auditor for a row it could not make). */
+  readonly onError: NonNullable<AuditLogOptions['onError']>;
   /** Events dropped because the store kept failing while the queue was full. */
   dropped = 0;
 

@@ -40,6 +40,21 @@ describeEachStore('call audit', (target) => {
     ]);
   });
 
+  it('reports a row it cannot make (after the call has returned) and still writes the others', async () => {
+    const failures: unknown[] = [];
+    const own = await auditRig(rig.store, { onError: (error) => failures.push(error) });
+    try {
+      // A client without an id cannot become a row; the call that recorded it has long returned.
+      own.auditor.record(callEvent({ client: undefined as never, tool: 'broken' }));
+      own.auditor.record(callEvent({ tool: 'fine' }));
+      await own.auditor.flush();
+      expect(failures).toHaveLength(1);
+      expect((await auditRows(rig.store)).map((row) => row.tool)).toEqual(['fine']);
+    } finally {
+      own.close();
+    }
+  });
+
   it('in metadata mode stores no arguments or results, only their digest', async () => {
     expect((await rig.settings.current())['audit.payloads']).toBe('metadata');
     const args = { query: SENTINEL, password: `pw-${SENTINEL}`, b: [true, null], a: 1 };
