@@ -110,7 +110,7 @@ const RELEASE_MS = 1_000;
  * well-behaved upstream ends the stream right after the response. One that goes on for longer than a
  * second or further than 64 KiB (or the size cap) is dropped, as an unread body always was.
  */
-export function release(source: Readable, remaining: number): void {
+function release(source: Readable, remaining: number): void {
   if (source.readableEnded || source.destroyed) return;
   let budget = Math.min(RELEASE_LIMIT_BYTES, remaining);
   const timer = setTimeout(() => discard(source), RELEASE_MS);
