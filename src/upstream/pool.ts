@@ -68,6 +68,7 @@ export class UpstreamPool {
   private readonly freshConnects = new Set<AbortController>();
   private connecting = 0;
   private directCalls = 0;
+  private readonly normalizedTargets = new WeakMap<UpstreamTarget, NormalizedTarget>();
   private closed = false;
 
   constructor(private readonly options: UpstreamOptions) {
@@ -148,6 +149,20 @@ export class UpstreamPool {
     while (this.closing.size > 0) await Promise.all([...this.closing]);
   }
 
+  /**
+   * The target normalized (validated, its pool key hashed), once per target object: callers that call
+   * the same upstream many times pass the same object (the hub's snapshot keeps one per server). A
+   * target is not changed after it is handed to the pool.
+   */
+  private normalized(target: UpstreamTarget): NormalizedTarget {
+    let normalized = this.normalizedTargets.get(target);
+    if (!normalized) {
+      normalized = normalizeTarget(target);
+      this.normalizedTargets.set(target, normalized);
+    }
+    return normalized;
+  }
+
   /** Runs `operation` on a pooled connection within the deadline; one that uses the SDK client runs itself `traced`. */
   private async run<T>(
     rawTarget: UpstreamTarget,
@@ -156,7 +171,7 @@ export class UpstreamPool {
     operation: (client: Client, deadline: Deadline, connection: Connection) => Promise<T>,
   ): Promise<T> {
     if (this.closed) throw poolClosed();
-    const target = normalizeTarget(rawTarget);
+    const target = this.normalized(rawTarget);
     const deadline = new Deadline(ms, callerSignal);
     try {
       for (let attempt = 0; ; attempt++) {
@@ -232,6 +247,9 @@ export class UpstreamPool {
     }
     // The idle timer keeps running; when it fires on a slot in use it does nothing.
     slot.users += 1;
+    // Connected already (the steady state): nothing to wait for, so no race with the deadline.
+    const ready = slot.connection;
+    if (ready && !ready.broken && !ready.closed) return { connection: ready, slot };
     try {
       return { connection: await deadline.race(slot.pending), slot };
     } catch (error) {

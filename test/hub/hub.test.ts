@@ -70,6 +70,22 @@ describeEachStore('agent hub', (target) => {
     await gw.close();
   });
 
+  it("sends the server's own credentials upstream, never the agent's, and a changed one from the next call on", async () => {
+    const patchHeader = async (value: string) =>
+      expect(
+        (await gw.request('PATCH', '/api/mcp/servers/files/config', { body: { headers: { 'x-api-key': value } } }))
+          .statusCode,
+      ).toBe(200);
+    await patchHeader('first-secret');
+    const client = await connect(agent.token, 'modern');
+    for (const text of ['a', 'b']) await client.callTool({ name: 'files__echo', arguments: { text } });
+    await patchHeader('second-secret');
+    await client.callTool({ name: 'files__echo', arguments: { text: 'c' } });
+    const calls = upstream.log.withMethod('tools/call');
+    expect(calls.map((call) => call.headers['x-api-key'])).toEqual(['first-secret', 'first-secret', 'second-secret']);
+    expect(calls.map((call) => call.headers.authorization)).toEqual([undefined, undefined, undefined]);
+  });
+
   for (const era of ['modern', 'legacy'] as const) {
     it(`lists what the agent may use and calls allowed tools (${era})`, async () => {
       const client = await connect(agent.token, era);

@@ -164,12 +164,10 @@ export async function runUpstream(
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
     return asOutcome(await ports.stdio.callTool(server.row.id, toolName, args, interactive));
   }
-  const connection = snapshot.connectionOf(server);
-  if (connection.transport === 'stdio') throw new GatehouseError('internal_error');
+  const upstream = snapshot.upstreamOf(server);
+  if (!upstream) throw new GatehouseError('internal_error');
   return asOutcome(
-    await ports
-      .poolFor(connection.privateNetwork)
-      .callToolInteractive({ url: connection.url, headers: connection.headers }, toolName, args, interactive),
+    await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
   );
 }
 

@@ -91,11 +91,9 @@ export function createHub(deps: HubDeps): Hub {
     if (server.row.transport === 'stdio') {
       return deps.stdio.withClient(server.row.id, deps.config.listTimeoutMs, fn, { signal });
     }
-    const connection = snapshot.connectionOf(server);
-    if (connection.transport === 'stdio') throw new GatehouseError('internal_error');
-    return deps
-      .poolFor(connection.privateNetwork)
-      .withClient({ url: connection.url, headers: connection.headers }, deps.config.listTimeoutMs, fn, { signal });
+    const upstream = snapshot.upstreamOf(server);
+    if (!upstream) throw new GatehouseError('internal_error');
+    return deps.poolFor(upstream.privateNetwork).withClient(upstream.target, deps.config.listTimeoutMs, fn, { signal });
   };
 
   const buildServer = (principal: TokenPrincipal, scope: Parameters<typeof buildHubServer>[2]) =>

@@ -13,6 +13,7 @@ import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../.
 import { toDetail } from '../../registry/records.js';
 import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
+import type { UpstreamTarget } from '../../upstream/types.js';
 import { exposeNames } from './names.js';
 
 export type ToolVerdict = PolicyVerdict | 'quarantined';
@@ -65,8 +66,16 @@ export function advertised(tool: HubTool, name: string): Tool {
   };
 }
 
+/** Where an HTTP server's calls go: the pool's target, and which pool (private networks allowed or not). */
+export interface HttpUpstream {
+  readonly target: UpstreamTarget;
+  readonly privateNetwork: boolean;
+}
+
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
+  /** Per server id; null for a stdio server. */
+  private readonly upstreams = new Map<string, HttpUpstream | null>();
 
   constructor(
     readonly servers: ReadonlyMap<string, HubServer>,
@@ -97,9 +106,25 @@ export class Snapshot {
     return tools;
   }
 
-  /** Opens the server's connection facts (secrets) for a call. Never log the result. */
-  connectionOf(server: HubServer): Connection {
-    return this.connections(server.row);
+  /**
+   * The HTTP upstream a server's calls go to (its secrets opened), or undefined for a stdio server.
+   * Opened once per snapshot and server, and always the same target object, so the pool's work per
+   * target (validation, pool key) is done once too; a registry change makes a new snapshot. Never log it.
+   */
+  upstreamOf(server: HubServer): HttpUpstream | undefined {
+    let upstream = this.upstreams.get(server.row.id);
+    if (upstream === undefined) {
+      const connection = this.connections(server.row);
+      upstream =
+        connection.transport === 'stdio'
+          ? null
+          : {
+              target: { url: connection.url, headers: connection.headers },
+              privateNetwork: connection.privateNetwork,
+            };
+      this.upstreams.set(server.row.id, upstream);
+    }
+    return upstream ?? undefined;
   }
 }
 
