@@ -55,6 +55,8 @@ export async function createConduit(config: Config, deps: ConduitDeps = {}): Pro
     poolIdleMs: config.poolIdleMs,
     listTimeoutMs: config.listTimeoutMs,
     callTimeoutMs: config.callTimeoutMs,
+    // Plain calls go out without the SDK client, as the hub's do (same answers).
+    ...(config.hubFastPath ? { exchange: guard.exchange } : {}),
     logger,
   });
   const app = await buildApp({

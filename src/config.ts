@@ -263,7 +263,7 @@ export const SETTINGS = {
     schema: boolish,
     default: true,
     description:
-      'Serve plain hub tools/call (both eras) and tools/list (2026-07-28) without an SDK server per request, and send plain upstream calls without the SDK client (same answers; off: everything through the SDK).',
+      'Serve plain hub tools/call (both eras) and tools/list (2026-07-28) without an SDK server per request, and send plain upstream calls (from the hub and the conduit) without the SDK client (same answers; off: everything through the SDK).',
   },
   allowedOrigins: {
     env: 'GATEHOUSE_ALLOWED_ORIGINS',

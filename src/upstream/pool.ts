@@ -24,6 +24,7 @@ import { type NormalizedTarget, normalizeTarget } from './target.js';
 import { traced } from './trace.js';
 import type {
   CallOptions,
+  Exchange,
   InteractiveCallOptions,
   InteractiveCallResult,
   ListToolsResult,
@@ -49,6 +50,15 @@ interface Slot {
   /** Out of the pool: close when the last user leaves. */
   retired: boolean;
   idleTimer?: NodeJS.Timeout;
+}
+
+/** A plain call's result: an upstream asking for input fails it as the SDK client does without `allowInputRequired`. */
+function completeResult(outcome: InteractiveCallResult): BoundedCallResult {
+  if (!('inputRequired' in outcome)) return outcome;
+  throw new SdkError(SdkErrorCode.UnsupportedResultType, "Unsupported result type 'input_required' for tools/call", {
+    resultType: 'input_required',
+    method: 'tools/call',
+  });
 }
 
 /** What an operation holds while it runs. */
@@ -82,16 +92,23 @@ export class UpstreamPool {
     );
   }
 
-  /** Calls one tool within `callTimeoutMs`; the result is bounded and `isError: true` is a normal result. */
+  /**
+   * Calls one tool within `callTimeoutMs`; the result is bounded and `isError: true` is a normal result.
+   * An upstream that asks for input fails the call, as the SDK client fails it (Gatehouse gives none here).
+   */
   callTool(
     target: UpstreamTarget,
     name: string,
     args: Record<string, unknown> | undefined,
     opts: CallOptions = {},
   ): Promise<BoundedCallResult> {
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline) =>
-      traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress)),
-    );
+    const { exchange } = this.options;
+    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
+      if (!exchange || !canCallDirectly(name, opts, connection.era)) {
+        return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
+      }
+      return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
+    });
   }
 
   /**
@@ -110,12 +127,26 @@ export class UpstreamPool {
       if (!exchange || !canCallDirectly(name, opts, era)) {
         return traced(() => callInteractiveTool(client, deadline, name, args, opts));
       }
-      // Not traced: a direct call reads its own answer, so the SDK gaps `traced` covers are not on its path.
-      this.directCalls += 1;
-      return era === 'modern'
-        ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
-        : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args);
+      return this.callDirectly(exchange, connection, deadline, name, args, opts);
     });
+  }
+
+  /**
+   * A `tools/call` sent by Gatehouse itself on the connection's session or envelope (`direct-call.ts`).
+   * Not traced: a direct call reads its own answer, so the SDK gaps `traced` covers are not on its path.
+   */
+  private callDirectly(
+    exchange: Exchange,
+    connection: Connection,
+    deadline: Deadline,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    opts: InteractiveCallOptions,
+  ): Promise<InteractiveCallResult> {
+    this.directCalls += 1;
+    return connection.era === 'modern'
+      ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
+      : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args);
   }
 
   /**

@@ -79,7 +79,8 @@ describe('gatehouse conduit', () => {
     });
   });
 
-  it('lists and calls tools on both protocol eras', async () => {
+  it('lists and calls tools on both protocol eras (plain calls without the SDK client)', async () => {
+    const direct = ctx.conduit.pool.stats().directCalls;
     for (const upstream of [modern, legacy]) {
       const listed = await ctx.post('/ops/list-tools', { url: upstream.url });
       expect(listed.status).toBe(200);
@@ -88,6 +89,24 @@ describe('gatehouse conduit', () => {
       const called = await ctx.post('/ops/call-tool', { url: upstream.url, name: 'add', arguments: { a: 2, b: 3 } });
       expect(called.status).toBe(200);
       expect(called.body).toMatchObject({ isError: false, content: [{ type: 'text', text: '5' }] });
+    }
+    expect(ctx.conduit.pool.stats().directCalls - direct).toBe(2);
+  });
+
+  it('sends every call through the SDK client with GATEHOUSE_HUB_FAST_PATH=false, with the same answer', async () => {
+    const sdkOnly = await start({ GATEHOUSE_HUB_FAST_PATH: 'false' });
+    try {
+      for (const upstream of [modern, legacy]) {
+        const body = { url: upstream.url, name: 'add', arguments: { a: 2, b: 3 } };
+        const [viaSdk, viaDefault] = [
+          await sdkOnly.post('/ops/call-tool', body),
+          await ctx.post('/ops/call-tool', body),
+        ];
+        expect(viaSdk).toEqual(viaDefault);
+      }
+      expect(sdkOnly.conduit.pool.stats().directCalls).toBe(0);
+    } finally {
+      await sdkOnly.conduit.app.close();
     }
   });
 

@@ -79,6 +79,21 @@ async function both(
   return { viaDirect, viaSdk };
 }
 
+/** One plain call (`callTool`, the conduit's) through both pools, counted the same way as `both`. */
+async function bothPlain(
+  pools: { direct: UpstreamPool; sdk: UpstreamPool },
+  target: UpstreamTarget,
+  name: string,
+  args: Record<string, unknown> | undefined,
+) {
+  const before = pools.direct.stats().directCalls;
+  const viaDirect = await outcome(pools.direct.callTool(target, name, args));
+  expect(pools.direct.stats().directCalls).toBe(before + 1);
+  const viaSdk = await outcome(pools.sdk.callTool(target, name, args));
+  expect(pools.sdk.stats().directCalls).toBe(0);
+  return { viaDirect, viaSdk };
+}
+
 /** A recorded request's headers in arrival order, without the ones a connection sets for itself. */
 const standard = (record: RequestRecord) =>
   Object.entries(record.headers).filter(([name]) => name !== 'content-length' && name !== 'connection');
@@ -115,6 +130,16 @@ describe('direct calls against the SDK client path', () => {
 
   it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
     const { viaDirect, viaSdk } = await call(name, args);
+    expect(viaDirect).toEqual(viaSdk);
+  });
+
+  it.each(RESULT_CASES)('answers %s to a plain call (callTool) as the SDK does', async (_label, name, args) => {
+    const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), name, args);
+    expect(viaDirect).toEqual(viaSdk);
+  });
+
+  it('answers a plain call to a tool that would ask for input (none declared) as the SDK does', async () => {
+    const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), 'confirm', {});
     expect(viaDirect).toEqual(viaSdk);
   });
 
@@ -229,6 +254,11 @@ describe.each([
 
   it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
     const { viaDirect, viaSdk } = await call(name, args);
+    expect(viaDirect).toEqual(viaSdk);
+  });
+
+  it.each(RESULT_CASES)('answers %s to a plain call (callTool) as the SDK does', async (_label, name, args) => {
+    const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), name, args);
     expect(viaDirect).toEqual(viaSdk);
   });
 
@@ -441,6 +471,31 @@ describe('direct calls to a misbehaving 2026-07-28 upstream', () => {
     for (const event of events) res.write(event);
     if (end) res.end();
   };
+
+  it('fails a plain call (callTool) answered with an input request, as the SDK client does', async () => {
+    const asked = { message: 'Proceed?', requestedSchema: { type: 'object', properties: {} } };
+    misbehaviour = (res, id) =>
+      sendJson(res, 200, {
+        jsonrpc: '2.0',
+        id,
+        result: {
+          resultType: 'input_required',
+          inputRequests: { ok: { method: 'elicitation/create', params: asked } },
+          requestState: 'asked',
+        },
+      });
+    const direct = makePool({ fetch: guard.fetch, exchange: guard.exchange });
+    const sdk = makePool({ fetch: guard.fetch });
+    try {
+      const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, { url }, 'x', {});
+      expect(viaDirect).toEqual(viaSdk);
+      expect(viaDirect).toMatchObject({
+        error: { code: 'upstream_protocol_error', details: { reason: 'input_required' } },
+      });
+    } finally {
+      await Promise.all([direct.close(), sdk.close()]);
+    }
+  });
 
   it.each<[string, Misbehaviour, string, Record<string, unknown>]>([
     [
