@@ -172,6 +172,28 @@ export async function hubSection(): Promise<string> {
     const token = await agentToken(gw);
     for (const { era } of ERAS) await installAndTest(gw, `bench-${era}`, upstreams[era].info.url, ['echo']);
 
+    // Every party compiles its hot paths during its first seconds of load; one unmeasured cell per path
+    // and era first, so that the first measured round of each is not the one that pays for it.
+    for (const { era } of ERAS) {
+      const upstream = upstreams[era];
+      const warm = { era, concurrency: 4, 'duration-ms': WARMUP_MS, 'warmup-ms': 0 };
+      await measureCell(
+        `warm-up direct ${era}`,
+        { mode: 'sdk', url: upstream.info.url, ...warm },
+        { upstreamPid: upstream.info.pid },
+      );
+      await measureCell(
+        `warm-up bare proxy ${era}`,
+        { mode: 'sdk', url: proxies[era].info.url, ...warm },
+        { upstreamPid: upstream.info.pid },
+      );
+      await measureCell(
+        `warm-up hub /mcp ${era}`,
+        { mode: 'sdk', url: `${gw.url}/mcp`, token, tool: `bench-${era}__echo`, ...warm },
+        { upstreamPid: upstream.info.pid },
+      );
+    }
+
     for (const { era, label } of ERAS) {
       const upstream = upstreams[era];
       for (const c of CONCURRENCY) {
