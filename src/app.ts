@@ -76,14 +76,25 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     });
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style: a token found in the warm cache is settled without a promise (every request passes here).
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     const nonce = request.headers[GRANT_HEADER];
     const grant = typeof nonce === 'string' ? parts.grants?.redeem(nonce) : undefined;
     if (grant) {
       request.principal = grant.principal;
       request.surfaceGrant = grant;
-    } else request.principal = await parts.authenticate(request);
+      return done();
+    }
+    const principal = parts.authenticate(request);
+    if (!(principal instanceof Promise)) {
+      request.principal = principal;
+      return done();
+    }
+    principal.then((found) => {
+      request.principal = found;
+      done();
+    }, done);
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {

@@ -27,14 +27,17 @@ function toPrincipal(record: TokenRecord): TokenPrincipal {
 
 export function tokenAuthenticator(store: Store, tokens: TokenStore): Authenticator {
   let cache: { version: string; byHash: Map<string, TokenPrincipal> } | undefined;
-  return async (request) => {
+  const reload = async (version: string) => {
+    const records = await tokens.activeByHash();
+    cache = { version, byHash: new Map([...records].map(([hash, record]) => [hash, toPrincipal(record)])) };
+    return cache.byHash;
+  };
+  // Synchronous while the cache is current (every request but the first after a token change).
+  return (request) => {
     const token = bearerToken(request);
     if (token === undefined) return undefined;
     const version = store.version('tokens');
-    if (cache?.version !== version) {
-      const records = await tokens.activeByHash();
-      cache = { version, byHash: new Map([...records].map(([hash, record]) => [hash, toPrincipal(record)])) };
-    }
-    return cache.byHash.get(hashToken(token));
+    if (cache?.version === version) return cache.byHash.get(hashToken(token));
+    return reload(version).then((byHash) => byHash.get(hashToken(token)));
   };
 }
