@@ -34,10 +34,10 @@ export interface UpstreamOptions {
   /** Deadline of a whole `callTool` (connecting included). */
   callTimeoutMs: number;
   /**
-   * The egress guard's lean exchange. Given, plain interactive calls (no progress; on a 2025-era
-   * connection no continuation or input capabilities either) go out through it as one plain HTTP
-   * exchange (`direct-call.ts`) instead of through the SDK client: same requests, same checks, same
-   * answers, less CPU.
+   * The egress guard's lean exchange. Given, plain calls — `callTool` and `callToolInteractive` without
+   * progress (on a 2025-era connection without a continuation or input capabilities either) — go out
+   * through it as one plain HTTP exchange (`direct-call.ts`) instead of through the SDK client: same
+   * requests, same checks, same answers, less CPU.
    */
   exchange?: Exchange;
   logger?: UpstreamLogger;

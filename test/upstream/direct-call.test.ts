@@ -64,35 +64,34 @@ const register = (server: McpServer) => {
 };
 
 /** One call through both pools: the direct pool must count it as direct, the SDK pool never. */
-async function both(
+async function through(
+  pools: { direct: UpstreamPool; sdk: UpstreamPool },
+  send: (pool: UpstreamPool) => Promise<unknown>,
+) {
+  const before = pools.direct.stats().directCalls;
+  const viaDirect = await outcome(send(pools.direct));
+  expect(pools.direct.stats().directCalls).toBe(before + 1);
+  const viaSdk = await outcome(send(pools.sdk));
+  expect(pools.sdk.stats().directCalls).toBe(0);
+  return { viaDirect, viaSdk };
+}
+
+/** An interactive call (the hub's) through both pools. */
+const both = (
   pools: { direct: UpstreamPool; sdk: UpstreamPool },
   target: UpstreamTarget,
   name: string,
   args: Record<string, unknown> | undefined,
   opts = {},
-) {
-  const before = pools.direct.stats().directCalls;
-  const viaDirect = await outcome(pools.direct.callToolInteractive(target, name, args, opts));
-  expect(pools.direct.stats().directCalls).toBe(before + 1);
-  const viaSdk = await outcome(pools.sdk.callToolInteractive(target, name, args, opts));
-  expect(pools.sdk.stats().directCalls).toBe(0);
-  return { viaDirect, viaSdk };
-}
+) => through(pools, (pool) => pool.callToolInteractive(target, name, args, opts));
 
-/** One plain call (`callTool`, the conduit's) through both pools, counted the same way as `both`. */
-async function bothPlain(
+/** A plain call (`callTool`, the conduit's) through both pools. */
+const bothPlain = (
   pools: { direct: UpstreamPool; sdk: UpstreamPool },
   target: UpstreamTarget,
   name: string,
   args: Record<string, unknown> | undefined,
-) {
-  const before = pools.direct.stats().directCalls;
-  const viaDirect = await outcome(pools.direct.callTool(target, name, args));
-  expect(pools.direct.stats().directCalls).toBe(before + 1);
-  const viaSdk = await outcome(pools.sdk.callTool(target, name, args));
-  expect(pools.sdk.stats().directCalls).toBe(0);
-  return { viaDirect, viaSdk };
-}
+) => through(pools, (pool) => pool.callTool(target, name, args));
 
 /** A recorded request's headers in arrival order, without the ones a connection sets for itself. */
 const standard = (record: RequestRecord) =>
@@ -109,6 +108,24 @@ const RESULT_CASES: [string, string, Record<string, unknown> | undefined][] = [
   ['an unknown tool (JSON-RPC error)', 'nope', {}],
   ['arguments the upstream rejects', 'add', { a: 'x' }],
 ];
+
+type Differential = (
+  name: string,
+  args: Record<string, unknown> | undefined,
+) => Promise<{ viaDirect: unknown; viaSdk: unknown }>;
+
+/** Every result case through both pools, as an interactive call and as a plain one: the same outcomes. */
+function answersEveryResultCase(interactive: Differential, plain: Differential) {
+  it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
+    const { viaDirect, viaSdk } = await interactive(name, args);
+    expect(viaDirect).toEqual(viaSdk);
+  });
+
+  it.each(RESULT_CASES)('answers %s to a plain call (callTool) as the SDK does', async (_label, name, args) => {
+    const { viaDirect, viaSdk } = await plain(name, args);
+    expect(viaDirect).toEqual(viaSdk);
+  });
+}
 
 describe('direct calls against the SDK client path', () => {
   let fixture: McpFixture;
@@ -128,15 +145,7 @@ describe('direct calls against the SDK client path', () => {
   const call = (name: string, args: Record<string, unknown> | undefined, opts = {}) =>
     both({ direct, sdk }, target(), name, args, opts);
 
-  it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
-    const { viaDirect, viaSdk } = await call(name, args);
-    expect(viaDirect).toEqual(viaSdk);
-  });
-
-  it.each(RESULT_CASES)('answers %s to a plain call (callTool) as the SDK does', async (_label, name, args) => {
-    const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), name, args);
-    expect(viaDirect).toEqual(viaSdk);
-  });
+  answersEveryResultCase(call, (name, args) => bothPlain({ direct, sdk }, target(), name, args));
 
   it('answers a plain call to a tool that would ask for input (none declared) as the SDK does', async () => {
     const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), 'confirm', {});
@@ -252,15 +261,7 @@ describe.each([
   const call = (name: string, args: Record<string, unknown> | undefined, opts = {}) =>
     both({ direct, sdk }, target(), name, args, opts);
 
-  it.each(RESULT_CASES)('answers %s as the SDK does', async (_label, name, args) => {
-    const { viaDirect, viaSdk } = await call(name, args);
-    expect(viaDirect).toEqual(viaSdk);
-  });
-
-  it.each(RESULT_CASES)('answers %s to a plain call (callTool) as the SDK does', async (_label, name, args) => {
-    const { viaDirect, viaSdk } = await bothPlain({ direct, sdk }, target(), name, args);
-    expect(viaDirect).toEqual(viaSdk);
-  });
+  answersEveryResultCase(call, (name, args) => bothPlain({ direct, sdk }, target(), name, args));
 
   it('sends the headers (in their order) and the body the SDK client sends', async () => {
     await call('echo', { text: 'hi' });
