@@ -121,15 +121,25 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * Node's fetch, each request with a signal of its own that follows the one the transport passes. A
+ * 2025-era transport hands every request its one long-lived signal; undici adds a listener to it per
+ * request and removes it only when the request is garbage-collected, and past 1,500 listeners Node
+ * printed a warning with a stack on every call — client CPU inside the measured latency (the limit
+ * cannot be raised: undici sets it back to 1,500). A dependent signal takes no listener on its source.
+ */
+const quietFetch: typeof fetch = (input, init) =>
+  fetch(input, init?.signal ? { ...init, signal: AbortSignal.any([init.signal]) } : init);
+
 async function sdkCaller(): Promise<Caller> {
   const client = new Client(
     { name: 'gatehouse-bench', version: '1.0.0' },
     values.era === 'modern' ? { versionNegotiation: { mode: 'auto' } } : {},
   );
-  const transport = new StreamableHTTPClientTransport(
-    new URL(url),
-    values.token ? { requestInit: { headers: { authorization: `Bearer ${values.token}` } } } : {},
-  );
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    ...(values.token ? { requestInit: { headers: { authorization: `Bearer ${values.token}` } } } : {}),
+    fetch: quietFetch,
+  });
   await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, 'connect');
   const era = client.getProtocolEra();
   if (era !== values.era) throw new Error(`asked for the ${values.era} era, the client negotiated ${era}`);
