@@ -265,6 +265,21 @@ export const SETTINGS = {
     description:
       'Serve plain hub tools/call (both eras) and tools/list (2026-07-28) without an SDK server per request, and send plain upstream calls (from the hub and the conduit) without the SDK client (same answers; off: everything through the SDK).',
   },
+  approvalTtlMs: {
+    env: 'GATEHOUSE_APPROVAL_TTL_MS',
+    flag: 'approval-ttl-ms',
+    schema: positiveInt(7 * 24 * 60 * 60_000),
+    default: 15 * 60_000,
+    description: 'How long a gated call waits for a decision before its approval expires (at most 7 days).',
+  },
+  listWatch: {
+    env: 'GATEHOUSE_LIST_WATCH',
+    flag: 'list-watch',
+    schema: boolish,
+    default: true,
+    description:
+      'Keep a connection to every enabled, pinned HTTP server to hear it say its tools, prompts or resources changed (stdio servers are heard on their own connection), then refresh its lists in the background: changed tools are quarantined and agents told (off: lists change only when an operator tests the server).',
+  },
   allowedOrigins: {
     env: 'GATEHOUSE_ALLOWED_ORIGINS',
     flag: 'allowed-origins',
@@ -373,6 +388,8 @@ export interface Config {
   readonly secretEnvPrefix: string;
   readonly hubAuth: 'token' | 'none';
   readonly hubFastPath: boolean;
+  readonly listWatch: boolean;
+  readonly approvalTtlMs: number;
   readonly allowedOrigins: readonly string[];
   readonly allowedHosts: readonly string[];
   readonly toolNameMax: number;

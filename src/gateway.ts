@@ -37,6 +37,7 @@ import { Metrics } from './metrics/index.js';
 import { CallLimiter } from './policy/limits.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
+import { ListWatchers, type ListWatchTimings } from './registry/list-watch.js';
 import { ServerStore } from './registry/records.js';
 import { Registry } from './registry/service.js';
 import { StateProbe } from './registry/state.js';
@@ -59,6 +60,8 @@ export interface GatewayDeps {
   logger?: Logger;
   /** Test seam: the egress guards' DNS resolver. */
   resolver?: Resolver;
+  /** Test seam: the list watches' debounce, reconnect and ping intervals. */
+  listWatchTimings?: Partial<ListWatchTimings>;
 }
 
 export interface Gateway {
@@ -76,6 +79,8 @@ export interface Gateway {
   memory: MemoryEngine;
   /** The stdio process supervisor (one child per running stdio server). */
   supervisor: StdioSupervisor;
+  /** The watches that keep servers' lists current (`GATEHOUSE_LIST_WATCH`). */
+  listWatchers: ListWatchers;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
 }
@@ -173,6 +178,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       // Only over the new connection: never a second process for it.
       onStarted: async (id) => (supervisor.stateOf(id) === 'running' ? registry.test(id, undefined) : undefined),
       onOutput: (id, kind, line) => onChildOutput(id, line, kind),
+      onListChanged: (id) => listWatchers.schedule(id, 'list_changed'),
       graceMs: config.stdioGraceMs,
       maxLineBytes: config.stdioMaxLineBytes,
       restartBaseMs: config.stdioRestartBaseMs,
@@ -181,7 +187,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       callTimeoutMs: config.callTimeoutMs,
     });
 
-    const approvals = new ApprovalQueue({ store, audit, events, logger });
+    const listWatchers = new ListWatchers({
+      records: registry.records,
+      poolFor,
+      refresh: (id, trigger) => registry.refresh(id, trigger),
+      logger,
+      ...(deps.listWatchTimings && { timings: deps.listWatchTimings }),
+    });
+
+    const approvals = new ApprovalQueue({ store, audit, events, logger, defaultTtlMs: config.approvalTtlMs });
     const memory = new MemoryEngine({
       store,
       logger,
@@ -330,7 +344,19 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     await approvals.start();
     await memory.start();
     await supervisor.boot();
+    if (config.listWatch) {
+      // Any replica's change to a record (install, configure, enable, a first handshake) reaches every replica's watches.
+      const unwatch = events.subscribe((event) => {
+        const id = event.data.id;
+        if ((event.type === 'server.changed' || event.type === 'server.status') && typeof id === 'string') {
+          void listWatchers.sync(id);
+        }
+      });
+      app.addHook('onClose', async () => unwatch());
+      void listWatchers.start().catch((error) => logger.warn({ err: error }, 'list watches did not start'));
+    }
     app.addHook('onClose', async () => {
+      await listWatchers.close();
       await hub.close();
       await supervisor.close();
       await admin.close();
@@ -357,6 +383,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       admin,
       memory,
       supervisor,
+      listWatchers,
       bootstrapToken,
     };
   } catch (error) {

@@ -23,6 +23,9 @@ import {
 } from './records.js';
 import type { StateProbe } from './state.js';
 
+/** Why a background refresh ran: the upstream said a list changed, or its watch reconnected. */
+export type RefreshTrigger = 'list_changed' | 'reconnected';
+
 export type ToolVerdict = 'allow' | 'gated' | 'blocked' | 'quarantined' | 'excluded';
 
 export interface TestResult {
@@ -125,8 +128,29 @@ export class Registry {
     return updated;
   }
 
-  /** The handshake: connect, list tools/prompts/resources, store the status, reconcile the pins. */
-  async test(id: string, actor: Principal | undefined): Promise<TestResult> {
+  /** The handshake an operator asks for: connect, list tools/prompts/resources, store the status, reconcile the pins. */
+  test(id: string, actor: Principal | undefined): Promise<TestResult> {
+    return this.handshake(id, { actor, action: 'server.test' });
+  }
+
+  /**
+   * The same handshake, run in the background because the upstream said a list changed (or its
+   * watch reconnected and may have missed that): lists stored, changed tools quarantined, agents
+   * told. Only for a server whose first handshake pinned its tools — trust on first use stays an
+   * operator's act.
+   */
+  async refresh(id: string, trigger: RefreshTrigger): Promise<TestResult | undefined> {
+    const row = await this.records.getRow(id);
+    if (row.pinned_at === null || row.enabled !== 1) return undefined;
+    return this.handshake(id, { actor: undefined, action: 'server.refresh', trigger });
+  }
+
+  private async handshake(
+    id: string,
+    why: { actor: Principal | undefined; action: 'server.test' | 'server.refresh'; trigger?: RefreshTrigger },
+  ): Promise<TestResult> {
+    const { actor, action } = why;
+    const trigger = why.trigger === undefined ? {} : { trigger: why.trigger };
     const row = await this.records.getRow(id);
     const started = performance.now();
     let outcome: Awaited<ReturnType<Handshaker['handshake']>> | GatehouseError;
@@ -150,10 +174,10 @@ export class Registry {
       });
       await this.serverEvent(id, 'handshake', `Handshake failed: ${lastError}`, { ok: false, code: outcome.code });
       await this.audit.recordAdmin({
-        action: 'server.test',
+        action,
         actor,
         serverId: id,
-        data: { ok: false, code: outcome.code },
+        data: { ok: false, code: outcome.code, ...trigger },
       });
       await this.events.publish('server.status', { id, status: 'failed', lastError });
       const known = parseJson<DiscoveredTool[]>(row.discovered_tools, []);
@@ -192,20 +216,31 @@ export class Registry {
       },
     );
     const quarantined = pinChanges.filter((c) => c.change === 'quarantined');
-    await this.serverEvent(id, 'handshake', `Connected: ${result.tools.length} tools in ${latencyMs} ms.`, {
+    const opening = why.trigger === undefined ? 'Connected' : `Lists refreshed (${why.trigger})`;
+    await this.serverEvent(id, 'handshake', `${opening}: ${result.tools.length} tools in ${latencyMs} ms.`, {
       ok: true,
       tools: result.tools.length,
       quarantined: quarantined.map((q) => q.tool),
+      ...trigger,
     });
     await this.audit.recordAdmin({
-      action: 'server.test',
+      action,
       actor,
       serverId: id,
-      data: { ok: true, tools: result.tools.length },
+      data: { ok: true, tools: result.tools.length, ...trigger },
     });
     await this.events.publish('server.status', { id, status: 'connected', discoveredToolsCount: result.tools.length });
-    for (const q of quarantined)
+    for (const q of quarantined) {
+      // Its own audit event, as an approval has: who was using the tool needs to find when it was pulled.
+      await this.audit.recordAdmin({
+        action: 'tool.quarantine',
+        actor: undefined,
+        serverId: id,
+        tool: q.tool,
+        data: { reason: q.reason, handshake: action, ...trigger },
+      });
       await this.events.publish('tool.quarantined', { server: id, tool: q.tool, reason: q.reason });
+    }
     return {
       ok: true,
       latencyMs,

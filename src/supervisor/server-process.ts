@@ -12,6 +12,7 @@ import type { StdioState } from '../registry/state.js';
 import { parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
 import type { Deadline } from '../upstream/deadline.js';
+import { watchListChanges } from '../upstream/list-watch.js';
 import { connectStdio, type ExitInfo, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import type { ProcessView, StdioSupervisor } from './supervisor.js';
 
@@ -176,6 +177,7 @@ export class ServerProcess {
       }
       this.live = live;
       void this.sup.rememberEra(row, connected.era);
+      this.watchLists(live);
     } catch (error) {
       if (this.startAbort === abort) this.startAbort = undefined;
       if (!this.live?.child.running) this.sup.release(this.id);
@@ -199,6 +201,15 @@ export class ServerProcess {
     this.handshake = (this.sup.options.onStarted?.(this.id) ?? Promise.resolve()).catch(() => {});
     if (!live.child.running) queueMicrotask(() => live.child.exitInfo && this.exited(live.child.exitInfo));
     return live;
+  }
+
+  /** Hears the child's list-changed notifications for as long as it runs (a 2026-07-28 child: on a subscription). */
+  private watchLists(live: Live): void {
+    const onListChanged = this.sup.options.onListChanged;
+    if (!onListChanged) return;
+    watchListChanges(live.client, () => onListChanged(this.id), { timeoutMs: this.sup.options.connectTimeoutMs }).catch(
+      (error) => this.sup.options.logger.debug({ server: this.id, err: error }, 'stdio list watch not opened'),
+    );
   }
 
   /** The child ended; unless it was asked to, that is a crash. */

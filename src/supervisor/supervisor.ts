@@ -27,6 +27,8 @@ export interface SupervisorOptions {
    * (a restarted `npx` may have fetched another version). The start routes wait for it; calls do not.
    */
   onStarted?(id: string): Promise<unknown>;
+  /** The running server said its tools, prompts or resources changed (the registry refreshes them). */
+  onListChanged?(id: string): void;
   /** A child's stderr line or stray stdout line, already redacted (the sink rate-limits). */
   onOutput(id: string, kind: 'stderr' | 'stdout', line: string): void;
   graceMs: number;

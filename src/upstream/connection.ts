@@ -33,6 +33,11 @@ export class Connection {
   operations = 0;
   private ready = false;
   private closing: Promise<void> | undefined;
+  private retire!: () => void;
+  /** Settles once the connection is no good any more: retired after a transport failure, or closed. */
+  readonly retired = new Promise<void>((resolve) => {
+    this.retire = resolve;
+  });
 
   private constructor(
     readonly client: Client,
@@ -55,6 +60,7 @@ export class Connection {
     });
     const connection = new Connection(client, transport, target, options.logger);
     client.onerror = (error) => connection.noteError(error);
+    client.onclose = () => connection.retire();
     const abandon = () => void connection.close();
     signal?.addEventListener('abort', abandon, { once: true });
     try {
@@ -102,6 +108,7 @@ export class Connection {
 
   /** Ends the session politely (DELETE, bounded wait) and closes. Idempotent. */
   close(): Promise<void> {
+    this.retire();
     this.closing ??= (async () => {
       if (this.ready && this.transport.sessionId !== undefined) {
         let timer: NodeJS.Timeout | undefined;
@@ -131,6 +138,7 @@ export class Connection {
     const standaloneDrop = !inRequest && /^SSE stream disconnected/.test(error.message);
     if ((gaveUp || isTransportFailure(error)) && !standaloneDrop) {
       this.broken = true;
+      this.retire();
       this.logger.debug(
         { upstream: new URL(this.target.url).origin, error: error.name },
         'upstream connection retired',

@@ -11,6 +11,7 @@ export {
   type CallToolResultLike,
   DEFAULT_BOUNDS,
 } from './bounds.js';
+export { type ListKind, watchListChanges } from './list-watch.js';
 export { LIST_LIMITS } from './operations.js';
 export { UpstreamPool } from './pool.js';
 export type {
@@ -20,6 +21,7 @@ export type {
   InteractiveCallOptions,
   InteractiveCallResult,
   ListToolsResult,
+  ListWatchHandle,
   OperationOptions,
   PoolStats,
   Progress,

@@ -18,6 +18,7 @@ import { canCallDirectly } from './direct-call.js';
 import { callLegacyDirect } from './direct-legacy.js';
 import { callModernDirect } from './direct-modern.js';
 import { EraMemory } from './era-memory.js';
+import { type ListKind, watchListChanges } from './list-watch.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
 import { callBoundedTool, callInteractiveTool, listAllTools } from './operations.js';
 import { type NormalizedTarget, normalizeTarget } from './target.js';
@@ -28,6 +29,7 @@ import type {
   InteractiveCallOptions,
   InteractiveCallResult,
   ListToolsResult,
+  ListWatchHandle,
   OperationOptions,
   PoolStats,
   UpstreamLogger,
@@ -80,6 +82,8 @@ export class UpstreamPool {
   private directCalls = 0;
   private readonly normalizedTargets = new WeakMap<UpstreamTarget, NormalizedTarget>();
   private closed = false;
+  /** Connections of `watchLists`: outside the pool's slots, closed with it. */
+  private readonly watches = new Set<Connection>();
 
   constructor(private readonly options: UpstreamOptions) {
     this.logger = options.logger ?? silent;
@@ -163,6 +167,50 @@ export class UpstreamPool {
     return this.run(target, deadlineMs, opts.signal, (client, deadline) => traced(() => fn(client, deadline.signal)));
   }
 
+  /**
+   * A connection of its own, outside the pool, that hears the upstream's list-changed notifications
+   * (`list-watch.ts`) for as long as it lasts. `ended` settles when it failed or its subscription
+   * ended; `ping` checks it (a 2025-era session the upstream forgot fails it). Connect errors leave as
+   * catalogue errors.
+   */
+  async watchLists(
+    target: UpstreamTarget,
+    onChanged: (list: ListKind) => void,
+    signal: AbortSignal,
+  ): Promise<ListWatchHandle> {
+    if (this.closed) throw poolClosed();
+    const timeoutMs = this.options.listTimeoutMs;
+    let connection: Connection;
+    try {
+      connection = await this.connect(
+        this.normalized(target),
+        timeoutMs,
+        AbortSignal.any([signal, this.lifetime.signal]),
+      );
+    } catch (error) {
+      throw toUpstreamError(error);
+    }
+    this.watches.add(connection);
+    const close = async () => {
+      this.watches.delete(connection);
+      await connection.close();
+    };
+    try {
+      const watch = await traced(() => watchListChanges(connection.client, onChanged, { timeoutMs, signal }));
+      return {
+        ended: Promise.race([connection.retired, ...(watch.ended ? [watch.ended] : [])]).then(() => undefined),
+        ping: () => traced(() => connection.client.ping({ timeout: timeoutMs, signal })).then(() => undefined),
+        close: async () => {
+          await watch.close().catch(() => {});
+          await close();
+        },
+      };
+    } catch (error) {
+      await close();
+      throw toUpstreamError(error);
+    }
+  }
+
   stats(): PoolStats {
     let open = 0;
     for (const { connection } of this.slots.values()) {
@@ -177,6 +225,8 @@ export class UpstreamPool {
     this.lifetime.abort(poolClosed());
     for (const abandon of this.freshConnects) abandon.abort(poolClosed());
     for (const slot of [...this.slots.values()]) this.retire(slot, true);
+    for (const connection of this.watches) this.closeInBackground(connection);
+    this.watches.clear();
     while (this.closing.size > 0) await Promise.all([...this.closing]);
   }
 

@@ -81,6 +81,15 @@ export interface InteractiveCallOptions extends CallOptions {
   inputCapabilities?: Record<string, unknown> | undefined;
 }
 
+/** A running `UpstreamPool.watchLists`. */
+export interface ListWatchHandle {
+  /** Settles when the watch has ended: its connection failed or closed, or its subscription ended. */
+  ended: Promise<void>;
+  /** A round trip on the watch's connection; rejects when it is no good any more. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface PoolStats {
   /** Pooled connections ready for use. */
   open: number;

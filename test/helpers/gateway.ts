@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { LightMyRequestResponse } from 'fastify';
 import { loadConfig } from '../../src/config.js';
-import { createGateway, type Gateway } from '../../src/gateway.js';
+import { createGateway, type Gateway, type GatewayDeps } from '../../src/gateway.js';
 import { createLogger } from '../../src/logging.js';
 import type { StoreTarget } from './stores.js';
 
@@ -30,7 +30,11 @@ export interface TestGateway {
   databaseUrl: string | undefined;
 }
 
-export async function startTestGateway(target: StoreTarget, env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  target: StoreTarget,
+  env: Record<string, string> = {},
+  deps: Omit<GatewayDeps, 'logger'> = {},
+): Promise<TestGateway> {
   const place = await target.fresh();
   const config = loadConfig({
     env: {
@@ -44,6 +48,8 @@ export async function startTestGateway(target: StoreTarget, env: Record<string, 
       GATEHOUSE_LOG_LEVEL: 'debug',
       GATEHOUSE_LIST_TIMEOUT_MS: '5000',
       GATEHOUSE_CALL_TIMEOUT_MS: '5000',
+      // Watches add background requests to every upstream a test counts; the tests of watching turn it on.
+      GATEHOUSE_LIST_WATCH: 'false',
       ...env,
     },
   });
@@ -54,7 +60,7 @@ export async function startTestGateway(target: StoreTarget, env: Record<string, 
       done();
     },
   });
-  const gateway = await createGateway(config, { logger: createLogger(config, sink) });
+  const gateway = await createGateway(config, { ...deps, logger: createLogger(config, sink) });
   return {
     gateway,
     logs,

@@ -1,0 +1,261 @@
+/**
+ * Keeps the registry's lists current while upstreams change them. Each enabled Streamable HTTP
+ * server whose tools are pinned gets one watch: a connection of its own that hears the upstream's
+ * list-changed notifications (both eras, `upstream/list-watch.ts`); stdio servers are heard on their
+ * supervised connection and call `schedule` themselves. A notification schedules a refresh — the
+ * registry's handshake, in the background: lists stored, changed tools quarantined, agents told.
+ *
+ * A watch that drops (or whose periodic ping fails: a 2025-era upstream that restarted forgot the
+ * session) reconnects with backoff and refreshes once connected again, since a change may have come
+ * and gone unheard meanwhile; so does every watch started with the gateway.
+ */
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../logging.js';
+import type { ServerTable } from '../store/schema.js';
+import type { ListWatchHandle, UpstreamPool, UpstreamTarget } from '../upstream/index.js';
+import type { ServerStore } from './records.js';
+import type { RefreshTrigger } from './service.js';
+
+export interface ListWatchTimings {
+  /** Notifications within this window make one refresh. */
+  debounceMs: number;
+  /** The first reconnect waits this long, doubling per failure up to `retryMaxMs`. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** How often an idle watch checks that its connection still works. */
+  pingIntervalMs: number;
+}
+
+export const DEFAULT_LIST_WATCH_TIMINGS: ListWatchTimings = {
+  debounceMs: 300,
+  retryBaseMs: 1_000,
+  retryMaxMs: 60_000,
+  pingIntervalMs: 30_000,
+};
+
+export interface ListWatchersOptions {
+  records: ServerStore;
+  poolFor(privateNetwork: boolean): UpstreamPool;
+  /** The registry's background handshake (`Registry.refresh`). */
+  refresh(id: string, trigger: RefreshTrigger): Promise<unknown>;
+  logger: Logger;
+  timings?: Partial<ListWatchTimings>;
+}
+
+export class ListWatchers {
+  private readonly watches = new Map<string, ServerWatch>();
+  /** Per server, the sync in progress: events for one server are applied in order. */
+  private readonly syncs = new Map<string, Promise<void>>();
+  private readonly refreshes: RefreshQueue;
+  private readonly timings: ListWatchTimings;
+  private closed = false;
+
+  constructor(private readonly options: ListWatchersOptions) {
+    this.timings = { ...DEFAULT_LIST_WATCH_TIMINGS, ...options.timings };
+    this.refreshes = new RefreshQueue(this.timings.debounceMs, options.refresh, options.logger);
+  }
+
+  /** Watches every server that should be watched; each refreshes once connected (changes while Gatehouse was down). */
+  async start(): Promise<void> {
+    for (const server of await this.options.records.all()) await this.sync(server.id, true);
+  }
+
+  /** A server's record may have changed: start, restart (new URL, headers or network policy) or stop its watch. */
+  sync(id: string, refreshOnConnect = false): Promise<void> {
+    const next = (this.syncs.get(id) ?? Promise.resolve()).then(() => this.syncNow(id, refreshOnConnect));
+    const settled = next.catch((error) =>
+      this.options.logger.warn({ server: id, err: error }, 'list watch sync failed'),
+    );
+    this.syncs.set(id, settled);
+    void settled.then(() => {
+      if (this.syncs.get(id) === settled) this.syncs.delete(id);
+    });
+    return settled;
+  }
+
+  /** An upstream said a list changed (stdio servers report it here). */
+  schedule(id: string, trigger: RefreshTrigger): void {
+    if (!this.closed) this.refreshes.schedule(id, trigger);
+  }
+
+  /** The servers being watched, for tests and diagnostics. */
+  watched(): string[] {
+    return [...this.watches.keys()].sort();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.syncs.values()]);
+    await Promise.all([...this.watches.values()].map((watch) => watch.stop()));
+    this.watches.clear();
+    await this.refreshes.close();
+  }
+
+  private async syncNow(id: string, refreshOnConnect: boolean): Promise<void> {
+    const row = this.closed ? undefined : await this.options.records.getRow(id).catch(() => undefined);
+    let wanted: ReturnType<ListWatchers['targetOf']>;
+    try {
+      wanted = row && isWatchable(row) ? this.targetOf(row) : undefined;
+    } catch (error) {
+      // Its credentials cannot be opened (an env reference gone): no watch until the record is fixed.
+      this.options.logger.warn({ server: id, err: error }, 'list watch cannot reach this server');
+    }
+    const current = this.watches.get(id);
+    if (current && current.fingerprint === wanted?.fingerprint) return;
+    if (current) {
+      this.watches.delete(id);
+      await current.stop();
+    }
+    if (!wanted || this.closed) return;
+    const pool = this.options.poolFor(wanted.privateNetwork);
+    this.watches.set(
+      id,
+      new ServerWatch(id, wanted.fingerprint, wanted.target, pool, {
+        timings: this.timings,
+        logger: this.options.logger,
+        refreshOnConnect,
+        changed: (trigger) => this.schedule(id, trigger),
+      }),
+    );
+  }
+
+  private targetOf(row: ServerTable) {
+    const connection = this.options.records.connectionOf(row);
+    if (connection.transport !== 'streamable-http') return undefined;
+    const target: UpstreamTarget = { url: connection.url, headers: connection.headers };
+    // A digest, so the header values (secrets) are not kept around twice.
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([connection.url, Object.entries(connection.headers).sort(), connection.privateNetwork]))
+      .digest('hex');
+    return { target, fingerprint, privateNetwork: connection.privateNetwork };
+  }
+}
+
+/** Enabled, over HTTP, and pinned by a first handshake (before that there is nothing to keep current). */
+function isWatchable(row: ServerTable): boolean {
+  return row.enabled === 1 && row.transport === 'streamable-http' && row.pinned_at !== null;
+}
+
+interface WatchOwner {
+  timings: ListWatchTimings;
+  logger: Logger;
+  refreshOnConnect: boolean;
+  changed(trigger: RefreshTrigger): void;
+}
+
+/** One server's watch: connect, listen, ping while idle; reconnect with backoff until stopped. */
+class ServerWatch {
+  private readonly stopping = new AbortController();
+  private readonly done: Promise<void>;
+
+  constructor(
+    readonly id: string,
+    readonly fingerprint: string,
+    private readonly target: UpstreamTarget,
+    private readonly pool: UpstreamPool,
+    private readonly owner: WatchOwner,
+  ) {
+    this.done = this.run();
+  }
+
+  stop(): Promise<void> {
+    this.stopping.abort();
+    return this.done;
+  }
+
+  private async run(): Promise<void> {
+    const { signal } = this.stopping;
+    const { timings, logger } = this.owner;
+    let failures = 0;
+    let connectedBefore = false;
+    while (!signal.aborted) {
+      let handle: ListWatchHandle | undefined;
+      try {
+        handle = await this.pool.watchLists(this.target, () => this.owner.changed('list_changed'), signal);
+        if (connectedBefore || this.owner.refreshOnConnect) this.owner.changed('reconnected');
+        connectedBefore = true;
+        failures = 0;
+        await this.watch(handle, signal);
+      } catch (error) {
+        if (signal.aborted) break;
+        failures += 1;
+        // The first failure is news; a server that stays down is reported once, not every minute.
+        const log = failures === 1 ? logger.warn.bind(logger) : logger.debug.bind(logger);
+        log({ server: this.id, err: error, failures }, 'list watch lost its upstream; reconnecting');
+      } finally {
+        await handle?.close().catch(() => {});
+      }
+      if (signal.aborted) break;
+      const wait = Math.min(timings.retryMaxMs, timings.retryBaseMs * 2 ** Math.max(0, failures - 1));
+      await sleep(wait, undefined, { signal }).catch(() => {});
+    }
+  }
+
+  /** Until the watch ends (resolves) or its ping fails (rejects); a stop resolves it. */
+  private async watch(handle: ListWatchHandle, signal: AbortSignal): Promise<void> {
+    let ended = false;
+    void handle.ended.then(() => {
+      ended = true;
+    });
+    while (!signal.aborted && !ended) {
+      const tick = sleep(this.owner.timings.pingIntervalMs, 'ping' as const, { signal }).catch(
+        () => 'stopped' as const,
+      );
+      const outcome = await Promise.race([handle.ended.then(() => 'ended' as const), tick]);
+      if (outcome !== 'ping') return;
+      await handle.ping();
+    }
+  }
+}
+
+/** Per server: notifications within the debounce window make one refresh; one arriving during a refresh makes one more after it. */
+class RefreshQueue {
+  private readonly entries = new Map<
+    string,
+    { timer?: NodeJS.Timeout; running?: Promise<void>; trigger: RefreshTrigger; again?: RefreshTrigger }
+  >();
+  private closed = false;
+
+  constructor(
+    private readonly debounceMs: number,
+    private readonly refresh: (id: string, trigger: RefreshTrigger) => Promise<unknown>,
+    private readonly logger: Logger,
+  ) {}
+
+  schedule(id: string, trigger: RefreshTrigger): void {
+    if (this.closed) return;
+    const entry = this.entries.get(id);
+    if (entry?.running) {
+      entry.again ??= trigger;
+      return;
+    }
+    if (entry?.timer) return;
+    const next = { trigger, timer: setTimeout(() => this.run(id), this.debounceMs) };
+    next.timer.unref();
+    this.entries.set(id, next);
+  }
+
+  private run(id: string): void {
+    const entry = this.entries.get(id);
+    if (!entry || this.closed) return;
+    entry.timer = undefined;
+    entry.running = this.refresh(id, entry.trigger)
+      .then(
+        () => undefined,
+        (error) => this.logger.warn({ server: id, err: error }, 'list refresh failed'),
+      )
+      .finally(() => {
+        const again = entry.again;
+        this.entries.delete(id);
+        if (again) this.schedule(id, again);
+      });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const entry of this.entries.values()) clearTimeout(entry.timer);
+    await Promise.all([...this.entries.values()].map((entry) => entry.running));
+    this.entries.clear();
+  }
+}
