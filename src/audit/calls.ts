@@ -26,7 +26,8 @@ export type PayloadMode = Settings['audit.payloads'];
 export interface CallEvent {
   /** When the call arrived (default: now). */
   at?: Date | string | undefined;
-  client: Principal;
+  /** Who asked (an approved call runs later, for the token that asked: only its id and name are at hand). */
+  client: Pick<Principal, 'id' | 'name'>;
   surface: CallSurface;
   /** The server the call addressed; null on the admin/memory surfaces or when none resolved. */
   serverId: string | null;

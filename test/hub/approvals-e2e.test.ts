@@ -4,6 +4,9 @@
  * SDK-built upstream on 127.0.0.2 whose tool calls are counted, so every test can prove whether the
  * upstream ran, and how often.
  */
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/client';
 import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
@@ -386,6 +389,52 @@ describeEachStore('approvals and audit end to end', (target) => {
       });
     });
   }
+
+  it('audits the run of an approved call as a call event of its own: the requester, the approval, the outcome', async () => {
+    const client = await connect(agent.token, 'modern');
+    const id = await gatedCall(client, 'audited.txt');
+    expect((await api('POST', `/api/approvals/${id}/approve`, TEST_ADMIN_TOKEN, {})).status).toBe(200);
+    expect(await approvalStatus(client, id, 10)).toMatchObject({ status: 'executed' });
+    await gw.gateway.approvals.idle();
+
+    const { events } = await callEvents(2, `&server=files`);
+    const ofApproval = events.filter((e) => e.approvalId === id);
+    expect(ofApproval.map((e) => e.outcome).sort()).toEqual(['ok', 'pending_approval']);
+    for (const event of ofApproval) {
+      expect(event).toMatchObject({ kind: 'call', verdict: 'gated', tool: 'read_file', actorId: agent.id });
+    }
+    expect(readFileCalls).toBe(1);
+  });
+
+  it('checks the path sandbox again before an approved call runs: a link re-pointed outside ends it out_of_scope', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'gatehouse-sandbox-'));
+    const outside = mkdtempSync(join(tmpdir(), 'gatehouse-outside-'));
+    try {
+      mkdirSync(join(root, 'docs'));
+      symlinkSync(join(root, 'docs'), join(root, 'current'));
+      const configured = await gw.request('PATCH', '/api/mcp/servers/files/config', {
+        body: { workspaceRoots: [root] },
+      });
+      expect(configured.statusCode).toBe(200);
+      const client = await connect(agent.token, 'modern');
+      // Inside the workspace when asked…
+      const id = await gatedCall(client, 'current/notes.txt');
+      // …and pointing outside by the time an operator approves.
+      unlinkSync(join(root, 'current'));
+      symlinkSync(outside, join(root, 'current'));
+      expect((await api('POST', `/api/approvals/${id}/approve`, TEST_ADMIN_TOKEN, {})).status).toBe(200);
+
+      const outcome = await approvalStatus(client, id, 10);
+      expect(outcome).toMatchObject({ status: 'out_of_scope', approval_id: id });
+      expect(outcome.reason).toMatch(/outside the allowed workspace.*checked again/);
+      await gw.gateway.approvals.idle();
+      expect(readFileCalls).toBe(0);
+      expect(upstream.log.count('tools/call')).toBe(0);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
 
   for (const era of ERAS) {
     it(`audits exactly one event per call with its verdict (${era})`, async () => {

@@ -41,6 +41,46 @@ export function storedOutcome(outcome: UpstreamOutcome): unknown {
   } satisfies StoredInputRequired;
 }
 
+/**
+ * Runs one round of an approved call on its upstream and writes that round's call event (verdict
+ * `gated`, the approval's id, the outcome): the first round, run in the background once an operator
+ * approved, and each later one carrying the agent's answers (whose request is those answers, not
+ * the arguments: `requestBytes` says so).
+ */
+export async function runAuditedRound(
+  audit: (record: CallRecord) => void,
+  approval: ApprovalView,
+  client: CallRecord['client'],
+  run: () => Promise<UpstreamOutcome>,
+  sizes: { requestBytes?: number } = {},
+): Promise<UpstreamOutcome> {
+  const started = performance.now();
+  const record = (outcome: CallRecord['outcome'], result?: unknown) =>
+    audit({
+      client,
+      surface: 'hub',
+      serverId: approval.serverId,
+      tool: approval.tool,
+      verdict: 'gated',
+      approvalId: approval.id,
+      outcome,
+      latencyMs: Math.round(performance.now() - started),
+      ...sizes,
+      arguments: approval.arguments,
+      result,
+    });
+  let outcome: UpstreamOutcome;
+  try {
+    outcome = await run();
+  } catch (error) {
+    record(error instanceof GatehouseError ? error.code : 'internal_error');
+    throw error;
+  }
+  if (needsInput(outcome)) record('input_required', storedOutcome(outcome));
+  else record(outcome.isError ? 'tool_error' : 'ok', outcome);
+  return outcome;
+}
+
 function isStoredInputRequired(value: unknown): value is StoredInputRequired {
   return (
     value !== null &&
@@ -105,7 +145,6 @@ export class ApprovedRounds {
     ctx: ServerContext,
     inputCapabilities: Record<string, unknown> | undefined,
   ): Promise<CallToolResult | InputRequiredResult> {
-    const started = performance.now();
     const state = verifiedState(ctx);
     const approval = await this.deps.approvals.get(approvalId).catch(() => undefined);
     // Another token's approval reads exactly like a missing one.
@@ -119,41 +158,18 @@ export class ApprovedRounds {
     const check = await this.deps.recheck(approval);
     if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
 
-    const audit = (outcome: CallRecord['outcome'], result?: unknown) =>
-      this.deps.audit({
-        client: principal,
-        surface: 'hub',
-        serverId: approval.serverId,
-        tool: approval.tool,
-        verdict: 'gated',
-        approvalId: approval.id,
-        outcome,
-        latencyMs: Math.round(performance.now() - started),
-        requestBytes: 0,
-        responseBytes: result === undefined ? 0 : Buffer.byteLength(JSON.stringify(result) ?? ''),
-        arguments: approval.arguments,
-        result,
-      });
-    let outcome: UpstreamOutcome;
-    try {
-      outcome = await this.deps.run(
-        approval,
-        continuationOf(ctx.mcpReq.inputResponses, state),
-        inputCapabilities,
-        ctx.mcpReq.signal,
-      );
-    } catch (error) {
-      audit(error instanceof GatehouseError ? error.code : 'internal_error');
-      throw error;
-    }
+    const outcome = await runAuditedRound(
+      this.deps.audit,
+      approval,
+      principal,
+      () =>
+        this.deps.run(approval, continuationOf(ctx.mcpReq.inputResponses, state), inputCapabilities, ctx.mcpReq.signal),
+      { requestBytes: 0 },
+    );
     const stored = storedOutcome(outcome);
     // Asking again returns the latest round's outcome, never a new upstream call.
     await this.deps.approvals.recordRound(approval.id, approval.result, stored);
-    if (needsInput(outcome)) {
-      audit('input_required', stored);
-      return this.askAgent(principal, approval, stored as StoredInputRequired);
-    }
-    audit(outcome.isError ? 'tool_error' : 'ok', outcome);
+    if (needsInput(outcome)) return this.askAgent(principal, approval, stored as StoredInputRequired);
     return jsonToolResult({ status: 'executed', approval_id: approval.id, result: outcome });
   }
 }

@@ -37,7 +37,7 @@ import type { HubServer, HubTool, Snapshot } from './view.js';
 export type CallVerdict = 'allow' | 'gated' | 'blocked' | 'unknown_server' | 'unknown_tool' | 'quarantined';
 
 export interface CallRecord {
-  client: TokenPrincipal;
+  client: Pick<TokenPrincipal, 'id' | 'name'>;
   surface: 'hub';
   serverId: string | null;
   tool: string;

@@ -7,18 +7,19 @@ import type { Client } from '@modelcontextprotocol/client';
 import type { FastifyInstance } from 'fastify';
 import type { TokenPrincipal } from '../../api/token-auth.js';
 import { checkHubBinding } from '../../approvals/binding.js';
-import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
+import type { ApprovalExecutor, ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
 import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
-import { GatehouseError } from '../../errors.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
 import { ArgumentValidator } from '../../policy/arguments.js';
+import { assertPathsInside } from '../../policy/paths.js';
 import type { ServerStore } from '../../registry/records.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { Store } from '../../store/db.js';
 import type { Continuation, UpstreamPool } from '../../upstream/index.js';
 import { McpEndpoint } from '../endpoint.js';
-import { ApprovedRounds, storedOutcome } from './approved-rounds.js';
+import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import type { HubStateCodec } from './request-state.js';
@@ -156,11 +157,29 @@ export function createHub(deps: HubDeps): Hub {
       },
     );
   };
-  const recheck = (approval: ApprovalView) => checkHubBinding(deps.store.db, approval);
+  const recheck = async (approval: ApprovalView): Promise<RecheckOutcome> => {
+    const bound = await checkHubBinding(deps.store.db, approval);
+    if (!bound.ok) return bound;
+    // The sandbox again, on the file system as it is now: a link inside a workspace root may have
+    // been pointed elsewhere while the call waited for its approval.
+    const server = approval.serverId ? (await registry.snapshot()).servers.get(approval.serverId) : undefined;
+    try {
+      if (server) assertPathsInside(server.detail, approval.arguments);
+    } catch (error) {
+      const escaped = findGatehouseError(error);
+      if (escaped?.code !== 'policy.path_escape') throw error;
+      return { ok: false, reason: `${escaped.message} (checked again before it ran)` };
+    }
+    return bound;
+  };
   const executor: ApprovalExecutor = {
     recheck,
     execute: async (approval, signal) =>
-      storedOutcome(await runApproved(approval, undefined, storedCapabilities(approval), signal)),
+      storedOutcome(
+        await runAuditedRound(deps.audit, approval, approval.requester, () =>
+          runApproved(approval, undefined, storedCapabilities(approval), signal),
+        ),
+      ),
   };
   const approvedRounds = new ApprovedRounds({
     approvals: deps.approvals,
