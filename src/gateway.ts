@@ -178,7 +178,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       // Only over the new connection: never a second process for it.
       onStarted: async (id) => (supervisor.stateOf(id) === 'running' ? registry.test(id, undefined) : undefined),
       onOutput: (id, kind, line) => onChildOutput(id, line, kind),
-      onListChanged: (id) => listWatchers.schedule(id, 'list_changed'),
+      ...(config.listWatch && { onListChanged: (id: string) => listWatchers.schedule(id, 'list_changed') }),
       graceMs: config.stdioGraceMs,
       maxLineBytes: config.stdioMaxLineBytes,
       restartBaseMs: config.stdioRestartBaseMs,
