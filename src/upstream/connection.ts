@@ -33,6 +33,8 @@ export class Connection {
   operations = 0;
   private ready = false;
   private closing: Promise<void> | undefined;
+  private direct: DirectTarget | undefined;
+  private session: LegacySession | undefined;
   private retire!: () => void;
   /** Settles once the connection is no good any more: retired after a transport failure, or closed. */
   readonly retired = new Promise<void>((resolve) => {
@@ -82,14 +84,23 @@ export class Connection {
     return this.client.getProtocolEra() === 'modern' ? 'modern' : 'legacy';
   }
 
-  /** Where and as whom `direct-call.ts` sends a call on this connection's behalf. */
+  /** Where and as whom `direct-call.ts` sends a call on this connection's behalf (one object per connection). */
   get directTarget(): DirectTarget {
-    return { url: this.target.url, headers: this.target.headers, clientInfo: CLIENT_INFO };
+    this.direct ??= { url: this.target.url, headers: this.target.headers, clientInfo: CLIENT_INFO };
+    return this.direct;
   }
 
-  /** What a direct call on a 2025-era connection sends as the transport would: its session and negotiated version. */
+  /**
+   * What a direct call on a 2025-era connection sends as the transport would: its session and negotiated
+   * version. The same object while they stay the same, so the headers built from it can be kept.
+   */
   get legacySession(): LegacySession {
-    return { sessionId: this.transport.sessionId, protocolVersion: this.transport.protocolVersion };
+    const { sessionId, protocolVersion } = this.transport;
+    const current = this.session;
+    if (current && current.sessionId === sessionId && current.protocolVersion === protocolVersion) return current;
+    const fresh = { sessionId, protocolVersion };
+    this.session = fresh;
+    return fresh;
   }
 
   get sessionId(): string | undefined {

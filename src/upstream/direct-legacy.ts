@@ -95,15 +95,27 @@ export async function callLegacyDirect(
  * session id and negotiated version where there are some; a POST adds its content type and accepts
  * JSON or SSE, a GET (resuming a stream) accepts SSE.
  */
-function sessionHeaders(target: DirectTarget, session: LegacySession) {
+function sessionHeaders(target: DirectTarget, session: LegacySession): SessionHeaders {
+  // Built once per session (a connection hands out the same session object, for the same target).
+  const cached = headersOf.get(session);
+  if (cached?.target === target) return cached.headers;
   const common: Record<string, string> = { ...target.headers };
   if (session.sessionId) common['mcp-session-id'] = session.sessionId;
   if (session.protocolVersion) common['mcp-protocol-version'] = session.protocolVersion;
-  return {
+  const headers = {
     post: inSdkOrder({ ...common, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
     get: { ...common, accept: 'text/event-stream' },
   };
+  headersOf.set(session, { target, headers });
+  return headers;
 }
+
+interface SessionHeaders {
+  post: Record<string, string>;
+  get: Record<string, string>;
+}
+
+const headersOf = new WeakMap<LegacySession, { target: DirectTarget; headers: SessionHeaders }>();
 
 /**
  * The SDK client's answer to an upstream request: it declares no capabilities and so handles only
