@@ -345,11 +345,14 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     await memory.start();
     await supervisor.boot();
     if (config.listWatch) {
-      // Any replica's change to a record (install, configure, enable, a first handshake) reaches every replica's watches.
+      // Any replica's change to a record (install, configure, enable, a first handshake) reaches every
+      // replica's watches. A watch (re)started by a change of the record refreshes once connected (a
+      // new URL is another upstream; a re-enabled one may have changed); one started by a handshake
+      // has just seen the lists.
       const unwatch = events.subscribe((event) => {
         const id = event.data.id;
         if ((event.type === 'server.changed' || event.type === 'server.status') && typeof id === 'string') {
-          void listWatchers.sync(id);
+          void listWatchers.sync(id, event.type === 'server.changed');
         }
       });
       app.addHook('onClose', async () => unwatch());

@@ -7,7 +7,8 @@
  *
  * A watch that drops (or whose periodic ping fails: a 2025-era upstream that restarted forgot the
  * session) reconnects with backoff and refreshes once connected again, since a change may have come
- * and gone unheard meanwhile; so does every watch started with the gateway.
+ * and gone unheard meanwhile; so does every watch started with the gateway, or by a change of its
+ * record (another URL, headers or network policy; enabled again).
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -61,7 +62,10 @@ export class ListWatchers {
     for (const server of await this.options.records.all()) await this.sync(server.id, true);
   }
 
-  /** A server's record may have changed: start, restart (new URL, headers or network policy) or stop its watch. */
+  /**
+   * A server's record may have changed: start, restart (new URL, headers or network policy) or stop
+   * its watch; a watch started here refreshes once connected when `refreshOnConnect`.
+   */
   sync(id: string, refreshOnConnect = false): Promise<void> {
     const next = (this.syncs.get(id) ?? Promise.resolve()).then(() => this.syncNow(id, refreshOnConnect));
     const settled = next.catch((error) =>

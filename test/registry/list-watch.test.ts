@@ -160,8 +160,15 @@ describeEachStore('list watch', (target) => {
     // The watch's session was ended politely.
     await until(() => expect(legacy.openSessions).toBe(1));
 
+    // Enabled again: watched again, and its lists refreshed once connected (they may have changed meanwhile).
     expect((await patch(true)).statusCode).toBe(200);
     await until(() => expect(gw.gateway.listWatchers.watched()).toEqual(['files']));
+    await until(async () =>
+      expect((await auditActions()).find((e) => e.action === 'server.refresh')?.data).toMatchObject({
+        ok: true,
+        trigger: 'reconnected',
+      }),
+    );
     expect((await gw.request('DELETE', '/api/mcp/servers/files')).statusCode).toBe(200);
     await until(() => expect(gw.gateway.listWatchers.watched()).toEqual([]));
   });
