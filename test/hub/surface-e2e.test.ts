@@ -282,8 +282,9 @@ describeEachStore('hub surface end to end', (target) => {
       expect(missing.status).toBe(400);
       expect(rpcError(missing)?.code).toBe(HEADER_MISMATCH);
       expect(s.upstream.stats.calls).toEqual({});
-      // Nothing reached the call path: no audit event.
-      await new Promise((r) => setTimeout(r, 200));
+      // Nothing reached the call path: no audit event (call events are made on the next turn, then flushed).
+      await new Promise((r) => setImmediate(r));
+      await s.gw.gateway.audit.flush();
       expect((await s.gw.request('GET', '/api/audit?kind=call')).json().events).toEqual([]);
     });
   });
