@@ -36,14 +36,7 @@ export async function callModernDirect(
   };
   const message = await sendCall(exchange, {
     url: target.url,
-    headers: inSdkOrder({
-      ...target.headers,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
-      'mcp-method': 'tools/call',
-      'mcp-name': name,
-    }),
+    headers: callHeaders(target, name),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
     id,
     signal: deadline.signal,
@@ -51,3 +44,26 @@ export async function callModernDirect(
   });
   return outcomeOf(message, 'modern');
 }
+
+/** A call's headers in the SDK's order: sorted once per target, the tool's name filled in per call. */
+function callHeaders(target: DirectTarget, name: string): Record<string, string> {
+  let order = headerOrder.get(target);
+  if (!order) {
+    order = Object.entries(
+      inSdkOrder({
+        ...target.headers,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN_PROTOCOL_VERSION,
+        'mcp-method': 'tools/call',
+        'mcp-name': '',
+      }),
+    );
+    headerOrder.set(target, order);
+  }
+  const headers: Record<string, string> = {};
+  for (const [key, value] of order) headers[key] = key === 'mcp-name' ? name : value;
+  return headers;
+}
+
+const headerOrder = new WeakMap<DirectTarget, Array<[string, string]>>();
