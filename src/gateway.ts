@@ -190,7 +190,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const listWatchers = new ListWatchers({
       records: registry.records,
       poolFor,
-      refresh: (id, trigger) => registry.refresh(id, trigger),
+      refresh: (id, trigger, signal) => registry.refresh(id, trigger, signal),
       logger,
       ...(deps.listWatchTimings && { timings: deps.listWatchTimings }),
     });

@@ -19,8 +19,15 @@ export interface HandshakeResult {
   resources: unknown[];
 }
 
+export interface HandshakeOptions {
+  /** A stdio server is listed only over its running supervised connection: undefined when it is not running. */
+  runningOnly?: boolean;
+  /** Abandons the handshake (HTTP servers). */
+  signal?: AbortSignal;
+}
+
 export interface Handshaker {
-  handshake(row: ServerTable, connection: Connection): Promise<HandshakeResult>;
+  handshake(row: ServerTable, connection: Connection, options?: HandshakeOptions): Promise<HandshakeResult | undefined>;
 }
 
 const MAX_ITEMS = 1000;
@@ -141,7 +148,7 @@ async function stdioHandshake(
 
 export function createHandshaker(options: HandshakerOptions): Handshaker {
   return {
-    async handshake(row, connection) {
+    async handshake(row, connection, { runningOnly = false, signal } = {}) {
       if (connection.transport === 'stdio') {
         const running = options.supervised?.(row.id, async (client, signal, era) => ({
           era: era.kind,
@@ -152,17 +159,24 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
           })) as DiscoveredTool[],
           ...(await listExtras(client, signal)),
         }));
-        return running ?? stdioHandshake(row, connection, options);
+        if (running) return running;
+        return runningOnly ? undefined : stdioHandshake(row, connection, options);
       }
       const pool = options.poolFor(connection.privateNetwork);
       const target = { url: connection.url, headers: connection.headers };
-      const { tools } = await pool.listTools(target);
-      return pool.withClient(target, options.timeoutMs, async (client, signal) => ({
-        era: client.getProtocolEra() ?? null,
-        discover: client.getDiscoverResult(),
-        tools: tools as DiscoveredTool[],
-        ...(await listExtras(client, signal)),
-      }));
+      const abandon = signal ? { signal } : {};
+      const { tools } = await pool.listTools(target, abandon);
+      return pool.withClient(
+        target,
+        options.timeoutMs,
+        async (client, clientSignal) => ({
+          era: client.getProtocolEra() ?? null,
+          discover: client.getDiscoverResult(),
+          tools: tools as DiscoveredTool[],
+          ...(await listExtras(client, clientSignal)),
+        }),
+        abandon,
+      );
     },
   };
 }

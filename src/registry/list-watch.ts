@@ -12,6 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { findGatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
 import type { ServerTable } from '../store/schema.js';
 import type { ListWatchHandle, UpstreamPool, UpstreamTarget } from '../upstream/index.js';
@@ -26,6 +27,10 @@ export interface ListWatchTimings {
   retryMaxMs: number;
   /** How often an idle watch checks that its connection still works. */
   pingIntervalMs: number;
+  /** A watch that lasted less than this counts as a failure: an upstream that drops every watch at once backs off. */
+  stableMs: number;
+  /** At most one refresh per server per this interval, however often its upstream says its lists changed. */
+  minRefreshIntervalMs: number;
 }
 
 export const DEFAULT_LIST_WATCH_TIMINGS: ListWatchTimings = {
@@ -33,13 +38,15 @@ export const DEFAULT_LIST_WATCH_TIMINGS: ListWatchTimings = {
   retryBaseMs: 1_000,
   retryMaxMs: 60_000,
   pingIntervalMs: 30_000,
+  stableMs: 60_000,
+  minRefreshIntervalMs: 5_000,
 };
 
 export interface ListWatchersOptions {
   records: ServerStore;
   poolFor(privateNetwork: boolean): UpstreamPool;
-  /** The registry's background handshake (`Registry.refresh`). */
-  refresh(id: string, trigger: RefreshTrigger): Promise<unknown>;
+  /** The registry's background handshake (`Registry.refresh`); `signal` aborts when the watches close. */
+  refresh(id: string, trigger: RefreshTrigger, signal: AbortSignal): Promise<unknown>;
   logger: Logger;
   timings?: Partial<ListWatchTimings>;
 }
@@ -50,16 +57,32 @@ export class ListWatchers {
   private readonly syncs = new Map<string, Promise<void>>();
   private readonly refreshes: RefreshQueue;
   private readonly timings: ListWatchTimings;
-  private closed = false;
+  /** Aborted by `close()`: ends the waits and the refreshes in flight. */
+  private readonly closing = new AbortController();
 
   constructor(private readonly options: ListWatchersOptions) {
     this.timings = { ...DEFAULT_LIST_WATCH_TIMINGS, ...options.timings };
-    this.refreshes = new RefreshQueue(this.timings.debounceMs, options.refresh, options.logger);
+    this.refreshes = new RefreshQueue(this.timings, options.refresh, options.logger, this.closing.signal);
   }
 
-  /** Watches every server that should be watched; each refreshes once connected (changes while Gatehouse was down). */
+  private get closed(): boolean {
+    return this.closing.signal.aborted;
+  }
+
+  /**
+   * Watches every server that should be watched; each refreshes once connected (changes while
+   * Gatehouse was down). A store that cannot be read yet is tried again, with backoff, until closed.
+   */
   async start(): Promise<void> {
-    for (const server of await this.options.records.all()) await this.sync(server.id, true);
+    for (let failures = 0; !this.closed; failures++) {
+      try {
+        for (const server of await this.options.records.all()) await this.sync(server.id, true);
+        return;
+      } catch (error) {
+        this.options.logger.warn({ err: error }, 'list watches could not read the servers; trying again');
+        await this.pause(failures);
+      }
+    }
   }
 
   /**
@@ -89,15 +112,26 @@ export class ListWatchers {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.closing.abort();
     await Promise.all([...this.syncs.values()]);
     await Promise.all([...this.watches.values()].map((watch) => watch.stop()));
     this.watches.clear();
     await this.refreshes.close();
   }
 
-  private async syncNow(id: string, refreshOnConnect: boolean): Promise<void> {
-    const row = this.closed ? undefined : await this.options.records.getRow(id).catch(() => undefined);
+  private async syncNow(id: string, refreshOnConnect: boolean, failures = 0): Promise<void> {
+    let row: ServerTable | undefined;
+    try {
+      row = this.closed ? undefined : await this.options.records.getRow(id);
+    } catch (error) {
+      if (findGatehouseError(error)?.code !== 'mcp.not_found') {
+        // The store failed, not the record: keep the watch as it is, and look again later.
+        this.options.logger.warn({ server: id, err: error }, 'list watch could not read its server; trying again');
+        await this.pause(failures);
+        if (!this.closed) return this.syncNow(id, refreshOnConnect, failures + 1);
+        return;
+      }
+    }
     let wanted: ReturnType<ListWatchers['targetOf']>;
     try {
       wanted = row && isWatchable(row) ? this.targetOf(row) : undefined;
@@ -122,6 +156,13 @@ export class ListWatchers {
         changed: (trigger) => this.schedule(id, trigger),
       }),
     );
+  }
+
+  /** Waits before retry `failures` (backoff, as the watches reconnect); a close ends the wait. */
+  private pause(failures: number): Promise<void> {
+    const { retryBaseMs, retryMaxMs } = this.timings;
+    const wait = Math.min(retryMaxMs, retryBaseMs * 2 ** failures);
+    return sleep(wait, undefined, { signal: this.closing.signal }).catch(() => {});
   }
 
   private targetOf(row: ServerTable) {
@@ -175,23 +216,26 @@ class ServerWatch {
     let connectedBefore = false;
     while (!signal.aborted) {
       let handle: ListWatchHandle | undefined;
+      let connectedAt: number | undefined;
       try {
         handle = await this.pool.watchLists(this.target, () => this.owner.changed('list_changed'), signal);
+        connectedAt = Date.now();
         if (connectedBefore || this.owner.refreshOnConnect) this.owner.changed('reconnected');
         connectedBefore = true;
-        failures = 0;
         await this.watch(handle, signal);
       } catch (error) {
         if (signal.aborted) break;
-        failures += 1;
         // The first failure is news; a server that stays down is reported once, not every minute.
-        const log = failures === 1 ? logger.warn.bind(logger) : logger.debug.bind(logger);
-        log({ server: this.id, err: error, failures }, 'list watch lost its upstream; reconnecting');
+        const log = failures === 0 ? logger.warn.bind(logger) : logger.debug.bind(logger);
+        log({ server: this.id, err: error, failures: failures + 1 }, 'list watch lost its upstream; reconnecting');
       } finally {
         await handle?.close().catch(() => {});
       }
+      // Only a watch that lasted starts the backoff over: one dropped at once (or never made) is a failure.
+      const lasted = connectedAt !== undefined && Date.now() - connectedAt >= timings.stableMs;
+      failures = lasted ? 0 : failures + 1;
       if (signal.aborted) break;
-      const wait = Math.min(timings.retryMaxMs, timings.retryBaseMs * 2 ** Math.max(0, failures - 1));
+      const wait = failures === 0 ? 0 : Math.min(timings.retryMaxMs, timings.retryBaseMs * 2 ** (failures - 1));
       await sleep(wait, undefined, { signal }).catch(() => {});
     }
   }
@@ -213,41 +257,51 @@ class ServerWatch {
   }
 }
 
-/** Per server: notifications within the debounce window make one refresh; one arriving during a refresh makes one more after it. */
+/**
+ * Per server: notifications within the debounce window make one refresh, at most one refresh starts
+ * per `minRefreshIntervalMs`, and one arriving during a refresh makes one more after it.
+ */
 class RefreshQueue {
   private readonly entries = new Map<
     string,
     { timer?: NodeJS.Timeout; running?: Promise<void>; trigger: RefreshTrigger; again?: RefreshTrigger }
   >();
-  private closed = false;
+  /** When each server's last refresh started (kept after its entry is gone, for the rate limit). */
+  private readonly lastStarted = new Map<string, number>();
 
   constructor(
-    private readonly debounceMs: number,
-    private readonly refresh: (id: string, trigger: RefreshTrigger) => Promise<unknown>,
+    private readonly timings: Pick<ListWatchTimings, 'debounceMs' | 'minRefreshIntervalMs'>,
+    private readonly refresh: (id: string, trigger: RefreshTrigger, signal: AbortSignal) => Promise<unknown>,
     private readonly logger: Logger,
+    private readonly closing: AbortSignal,
   ) {}
 
   schedule(id: string, trigger: RefreshTrigger): void {
-    if (this.closed) return;
+    if (this.closing.aborted) return;
     const entry = this.entries.get(id);
     if (entry?.running) {
       entry.again ??= trigger;
       return;
     }
     if (entry?.timer) return;
-    const next = { trigger, timer: setTimeout(() => this.run(id), this.debounceMs) };
+    const earliest = (this.lastStarted.get(id) ?? Number.NEGATIVE_INFINITY) + this.timings.minRefreshIntervalMs;
+    const delay = Math.max(this.timings.debounceMs, earliest - Date.now());
+    const next = { trigger, timer: setTimeout(() => this.run(id), delay) };
     next.timer.unref();
     this.entries.set(id, next);
   }
 
   private run(id: string): void {
     const entry = this.entries.get(id);
-    if (!entry || this.closed) return;
+    if (!entry || this.closing.aborted) return;
     entry.timer = undefined;
-    entry.running = this.refresh(id, entry.trigger)
+    this.lastStarted.set(id, Date.now());
+    entry.running = this.refresh(id, entry.trigger, this.closing)
       .then(
         () => undefined,
-        (error) => this.logger.warn({ server: id, err: error }, 'list refresh failed'),
+        (error) => {
+          if (!this.closing.aborted) this.logger.warn({ server: id, err: error }, 'list refresh failed');
+        },
       )
       .finally(() => {
         const again = entry.again;
@@ -256,8 +310,8 @@ class RefreshQueue {
       });
   }
 
+  /** Cancels what waits, and waits for the refreshes in flight (`closing` aborted them). */
   async close(): Promise<void> {
-    this.closed = true;
     for (const entry of this.entries.values()) clearTimeout(entry.timer);
     await Promise.all([...this.entries.values()].map((entry) => entry.running));
     this.entries.clear();

@@ -11,7 +11,7 @@ import { assertToolPolicy, classifyTool, type ToolPolicy } from '../policy/tool-
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
-import type { Handshaker } from './handshake.js';
+import type { HandshakeResult, Handshaker } from './handshake.js';
 import {
   type ConfigPatch,
   type DiscoveredTool,
@@ -129,38 +129,52 @@ export class Registry {
   }
 
   /** The handshake an operator asks for: connect, list tools/prompts/resources, store the status, reconcile the pins. */
-  test(id: string, actor: Principal | undefined): Promise<TestResult> {
-    return this.handshake(id, { actor, action: 'server.test' });
+  async test(id: string, actor: Principal | undefined): Promise<TestResult> {
+    const result = await this.handshake(id, { actor, action: 'server.test' });
+    if (!result) throw new GatehouseError('internal_error', 'The handshake ended without a result.');
+    return result;
   }
 
   /**
    * The same handshake, run in the background because the upstream said a list changed (or its
    * watch reconnected and may have missed that): lists stored, changed tools quarantined, agents
    * told. Only for a server whose first handshake pinned its tools — trust on first use stays an
-   * operator's act.
+   * operator's act — and, for a stdio server, only over its running process (never a process of its
+   * own). A refresh that finds everything as it was leaves no trace but the record's test time, so
+   * a chatty upstream cannot flood the audit trail or the agents. Aborting `signal` abandons it
+   * without touching the record.
    */
-  async refresh(id: string, trigger: RefreshTrigger): Promise<TestResult | undefined> {
+  async refresh(id: string, trigger: RefreshTrigger, signal?: AbortSignal): Promise<TestResult | undefined> {
     const row = await this.records.getRow(id);
     if (row.pinned_at === null || row.enabled !== 1) return undefined;
-    return this.handshake(id, { actor: undefined, action: 'server.refresh', trigger });
+    return this.handshake(id, { actor: undefined, action: 'server.refresh', trigger, ...(signal && { signal }) });
   }
 
   private async handshake(
     id: string,
-    why: { actor: Principal | undefined; action: 'server.test' | 'server.refresh'; trigger?: RefreshTrigger },
-  ): Promise<TestResult> {
-    const { actor, action } = why;
+    why: {
+      actor: Principal | undefined;
+      action: 'server.test' | 'server.refresh';
+      trigger?: RefreshTrigger;
+      signal?: AbortSignal;
+    },
+  ): Promise<TestResult | undefined> {
+    const { actor, action, signal } = why;
     const trigger = why.trigger === undefined ? {} : { trigger: why.trigger };
     const row = await this.records.getRow(id);
     const started = performance.now();
-    let outcome: Awaited<ReturnType<Handshaker['handshake']>> | GatehouseError;
+    let outcome: HandshakeResult | undefined | GatehouseError;
     try {
-      outcome = await this.handshaker.handshake(row, this.records.connectionOf(row));
+      outcome = await this.handshaker.handshake(row, this.records.connectionOf(row), {
+        runningOnly: action === 'server.refresh',
+        ...(signal && { signal }),
+      });
     } catch (error) {
       outcome = isGatehouseError(error)
         ? error
         : new GatehouseError('internal_error', 'The handshake failed unexpectedly.');
     }
+    if (outcome === undefined || signal?.aborted) return undefined;
     const latencyMs = Math.round(performance.now() - started);
     const policy = toDetail(row).toolPolicy;
 
@@ -215,6 +229,24 @@ export class Registry {
           await trx.updateTable('servers').set({ pinned_at: nowIso() }).where('id', '=', id).execute();
       },
     );
+    const verdicts = async () => verdictsFor(policy, result.tools, await pinStates(this.store.db, id));
+    const sameLists =
+      row.status === 'connected' &&
+      row.protocol_era === result.era &&
+      row.discovered_tools === JSON.stringify(result.tools) &&
+      row.discovered_prompts === JSON.stringify(result.prompts) &&
+      row.discovered_resources === JSON.stringify(result.resources);
+    if (action === 'server.refresh' && sameLists && pinChanges.length === 0) {
+      // Nothing changed: the test time above is the only trace (no events, no audit row, no agent told).
+      return {
+        ok: true,
+        latencyMs,
+        discoveredTools: result.tools,
+        discoveredToolsCount: result.tools.length,
+        verdicts: await verdicts(),
+        error: null,
+      };
+    }
     const quarantined = pinChanges.filter((c) => c.change === 'quarantined');
     const opening = why.trigger === undefined ? 'Connected' : `Lists refreshed (${why.trigger})`;
     await this.serverEvent(id, 'handshake', `${opening}: ${result.tools.length} tools in ${latencyMs} ms.`, {
@@ -246,7 +278,7 @@ export class Registry {
       latencyMs,
       discoveredTools: result.tools,
       discoveredToolsCount: result.tools.length,
-      verdicts: verdictsFor(policy, result.tools, await pinStates(this.store.db, id)),
+      verdicts: await verdicts(),
       error: null,
     };
   }

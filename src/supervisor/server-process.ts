@@ -4,6 +4,7 @@
  * owns the set of them, the cap on running children and the pid file.
  */
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/client';
 import { GatehouseError, isGatehouseError } from '../errors.js';
 import { redactor, rememberedEra } from '../registry/handshake.js';
@@ -15,6 +16,11 @@ import type { Deadline } from '../upstream/deadline.js';
 import { watchListChanges } from '../upstream/list-watch.js';
 import { connectStdio, type ExitInfo, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import type { ProcessView, StdioSupervisor } from './supervisor.js';
+
+/** Re-opening a 2026-07-28 child's ended list subscription: first wait, cap, and how long one must last to reset. */
+const RELISTEN_BASE_MS = 1_000;
+const RELISTEN_MAX_MS = 60_000;
+const RELISTEN_STABLE_MS = 60_000;
 
 /** A crash after this long running does not count towards the cap (the count starts afresh). */
 const STABLE_AFTER_MS = 60_000;
@@ -203,13 +209,36 @@ export class ServerProcess {
     return live;
   }
 
-  /** Hears the child's list-changed notifications for as long as it runs (a 2026-07-28 child: on a subscription). */
+  /**
+   * Hears the child's list-changed notifications for as long as it runs. A 2026-07-28 child sends them
+   * on a subscription: one that ends while the child lives is opened again (with backoff, as an HTTP
+   * watch reconnects), and a refresh follows, since a change may have gone unheard meanwhile.
+   */
   private watchLists(live: Live): void {
     const onListChanged = this.sup.options.onListChanged;
     if (!onListChanged) return;
-    watchListChanges(live.client, () => onListChanged(this.id), { timeoutMs: this.sup.options.connectTimeoutMs }).catch(
-      (error) => this.sup.options.logger.debug({ server: this.id, err: error }, 'stdio list watch not opened'),
-    );
+    const changed = () => onListChanged(this.id);
+    const alive = () => this.live === live && live.child.running;
+    void (async () => {
+      for (let failures = 0, opened = 0; alive(); ) {
+        let openedAt: number | undefined;
+        try {
+          const watch = await watchListChanges(live.client, changed, { timeoutMs: this.sup.options.connectTimeoutMs });
+          if (opened++ > 0) changed();
+          // A 2025-era child notifies on its connection itself: nothing to hold open.
+          if (!watch.ended) return;
+          openedAt = Date.now();
+          await watch.ended;
+        } catch (error) {
+          this.sup.options.logger.debug({ server: this.id, err: error }, 'stdio list watch not opened');
+        }
+        const lasted = openedAt !== undefined && Date.now() - openedAt >= RELISTEN_STABLE_MS;
+        failures = lasted ? 0 : failures + 1;
+        // Unref'd: a wait for a child that is going away must not keep the gateway from exiting.
+        const wait = Math.min(RELISTEN_MAX_MS, RELISTEN_BASE_MS * 2 ** Math.max(0, failures - 1));
+        if (alive()) await sleep(wait, undefined, { ref: false });
+      }
+    })();
   }
 
   /** The child ended; unless it was asked to, that is a crash. */

@@ -212,7 +212,7 @@ export class UpstreamPool {
   }
 
   stats(): PoolStats {
-    let open = 0;
+    let open = this.watches.size;
     for (const { connection } of this.slots.values()) {
       if (connection && !connection.closed && !connection.broken) open += 1;
     }

@@ -91,7 +91,7 @@ export interface ListWatchHandle {
 }
 
 export interface PoolStats {
-  /** Pooled connections ready for use. */
+  /** Connections ready for use: pooled ones, and those of list watches. */
   open: number;
   /** Connects in flight (pooled and fresh). */
   connecting: number;

@@ -4,7 +4,7 @@
  * background, and the changed tool quarantined, with no operator involved.
  */
 import { afterEach, expect, it } from 'vitest';
-import { cleanUp } from '../fixtures/stdio/index.js';
+import { cleanUp, pidsWithMarker } from '../fixtures/stdio/index.js';
 import { describeEachStore } from '../helpers/stores.js';
 import { type Harness, startHarness } from './helpers.js';
 
@@ -19,6 +19,16 @@ describeEachStore('stdio supervisor: list changes', (target) => {
     await h.close();
     h = undefined;
     expect(await cleanUp([], markers)).toEqual({});
+  });
+
+  it('never starts a process of its own to refresh a stdio server that is not running', SLOW, async () => {
+    h = await startHarness(target, { GATEHOUSE_LIST_WATCH: 'true' });
+    const marker = await h.install('idle');
+    expect(h.gw.gateway.supervisor.stateOf('idle')).toBe('stopped');
+    const before = (await h.gw.request('GET', '/api/mcp/servers/idle')).json().lastTestedAt;
+    expect(await h.gw.gateway.registry.refresh('idle', 'list_changed')).toBeUndefined();
+    expect(pidsWithMarker(marker)).toEqual([]);
+    expect((await h.gw.request('GET', '/api/mcp/servers/idle')).json().lastTestedAt).toBe(before);
   });
 
   for (const era of ['modern', 'legacy'] as const) {
