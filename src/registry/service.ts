@@ -229,7 +229,14 @@ export class Registry {
           await trx.updateTable('servers').set({ pinned_at: nowIso() }).where('id', '=', id).execute();
       },
     );
-    const verdicts = async () => verdictsFor(policy, result.tools, await pinStates(this.store.db, id));
+    const answer = async (): Promise<TestResult> => ({
+      ok: true,
+      latencyMs,
+      discoveredTools: result.tools,
+      discoveredToolsCount: result.tools.length,
+      verdicts: verdictsFor(policy, result.tools, await pinStates(this.store.db, id)),
+      error: null,
+    });
     const sameLists =
       row.status === 'connected' &&
       row.protocol_era === result.era &&
@@ -238,14 +245,7 @@ export class Registry {
       row.discovered_resources === JSON.stringify(result.resources);
     if (action === 'server.refresh' && sameLists && pinChanges.length === 0) {
       // Nothing changed: the test time above is the only trace (no events, no audit row, no agent told).
-      return {
-        ok: true,
-        latencyMs,
-        discoveredTools: result.tools,
-        discoveredToolsCount: result.tools.length,
-        verdicts: await verdicts(),
-        error: null,
-      };
+      return answer();
     }
     const quarantined = pinChanges.filter((c) => c.change === 'quarantined');
     const opening = why.trigger === undefined ? 'Connected' : `Lists refreshed (${why.trigger})`;
@@ -273,14 +273,7 @@ export class Registry {
       });
       await this.events.publish('tool.quarantined', { server: id, tool: q.tool, reason: q.reason });
     }
-    return {
-      ok: true,
-      latencyMs,
-      discoveredTools: result.tools,
-      discoveredToolsCount: result.tools.length,
-      verdicts: await verdicts(),
-      error: null,
-    };
+    return answer();
   }
 
   async logs(id: string, limit: number): Promise<ServerEvent[]> {

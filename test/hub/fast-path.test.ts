@@ -11,6 +11,7 @@ import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { parseBody } from '../helpers/bodies.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -112,21 +113,6 @@ function list(shape: Pick<CallShape, 'params' | 'headers' | 'path' | 'id'> = {})
     ...shape.headers,
   };
   return { path: shape.path ?? '/mcp', headers: present(headers), body: JSON.stringify(body) };
-}
-
-/** The body as the client reads it: JSON, each SSE `data:` message, or (anything else) the text itself. */
-function parseBody(text: string, mediaType: string): unknown {
-  if (mediaType === 'text/event-stream') {
-    return text
-      .split('\n')
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => JSON.parse(line.slice(5)));
-  }
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 /**

@@ -19,6 +19,7 @@ import { createGateway } from '../../src/gateway.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import type { StandardToolName } from '../fixtures/tools.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
+import { parseBody } from '../helpers/bodies.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_SECRET_KEY, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -36,21 +37,6 @@ type Json = Record<string, unknown>;
 interface Answer {
   status: number;
   body: unknown;
-}
-
-/** A JSON body, or the JSON-RPC messages of an SSE body, or the text itself. */
-function parseBody(text: string, contentType: string): unknown {
-  if (contentType.startsWith('text/event-stream')) {
-    return text
-      .split('\n')
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => JSON.parse(line.slice(5)));
-  }
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
 }
 
 /** A modern (stateless) request body: the per-request envelope in `params._meta`. */
