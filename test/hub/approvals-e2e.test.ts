@@ -11,6 +11,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
+import type { AuditEventView } from '../../src/audit/query.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
@@ -24,16 +25,11 @@ interface Token {
   token: string;
 }
 
-interface AuditEvent {
-  kind: string;
-  actorId: string | null;
-  actorName: string | null;
-  serverId: string | null;
-  tool: string | null;
-  verdict: string | null;
-  approvalId: string | null;
-  outcome: string | null;
-}
+/** An event of `GET /api/audit`, as far as these tests read it. */
+type AuditEvent = Pick<
+  AuditEventView,
+  'kind' | 'actorId' | 'actorName' | 'serverId' | 'tool' | 'verdict' | 'approvalId' | 'outcome'
+>;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
