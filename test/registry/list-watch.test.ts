@@ -70,13 +70,17 @@ describeEachStore('list watch', (target) => {
     else for (const tool of registered) tool.update({ description: HIDDEN });
   }
 
-  async function start(era: Era, env: Record<string, string> = {}) {
+  async function start(era: Era, env: Record<string, string> = {}, timings: Partial<typeof TIMINGS> = {}) {
     description = 'reads a file';
     withWriteFile = false;
     registered.length = 0;
     const options = { host: PUBLIC_TEST_HOST, tools: ['echo'] as const, register };
     upstream = era === 'modern' ? await startModernServer(options) : await startLegacyServer(options);
-    gw = await startTestGateway(target, { GATEHOUSE_LIST_WATCH: 'true', ...env }, { listWatchTimings: TIMINGS });
+    gw = await startTestGateway(
+      target,
+      { GATEHOUSE_LIST_WATCH: 'true', ...env },
+      { listWatchTimings: { ...TIMINGS, ...timings } },
+    );
     expect(
       (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
     ).toBe(201);
@@ -85,13 +89,16 @@ describeEachStore('list watch', (target) => {
   const handshake = async () => expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
 
   /**
-   * The watch is listening: its subscription is open (2026-07-28), or its session is (2025: the
-   * second session, next to the pool's from the handshake; the SDK opens its GET stream right after).
+   * The watch is listening: its subscription is open (2026-07-28), or its session and that session's
+   * GET stream are (2025: the second of each, next to the pool's from the handshake).
    */
   const listening = (era: Era) =>
     era === 'modern'
       ? until(() => expect(upstream.log.count('subscriptions/listen')).toBeGreaterThan(0))
-      : until(() => expect((upstream as LegacyFixture).openSessions).toBe(2));
+      : until(() => {
+          expect((upstream as LegacyFixture).openSessions).toBe(2);
+          expect(upstream.log.count('HTTP GET')).toBeGreaterThanOrEqual(2);
+        });
 
   const pinOf = async (tool: string) =>
     (await gw.request('GET', '/api/mcp/servers/files/pins')).json().pins.find((p: { tool: string }) => p.tool === tool);
@@ -111,7 +118,8 @@ describeEachStore('list watch', (target) => {
 
   for (const era of ['modern', 'legacy'] as const) {
     it(`quarantines a tool the upstream changed and announced, and agents stop seeing it (${era})`, async () => {
-      await start(era);
+      // No pings: nothing but the announcement can start a refresh here.
+      await start(era, {}, { pingIntervalMs: 10 * 60_000 });
       await handshake();
       await listening(era);
       const base = await gw.listen();
@@ -135,14 +143,17 @@ describeEachStore('list watch', (target) => {
       expect((await client.listTools({}, { cacheMode: 'bypass' })).tools.map((t) => t.name)).not.toContain(
         'files__read_file',
       );
-      const events = await auditActions();
-      expect(events.find((e) => e.action === 'server.refresh')?.data).toMatchObject({
-        ok: true,
-        trigger: 'list_changed',
-      });
-      expect(events.find((e) => e.action === 'tool.quarantine')).toMatchObject({
-        tool: 'read_file',
-        data: { reason: 'changed', handshake: 'server.refresh', trigger: 'list_changed' },
+      // The pin changes inside the refresh; its audit rows follow it.
+      await until(async () => {
+        const events = await auditActions();
+        expect(events.find((e) => e.action === 'server.refresh')?.data).toMatchObject({
+          ok: true,
+          trigger: 'list_changed',
+        });
+        expect(events.find((e) => e.action === 'tool.quarantine')).toMatchObject({
+          tool: 'read_file',
+          data: { reason: 'changed', handshake: 'server.refresh', trigger: 'list_changed' },
+        });
       });
       // …and on the event stream (`GET /api/mcp/stream` sends what the hub publishes).
       await until(() =>
@@ -157,7 +168,7 @@ describeEachStore('list watch', (target) => {
   }
 
   it('quarantines a tool that appeared as new, and tells an agent listening for changes', async () => {
-    await start('modern');
+    await start('modern', {}, { pingIntervalMs: 10 * 60_000 });
     await handshake();
     await listening('modern');
     const base = await gw.listen();
@@ -192,9 +203,11 @@ describeEachStore('list watch', (target) => {
 
     await until(async () => expect(await pinOf('read_file')).toMatchObject({ state: 'quarantined' }));
     expect(legacy.sessionsOpened).toBeGreaterThan(sessionsBefore);
-    expect((await auditActions()).find((e) => e.action === 'server.refresh')?.data).toMatchObject({
-      trigger: 'reconnected',
-    });
+    await until(async () =>
+      expect((await auditActions()).find((e) => e.action === 'server.refresh')?.data).toMatchObject({
+        trigger: 'reconnected',
+      }),
+    );
   });
 
   it('watches only enabled servers whose tools were pinned, and stops with them', async () => {

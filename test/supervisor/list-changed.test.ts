@@ -54,12 +54,19 @@ describeEachStore('stdio supervisor: list changes', (target) => {
       expect(pin?.state).toBe('quarantined');
       expect(pin?.pendingDefinition?.description).toBe(HIDDEN);
       expect((await agent.listTools({}, { cacheMode: 'bypass' })).tools.map((t) => t.name)).not.toContain('echo');
-      await harness.gw.gateway.audit.flush();
-      const events = (await harness.gw.request('GET', '/api/audit?server=tools&limit=100')).json().events as Array<{
-        action: string;
-        data: Record<string, unknown> | null;
-      }>;
-      expect(events.find((e) => e.action === 'server.refresh')?.data).toMatchObject({ trigger: 'list_changed' });
+      // The pin changes inside the refresh; its audit row follows it.
+      const refreshed = async () =>
+        (
+          (await harness.gw.request('GET', '/api/audit?server=tools&limit=100')).json().events as Array<{
+            action: string;
+            data: Record<string, unknown> | null;
+          }>
+        ).find((e) => e.action === 'server.refresh');
+      let event = await refreshed();
+      for (const end = Date.now() + 10_000; !event && Date.now() < end; event = await refreshed()) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(event?.data).toMatchObject({ trigger: 'list_changed' });
     });
   }
 });
