@@ -5,8 +5,8 @@
  * supervised connection and call `schedule` themselves. A notification schedules a refresh — the
  * registry's handshake, in the background: lists stored, changed tools quarantined, agents told.
  *
- * A watch that drops (or whose periodic ping fails: a 2025-era upstream that restarted forgot the
- * session) reconnects with backoff and refreshes once connected again, since a change may have come
+ * A watch that drops (its 2026-07-28 subscription ends, or its 2025-era session's periodic ping
+ * fails: an upstream that restarted forgot the session) reconnects with backoff and refreshes once connected again, since a change may have come
  * and gone unheard meanwhile; so does every watch started with the gateway, or by a change of its
  * record (another URL, headers or network policy; enabled again).
  */
@@ -25,7 +25,7 @@ export interface ListWatchTimings {
   /** The first reconnect waits this long, doubling per failure up to `retryMaxMs`. */
   retryBaseMs: number;
   retryMaxMs: number;
-  /** How often an idle watch checks that its connection still works. */
+  /** How often an idle watch on a 2025-era session checks that the session still works. */
   pingIntervalMs: number;
   /** A watch that lasted less than this counts as a failure: an upstream that drops every watch at once backs off. */
   stableMs: number;
@@ -242,6 +242,17 @@ class ServerWatch {
 
   /** Until the watch ends (resolves) or its ping fails (rejects); a stop resolves it. */
   private async watch(handle: ListWatchHandle, signal: AbortSignal): Promise<void> {
+    const { ping } = handle;
+    if (!ping) {
+      // 2026-07-28: no session to check; the subscription ends when the upstream or the way to it does.
+      let onStop = () => {};
+      const stopped = new Promise<void>((resolve) => {
+        onStop = resolve;
+        signal.addEventListener('abort', onStop, { once: true });
+      });
+      await Promise.race([handle.ended, stopped]).finally(() => signal.removeEventListener('abort', onStop));
+      return;
+    }
     let ended = false;
     void handle.ended.then(() => {
       ended = true;
@@ -252,7 +263,7 @@ class ServerWatch {
       );
       const outcome = await Promise.race([handle.ended.then(() => 'ended' as const), tick]);
       if (outcome !== 'ping') return;
-      await handle.ping();
+      await ping();
     }
   }
 }

@@ -170,8 +170,8 @@ export class UpstreamPool {
   /**
    * A connection of its own, outside the pool, that hears the upstream's list-changed notifications
    * (`list-watch.ts`) for as long as it lasts. `ended` settles when it failed or its subscription
-   * ended; `ping` checks it (a 2025-era session the upstream forgot fails it). Connect errors leave as
-   * catalogue errors.
+   * ended; on a 2025-era session `ping` checks it (a session the upstream forgot fails it). Connect
+   * errors leave as catalogue errors.
    */
   async watchLists(
     target: UpstreamTarget,
@@ -199,7 +199,9 @@ export class UpstreamPool {
       const watch = await traced(() => watchListChanges(connection.client, onChanged, { timeoutMs, signal }));
       return {
         ended: Promise.race([connection.retired, ...(watch.ended ? [watch.ended] : [])]).then(() => undefined),
-        ping: () => traced(() => connection.client.ping({ timeout: timeoutMs, signal })).then(() => undefined),
+        ...(connection.era === 'legacy' && {
+          ping: () => traced(() => connection.client.ping({ timeout: timeoutMs, signal })).then(() => undefined),
+        }),
         close: async () => {
           await watch.close().catch(() => {});
           await close();

@@ -85,8 +85,12 @@ export interface InteractiveCallOptions extends CallOptions {
 export interface ListWatchHandle {
   /** Settles when the watch has ended: its connection failed or closed, or its subscription ended. */
   ended: Promise<void>;
-  /** A round trip on the watch's connection; rejects when it is no good any more. */
-  ping(): Promise<void>;
+  /**
+   * A round trip on the watch's 2025-era session; rejects when it is no good any more (an upstream
+   * that restarted forgot the session). Absent on 2026-07-28, which has no `ping` and no session:
+   * there the subscription's end is the sign.
+   */
+  ping?: () => Promise<void>;
   close(): Promise<void>;
 }
 

@@ -192,6 +192,17 @@ describeEachStore('list watch', (target) => {
     ]);
   });
 
+  it('keeps an idle 2026-07-28 watch on its one subscription (that era has no ping to fail)', async () => {
+    await start('modern');
+    await handshake();
+    await listening('modern');
+    // Ten ping intervals of the 2025 era; a watch that pinged here would fail, reconnect and listen again.
+    await new Promise((resolve) => setTimeout(resolve, TIMINGS.pingIntervalMs * 10));
+    expect(upstream.log.count('subscriptions/listen')).toBe(1);
+    expect(upstream.log.count('ping')).toBe(0);
+    expect(gw.gateway.listWatchers.watched()).toEqual(['files']);
+  });
+
   it('refreshes once reconnected to an upstream that forgot the session, catching a change it never announced', async () => {
     await start('legacy');
     await handshake();
