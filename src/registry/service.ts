@@ -130,7 +130,7 @@ export class Registry {
 
   /** The handshake an operator asks for: connect, list tools/prompts/resources, store the status, reconcile the pins. */
   async test(id: string, actor: Principal | undefined): Promise<TestResult> {
-    const result = await this.handshake(id, { actor, action: 'server.test' });
+    const result = await this.handshake(await this.records.getRow(id), { actor, action: 'server.test' });
     if (!result) throw new GatehouseError('internal_error', 'The handshake ended without a result.');
     return result;
   }
@@ -147,11 +147,11 @@ export class Registry {
   async refresh(id: string, trigger: RefreshTrigger, signal?: AbortSignal): Promise<TestResult | undefined> {
     const row = await this.records.getRow(id);
     if (row.pinned_at === null || row.enabled !== 1) return undefined;
-    return this.handshake(id, { actor: undefined, action: 'server.refresh', trigger, ...(signal && { signal }) });
+    return this.handshake(row, { actor: undefined, action: 'server.refresh', trigger, ...(signal && { signal }) });
   }
 
   private async handshake(
-    id: string,
+    row: ServerTable,
     why: {
       actor: Principal | undefined;
       action: 'server.test' | 'server.refresh';
@@ -161,7 +161,7 @@ export class Registry {
   ): Promise<TestResult | undefined> {
     const { actor, action, signal } = why;
     const trigger = why.trigger === undefined ? {} : { trigger: why.trigger };
-    const row = await this.records.getRow(id);
+    const id = row.id;
     const started = performance.now();
     let outcome: HandshakeResult | undefined | GatehouseError;
     try {

@@ -20,6 +20,7 @@ import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import type { StandardToolName } from '../fixtures/tools.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { parseBody } from '../helpers/bodies.js';
+import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_SECRET_KEY, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -101,14 +102,6 @@ function wideSchema(bytes: number): Json {
   expect(Buffer.byteLength(JSON.stringify(schema), 'utf8')).toBe(bytes);
   return schema;
 }
-
-const until = async (what: string, check: () => Promise<boolean>, boundMs = 5000) => {
-  const deadline = Date.now() + boundMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-};
 
 describeEachStore('hub surface end to end', (target) => {
   const cleanups: (() => Promise<void>)[] = [];
@@ -342,10 +335,10 @@ describeEachStore('hub surface end to end', (target) => {
     }
 
     let events: { actorId: string; actorName: string; server: string; tool: string; verdict: string }[] = [];
-    await until('four audited calls', async () => {
+    await eventually(async () => {
       events = (await s.gw.request('GET', '/api/audit?kind=call')).json().events;
-      return events.length >= 4;
-    });
+      expect(events.length).toBeGreaterThanOrEqual(4);
+    }, 5_000);
     expect(events).toHaveLength(4);
     for (const event of events) expect(event).toMatchObject({ actorId: 'local', actorName: 'local' });
     expect(events.map((e) => `${e.tool}:${e.verdict}`).sort()).toEqual([

@@ -11,22 +11,10 @@ import type { ServerStore } from '../../src/registry/records.js';
 import type { RefreshTrigger } from '../../src/registry/service.js';
 import type { ServerTable } from '../../src/store/schema.js';
 import type { ListWatchHandle, UpstreamPool } from '../../src/upstream/index.js';
+import { eventually } from '../helpers/eventually.js';
 
 const silent = { warn() {}, debug() {}, info() {}, error() {} } as unknown as Logger;
 const row = { id: 's', enabled: 1, transport: 'streamable-http', pinned_at: '2026-11-30T00:00:00.000Z' } as ServerTable;
-
-async function until(check: () => void, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      check();
-      return;
-    } catch (error) {
-      if (Date.now() > end) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  }
-}
 
 /** A gate a fake refresh waits on. */
 function gate() {
@@ -82,10 +70,10 @@ it('makes one refresh of a burst, and one more for what arrived while it ran', a
     },
   });
   for (let i = 0; i < 20; i++) watchers.schedule('s', 'list_changed');
-  await until(() => expect(runs).toHaveLength(1));
+  await eventually(() => expect(runs).toHaveLength(1));
   for (let i = 0; i < 20; i++) watchers.schedule('s', 'reconnected');
   first.open();
-  await until(() => expect(runs).toEqual(['list_changed', 'reconnected']));
+  await eventually(() => expect(runs).toEqual(['list_changed', 'reconnected']));
 });
 
 it('starts no second refresh within the minimum interval, however often the upstream says so', async () => {
@@ -97,7 +85,7 @@ it('starts no second refresh within the minimum interval, however often the upst
     timings: { debounceMs: 5, minRefreshIntervalMs: 10 * 60_000 },
   });
   watchers.schedule('s', 'list_changed');
-  await until(() => expect(runs).toBe(1));
+  await eventually(() => expect(runs).toBe(1));
   for (let i = 0; i < 50; i++) watchers.schedule('s', 'list_changed');
   // The next one is due ten minutes after the first: nothing else can have started.
   await new Promise((resolve) => setTimeout(resolve, 50));
@@ -115,7 +103,7 @@ it('aborts the refreshes in flight when it closes, and schedules nothing after',
     },
   });
   watchers.schedule('s', 'list_changed');
-  await until(() => expect(seen).toBeDefined());
+  await eventually(() => expect(seen).toBeDefined());
   await watchers.close();
   expect(seen?.aborted).toBe(true);
   watchers.schedule('s', 'list_changed');
@@ -132,7 +120,7 @@ it('keeps a watch when the store fails to read its server, and drops it only whe
     },
   });
   await watchers.sync('s');
-  await until(() => expect(connects).toHaveLength(1));
+  await eventually(() => expect(connects).toHaveLength(1));
   expect(watchers.watched()).toEqual(['s']);
 
   mode = 'failing';

@@ -5,6 +5,7 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import { cleanUp, pidsWithMarker } from '../fixtures/stdio/index.js';
+import { eventually } from '../helpers/eventually.js';
 import { describeEachStore } from '../helpers/stores.js';
 import { type Harness, startHarness } from './helpers.js';
 
@@ -46,27 +47,17 @@ describeEachStore('stdio supervisor: list changes', (target) => {
         (await harness.gw.request('GET', '/api/mcp/servers/tools/pins'))
           .json()
           .pins.find((p: { tool: string }) => p.tool === 'echo');
-      let pin: { state: string; pendingDefinition: { description: string } | null } | undefined;
-      for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((resolve) => setTimeout(resolve, 50))) {
-        pin = await pinOf();
-        if (pin?.state === 'quarantined') break;
-      }
-      expect(pin?.state).toBe('quarantined');
-      expect(pin?.pendingDefinition?.description).toBe(HIDDEN);
+      await eventually(async () => expect((await pinOf())?.state).toBe('quarantined'), 20_000, 50);
+      expect((await pinOf())?.pendingDefinition?.description).toBe(HIDDEN);
       expect((await agent.listTools({}, { cacheMode: 'bypass' })).tools.map((t) => t.name)).not.toContain('echo');
       // The pin changes inside the refresh; its audit row follows it.
-      const refreshed = async () =>
-        (
-          (await harness.gw.request('GET', '/api/audit?server=tools&limit=100')).json().events as Array<{
-            action: string;
-            data: Record<string, unknown> | null;
-          }>
-        ).find((e) => e.action === 'server.refresh');
-      let event = await refreshed();
-      for (const end = Date.now() + 10_000; !event && Date.now() < end; event = await refreshed()) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      expect(event?.data).toMatchObject({ trigger: 'list_changed' });
+      await eventually(async () => {
+        const events = (await harness.gw.request('GET', '/api/audit?server=tools&limit=100')).json().events as Array<{
+          action: string;
+          data: Record<string, unknown> | null;
+        }>;
+        expect(events.find((e) => e.action === 'server.refresh')?.data).toMatchObject({ trigger: 'list_changed' });
+      });
     });
   }
 });
