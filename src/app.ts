@@ -5,11 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
-import type { Authenticator } from './api/auth.js';
 import { GRANT_HEADER, type SurfaceGrants } from './api/grants.js';
 import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
 import { GatehouseError, isGatehouseError } from './errors.js';
+import type { Authenticator } from './identity/index.js';
 import type { Logger } from './logging.js';
 
 export interface AppParts {

@@ -3,7 +3,6 @@
  * secrets at rest. A drop-in for hadrontool-mcp: same routes, same environment.
  */
 import type { FastifyInstance } from 'fastify';
-import { conduitAuthenticator } from './api/auth.js';
 import { opsRoutes } from './api/ops.js';
 import { systemRoutes } from './api/system.js';
 import { buildApp } from './app.js';
@@ -11,6 +10,7 @@ import { type Config, isLoopbackHost } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
+import { conduitAuthenticator } from './identity/index.js';
 import { createLogger, type Logger } from './logging.js';
 import { UpstreamPool } from './upstream/index.js';
 

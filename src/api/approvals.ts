@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ApprovalQueue } from '../approvals/queue.js';
 import { APPROVAL_STATUSES } from '../approvals/types.js';
 import { GatehouseError } from '../errors.js';
-import type { Principal } from './auth.js';
+import type { Principal } from '../identity/index.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 

@@ -6,7 +6,7 @@
  * Agent tokens reach REST routes only this way.
  */
 import { randomBytes } from 'node:crypto';
-import type { Principal } from './auth.js';
+import type { Principal } from '../identity/index.js';
 import type { Scope } from './route.js';
 
 export const GRANT_HEADER = 'x-gatehouse-surface-grant';

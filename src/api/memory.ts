@@ -8,9 +8,9 @@
  */
 import { z } from 'zod';
 import { GatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { Actor, DatasetScope, MemoryEngine } from '../memory/engine.js';
 import { DATASET_PATTERN, ID_PATTERN } from '../surfaces/memory/tools.js';
-import type { Principal } from './auth.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 

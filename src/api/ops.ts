@@ -7,8 +7,8 @@
 import type { FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { findGatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { UpstreamPool, UpstreamTarget } from '../upstream/index.js';
-import type { Principal } from './auth.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 const MAX_HEADERS = 64;

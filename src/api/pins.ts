@@ -6,12 +6,12 @@ import { z } from 'zod';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import { approvePin, getPin, listPinsPage, type PinApproval, type PinView } from '../policy/pin-store.js';
 import { type DiffEntry, definitionDiff, type HiddenContentFlag, hiddenContentFlags } from '../policy/review.js';
 import { serverIdSchema } from '../registry/ids.js';
 import type { Registry } from '../registry/service.js';
 import type { Store } from '../store/db.js';
-import type { Principal } from './auth.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 

@@ -6,9 +6,9 @@
  */
 import { z } from 'zod';
 import type { AuditLog } from '../audit/log.js';
+import type { Principal } from '../identity/index.js';
 import { serverIdSchema } from '../registry/ids.js';
 import type { ProcessView, StdioSupervisor } from '../supervisor/supervisor.js';
-import type { Principal } from './auth.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 const MANAGERS = ['admin', 'operator'] as const;

@@ -9,7 +9,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { type ValidationIssue, validationError } from '../errors.js';
-import { type Principal, type Role, requirePrincipal } from './auth.js';
+import type { Principal, Role } from '../identity/index.js';
+import { requirePrincipal } from './auth.js';
 
 export type Scope =
   | 'servers'

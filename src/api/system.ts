@@ -1,6 +1,7 @@
 /** `/healthz` (public liveness) and `/info` (what this Gatehouse offers). */
+
+import type { Role } from '../identity/index.js';
 import { VERSION } from '../version.js';
-import type { Role } from './auth.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 export type Capability = 'ops' | 'registry' | 'hub' | 'admin' | 'memory';

@@ -10,10 +10,10 @@
  * dead process and ends `failed` — never re-run.
  */
 import { randomBytes } from 'node:crypto';
-import type { Principal } from '../api/auth.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub, StreamEvent } from '../audit/stream.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { Logger } from '../logging.js';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';

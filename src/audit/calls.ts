@@ -11,8 +11,8 @@
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import type { Principal } from '../api/auth.js';
 import type { ErrorCode } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { CallSurface, CallVerdict, Metrics } from '../metrics/index.js';
 import type { Settings } from '../settings/keys.js';
 import type { AuditLog, AuditRow } from './log.js';

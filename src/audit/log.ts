@@ -3,7 +3,7 @@
  * rare and must not be lost); tool-call events arrive on the hot path and are
  * written in small batches, flushed within 100 ms and on shutdown.
  */
-import type { Principal } from '../api/auth.js';
+import type { Principal } from '../identity/index.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
 import type { AuditEventTable } from '../store/schema.js';

@@ -1,9 +1,9 @@
 /** `gatehouse token create|list|revoke`: bootstrap commands that open the store directly. */
 import type { Command } from 'commander';
-import type { Role } from '../api/auth.js';
 import { publicToken } from '../api/tokens.js';
 import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
+import type { Role } from '../identity/index.js';
 import { openStore } from '../store/db.js';
 import { TokenStore } from '../store/tokens.js';
 

@@ -8,8 +8,8 @@ import { basename } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { GatehouseError } from '../errors.js';
+import { hashToken } from '../identity/index.js';
 import type { SecretInput } from '../registry/secret-values.js';
-import { hashToken } from '../secrets/tokens.js';
 import { formatPath, locate, type PathSegment } from './paths.js';
 import { declarativeSchema, type ServerEntry, type TokenEntry } from './schema.js';
 

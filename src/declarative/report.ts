@@ -1,5 +1,5 @@
 /** What an apply did, per kind: every entry of the file lands in exactly one of created, updated or unchanged. */
-import type { Principal } from '../api/auth.js';
+import type { Principal } from '../identity/index.js';
 
 export interface KindReport {
   created: string[];

@@ -7,8 +7,8 @@
  * server store, never here.
  */
 import { isDeepStrictEqual } from 'node:util';
-import type { Principal } from '../api/auth.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { ToolPolicy } from '../policy/tool-policy.js';
 import { type ConfigPatch, type ServerStore, toDetail } from '../registry/records.js';
 import type { SecretInput, ShownValue } from '../registry/secret-values.js';

@@ -1,8 +1,8 @@
 /** Declarative settings: only keys whose value differs are written, so a second apply writes nothing. */
 import { isDeepStrictEqual } from 'node:util';
-import type { Principal } from '../api/auth.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
+import type { Principal } from '../identity/index.js';
 import type { SettingsService } from '../settings/service.js';
 import type { KindReport } from './report.js';
 

@@ -3,10 +3,11 @@
  * was rotated, so the old one is revoked; only `prune` revokes a config token the file no longer names. Tokens
  * from other sources (the bootstrap admin, the API, the CLI) are never changed.
  */
-import type { Principal } from '../api/auth.js';
+
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import { sameSet } from './compare.js';
 import type { DeclaredToken } from './load.js';

@@ -21,8 +21,9 @@
  * limits across replicas (e.g. in PostgreSQL) is not built; size limits per
  * replica until it is.
  */
-import type { Principal } from '../api/auth.js';
+
 import { GatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 
 /** Ends the call's hold on its concurrency slot. Idempotent: calling it again does nothing. */
 export type Release = () => void;

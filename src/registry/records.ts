@@ -4,8 +4,8 @@
  * opened, to contact the upstream.
  */
 import type { Transaction } from 'kysely';
-import { safeEqual } from '../api/auth.js';
 import { GatehouseError } from '../errors.js';
+import { safeEqual } from '../identity/index.js';
 import { DEFAULT_TOOL_POLICY, type ToolPolicy } from '../policy/tool-policy.js';
 import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';

@@ -2,10 +2,11 @@
  * The registry: every change to a server record goes through here, so each
  * one writes its audit event, its server event and its stream event.
  */
-import type { Principal } from '../api/auth.js';
+
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
 import { assertToolPolicy, classifyTool, type ToolPolicy } from '../policy/tool-policy.js';
 import type { Store } from '../store/db.js';

@@ -1,7 +1,7 @@
 /** Token records. The token itself exists only in the answer that created it; the store keeps its hash. */
 import { randomBytes } from 'node:crypto';
-import type { Role } from '../api/auth.js';
-import { generateToken, hashToken } from '../secrets/tokens.js';
+import type { Role } from '../identity/index.js';
+import { generateToken, hashToken } from '../identity/index.js';
 import type { Store } from './db.js';
 import { nowIso, parseJson } from './json.js';
 import type { TokenTable } from './schema.js';

@@ -12,9 +12,9 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { TokenPrincipal } from '../api/token-auth.js';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
+import type { TokenPrincipal } from '../identity/index.js';
 import { LegacySessions, type SessionView } from './sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */

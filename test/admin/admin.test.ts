@@ -7,11 +7,11 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SurfaceGrants } from '../../src/api/grants.js';
 import { defineRoute } from '../../src/api/route.js';
-import { tokenAuthenticator } from '../../src/api/token-auth.js';
 import { buildApp } from '../../src/app.js';
 import { ApprovalQueue } from '../../src/approvals/queue.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { EventHub } from '../../src/audit/stream.js';
+import { tokenAuthenticator } from '../../src/identity/index.js';
 import { createLogger } from '../../src/logging.js';
 import { SettingsService } from '../../src/settings/service.js';
 import { openStore } from '../../src/store/db.js';

@@ -1,5 +1,5 @@
 /** Shared pieces of the approval tests: principals, a recording executor, and a queue on a real store. */
-import type { Principal } from '../../src/api/auth.js';
+
 import {
   type ApprovalExecutor,
   ApprovalQueue,
@@ -10,6 +10,7 @@ import {
 import type { ApprovalView } from '../../src/approvals/types.js';
 import { AuditLog } from '../../src/audit/log.js';
 import { EventHub, type StreamEvent } from '../../src/audit/stream.js';
+import type { Principal } from '../../src/identity/index.js';
 import type { Store } from '../../src/store/db.js';
 
 export const agent: Principal = { id: 'tok_agent', name: 'claude-laptop', role: 'agent', groups: ['default'] };

@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { approvalRoutes } from '../../src/api/approvals.js';
-import type { Principal } from '../../src/api/auth.js';
 import { pinRoutes } from '../../src/api/pins.js';
-import { tokenAuthenticator } from '../../src/api/token-auth.js';
 import { buildApp } from '../../src/app.js';
 import { checkHubBinding } from '../../src/approvals/binding.js';
 import { ApprovalQueue } from '../../src/approvals/queue.js';
 import type { StreamEvent } from '../../src/audit/stream.js';
+import type { Principal } from '../../src/identity/index.js';
+import { tokenAuthenticator } from '../../src/identity/index.js';
 import { createLogger } from '../../src/logging.js';
 import { type PinChange, reconcilePins } from '../../src/policy/pin-store.js';
 import type { ToolDefinition } from '../../src/policy/pins.js';

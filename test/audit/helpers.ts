@@ -1,9 +1,9 @@
 /** Audit test helpers: a store whose statements are counted (and can be made to fail), and an auditor around it. */
 import type { KyselyPlugin, RootOperationNode } from 'kysely';
-import type { TokenPrincipal } from '../../src/api/token-auth.js';
 import { CallAuditor, type CallEvent } from '../../src/audit/calls.js';
 import { AuditLog, type AuditLogOptions } from '../../src/audit/log.js';
 import { EventHub } from '../../src/audit/stream.js';
+import type { TokenPrincipal } from '../../src/identity/index.js';
 import { Metrics } from '../../src/metrics/index.js';
 import { SettingsService } from '../../src/settings/service.js';
 import type { Store } from '../../src/store/db.js';

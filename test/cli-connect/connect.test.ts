@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseJsonc } from 'jsonc-parser';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { hashToken } from '../../src/secrets/tokens.js';
+import { hashToken } from '../../src/identity/index.js';
 import { openStore } from '../../src/store/db.js';
 import { TokenStore } from '../../src/store/tokens.js';
 import { gatehouse } from './run.js';

@@ -2,7 +2,7 @@
 import { stringify } from 'yaml';
 import { applyDeclarativeConfig } from '../../src/declarative/apply.js';
 import { type DeclarativeConfig, parseDeclarativeConfig } from '../../src/declarative/load.js';
-import { hashToken } from '../../src/secrets/tokens.js';
+import { hashToken } from '../../src/identity/index.js';
 import type { Store } from '../../src/store/db.js';
 import type { TestGateway } from '../helpers/gateway.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDeclarativeConfig } from '../../src/declarative/load.js';
-import { hashToken } from '../../src/secrets/tokens.js';
+import { hashToken } from '../../src/identity/index.js';
 import { rejection, thrown } from '../registry/helpers.js';
 import { parse, sha256 } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { TokenPrincipal } from '../../src/api/token-auth.js';
 import { GatehouseError } from '../../src/errors.js';
+import type { TokenPrincipal } from '../../src/identity/index.js';
 import { CallLimiter } from '../../src/policy/limits.js';
 
 /** A clock the test moves by hand, passed to the limiter as its `now`. */

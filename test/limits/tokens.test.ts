@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { tokenAuthenticator } from '../../src/api/token-auth.js';
 import { GatehouseError } from '../../src/errors.js';
+import { tokenAuthenticator } from '../../src/identity/index.js';
 import { CallLimiter } from '../../src/policy/limits.js';
 import { SettingsService } from '../../src/settings/service.js';
 import { TokenStore } from '../../src/store/tokens.js';

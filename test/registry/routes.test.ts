@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Authenticator, Principal } from '../../src/api/auth.js';
 import { catalogRoutes } from '../../src/api/catalog.js';
 import { buildApp } from '../../src/app.js';
 import { createEgressGuard } from '../../src/egress/index.js';
+import type { Authenticator, Principal } from '../../src/identity/index.js';
 import { createLogger } from '../../src/logging.js';
 import { loadCatalog } from '../../src/registry/catalog.js';
 import { PRIVATE_HOST, PUBLIC_HOST, serveBody, startServer, type TestServer } from './helpers.js';

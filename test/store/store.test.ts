@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { afterEach, beforeEach, expect, it } from 'vitest';
+import { hashToken } from '../../src/identity/index.js';
 import { loadSealKey } from '../../src/secrets/key.js';
 import { aadFor, seal, unseal } from '../../src/secrets/seal.js';
-import { hashToken } from '../../src/secrets/tokens.js';
 import { SettingsService } from '../../src/settings/service.js';
 import { openStore, type Store } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations.js';

@@ -8,13 +8,12 @@
 import type { CallToolResult, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { Server } from '@modelcontextprotocol/server';
 import type { FastifyInstance } from 'fastify';
-import type { Principal } from '../../api/auth.js';
 import type { SurfaceGrants } from '../../api/grants.js';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
 import type { CallOutcome } from '../../audit/calls.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import type { Settings } from '../../settings/keys.js';
 import type { SettingsService } from '../../settings/service.js';
 import { VERSION } from '../../version.js';

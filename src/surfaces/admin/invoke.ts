@@ -5,9 +5,9 @@
  * a bare-list answer is wrapped; an error answer becomes the error envelope.
  */
 import type { FastifyInstance } from 'fastify';
-import type { Principal } from '../../api/auth.js';
 import { GRANT_HEADER, type SurfaceGrants } from '../../api/grants.js';
 import { GatehouseError } from '../../errors.js';
+import type { Principal } from '../../identity/index.js';
 import { encodePathArg } from './path-args.js';
 import { type AdminTool, LIST_WRAP_KEYS } from './tools.js';
 

@@ -8,10 +8,10 @@
  * 2025-era agents get the same through the SDK's legacy shim (real server-to-client requests).
  */
 import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
 import { GatehouseError } from '../../errors.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import type { Continuation } from '../../upstream/index.js';
 import { jsonToolResult } from '../results.js';
 import {

@@ -14,9 +14,9 @@ import {
   type InputRequiredResult,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { CallOutcome } from '../../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { SettingsService } from '../../settings/service.js';

@@ -30,7 +30,7 @@ import {
   ProtocolErrorCode,
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
-import type { TokenPrincipal } from '../../api/token-auth.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import type { EndpointScope } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';

@@ -5,13 +5,13 @@
  */
 import type { Client } from '@modelcontextprotocol/client';
 import type { FastifyInstance } from 'fastify';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import { checkHubBinding } from '../../approvals/binding.js';
 import type { ApprovalExecutor, ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
 import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { ServerStore } from '../../registry/records.js';

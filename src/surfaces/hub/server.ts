@@ -5,8 +5,8 @@
  */
 import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import { VERSION } from '../../version.js';
 import { errorResult } from '../results.js';
 import type { ApprovedRounds } from './approved-rounds.js';

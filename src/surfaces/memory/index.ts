@@ -10,12 +10,12 @@ import type { CallToolResult, ServerContext } from '@modelcontextprotocol/server
 import { Server } from '@modelcontextprotocol/server';
 import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
-import type { TokenPrincipal } from '../../api/token-auth.js';
 import type { ApprovalExecutor, ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
 import type { CallEvent, CallOutcome } from '../../audit/calls.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { TokenPrincipal } from '../../identity/index.js';
 import type { Actor, MemoryEngine } from '../../memory/engine.js';
 import type { SettingsService } from '../../settings/service.js';
 import { VERSION } from '../../version.js';

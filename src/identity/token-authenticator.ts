@@ -4,15 +4,10 @@
  * token is refused on the next request of every process. Looking up a hash
  * leaks nothing about the token (no prefix comparison of the secret itself).
  */
-import { hashToken } from '../secrets/tokens.js';
 import type { Store } from '../store/db.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
-import { type Authenticator, bearerToken, type Principal } from './auth.js';
-
-export interface TokenPrincipal extends Principal {
-  rateLimit: number | null;
-  maxConcurrent: number | null;
-}
+import { type Authenticator, bearerToken, type TokenPrincipal } from './principal.js';
+import { hashToken } from './tokens.js';
 
 function toPrincipal(record: TokenRecord): TokenPrincipal {
   return {
