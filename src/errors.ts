@@ -140,6 +140,11 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
+/** Whether a string is a code of the catalogue (e.g. one read back from a REST answer). */
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_CATALOGUE, code);
+}
+
 /** Extra, non-secret facts attached to an error envelope (e.g. `reason`, `issues`). */
 export type ErrorDetails = Record<string, unknown>;
 

@@ -331,6 +331,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       settings,
       approvals,
       audit: (record) => callAuditor.record(record),
+      limiter,
     });
     const memorySurface: MemorySurface = createMemorySurface({
       config,

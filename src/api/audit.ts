@@ -1,7 +1,7 @@
 /** The audit trail over REST: `GET /api/audit` (filtered, paged) and `GET /api/mcp/clients` (clients seen). */
 import { z } from 'zod';
 import { AuditQuery } from '../audit/query.js';
-import { CALL_VERDICTS } from '../metrics/index.js';
+import { CALL_VERDICTS } from '../policy/verdicts.js';
 import type { Store } from '../store/db.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';

@@ -7,8 +7,8 @@
  * never another client's.
  */
 import { z } from 'zod';
-import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
+import { agentScope } from '../memory/datasets.js';
 import type { Actor, DatasetScope, MemoryEngine } from '../memory/engine.js';
 import { DATASET_PATTERN, ID_PATTERN } from '../surfaces/memory/tools.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -34,19 +34,10 @@ function actorOf(principal: Principal | undefined): Actor {
   return principal ? { id: principal.id, name: principal.name } : { id: 'system', name: 'system' };
 }
 
-/** Who may see which dataset: managers everything, an agent (through a surface grant) not others' private ones. */
+/** Who may see which dataset: managers everything, an agent (through a surface grant) by the engine's privacy rule. */
 function scopeFor(principal: Principal | undefined, named: string | undefined): DatasetScope {
-  const agent = principal?.role === 'agent';
-  if (named !== undefined) {
-    if (agent && named.startsWith('private:') && named !== `private:${principal?.id}`) {
-      throw new GatehouseError('mcp.memory_schema', "A private dataset other than your own can't be named.", {
-        detail: `dataset ${named} is another client's private dataset`,
-      });
-    }
-    return [named];
-  }
-  if (!agent) return () => true;
-  return (d) => !d.startsWith('private:') || d === `private:${principal?.id}`;
+  if (principal?.role === 'agent') return agentScope(principal.id, named);
+  return named !== undefined ? [named] : () => true;
 }
 
 /** Datasets as a list (search, list, stats): managers get every dataset in use. */

@@ -7,12 +7,10 @@
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { ERROR_CATALOGUE } from '../errors.js';
+import { CALL_VERDICTS } from '../policy/verdicts.js';
 
 export const CALL_SURFACES = ['hub', 'admin', 'memory'] as const;
 export type CallSurface = (typeof CALL_SURFACES)[number];
-
-export const CALL_VERDICTS = ['allow', 'gated', 'blocked', 'unknown_server', 'unknown_tool', 'quarantined'] as const;
-export type CallVerdict = (typeof CALL_VERDICTS)[number];
 
 /** Seconds; from a sub-millisecond local answer to a slow upstream. */
 export const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];

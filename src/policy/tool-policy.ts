@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { GatehouseError } from '../errors.js';
+import type { PolicyVerdict } from './verdicts.js';
 
 const toolNames = z.array(z.string().min(1).max(256)).max(10_000);
 
@@ -43,9 +44,7 @@ export function assertToolPolicy(policy: ToolPolicy): void {
   }
 }
 
-/** What the policy alone says of a tool; pin state (quarantine) is layered on top by the caller. */
-export type PolicyVerdict = 'allow' | 'gated' | 'blocked' | 'excluded';
-
+/** What the policy alone says of a tool; pin state (quarantine) is layered on top (`verdicts.ts`). */
 export function classifyTool(policy: ToolPolicy, tool: string): PolicyVerdict {
   if (policy.mode === 'include' && !policy.include.includes(tool)) return 'excluded';
   if (policy.mode === 'exclude' && policy.exclude.includes(tool)) return 'excluded';

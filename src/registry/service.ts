@@ -9,6 +9,7 @@ import { GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
 import { assertToolPolicy, classifyTool, type ToolPolicy } from '../policy/tool-policy.js';
+import { type ToolVerdict, toolVerdict } from '../policy/verdicts.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
@@ -27,8 +28,6 @@ import type { StateProbe } from './state.js';
 /** Why a background refresh ran: the upstream said a list changed, or its watch reconnected. */
 export type RefreshTrigger = 'list_changed' | 'reconnected';
 
-export type ToolVerdict = 'allow' | 'gated' | 'blocked' | 'quarantined' | 'excluded';
-
 export interface TestResult {
   ok: boolean;
   latencyMs: number;
@@ -46,18 +45,14 @@ export interface ServerEvent {
   at: string;
 }
 
-/** The verdict of each tool: the policy, with quarantine on top (a hidden tool stays hidden). */
+/** The verdict of each tool, by the same rule the hub applies (`toolVerdict`): what an operator previews is what agents get. */
 export function verdictsFor(
   policy: ToolPolicy,
   tools: readonly { name: string }[],
   pins: Map<string, PinView>,
 ): Record<string, ToolVerdict> {
   const verdicts: Record<string, ToolVerdict> = {};
-  for (const tool of tools) {
-    const verdict = classifyTool(policy, tool.name);
-    verdicts[tool.name] =
-      verdict !== 'excluded' && pins.get(tool.name)?.state === 'quarantined' ? 'quarantined' : verdict;
-  }
+  for (const tool of tools) verdicts[tool.name] = toolVerdict(classifyTool(policy, tool.name), pins.get(tool.name));
   return verdicts;
 }
 

@@ -189,7 +189,7 @@ describe('admin surface', () => {
     const done = (
       await client.callTool({
         name: 'gatehouse__approval_status',
-        arguments: { approval_id: pending.approval_id, wait_s: 10 },
+        arguments: { args: { approval_id: pending.approval_id, wait_s: 10 } },
       })
     ).structuredContent as Json;
     expect(done).toMatchObject({ status: 'executed', result: { uninstalled: 'files' } });
@@ -203,11 +203,42 @@ describe('admin surface', () => {
     const ended = (
       await client.callTool({
         name: 'gatehouse__approval_status',
-        arguments: { approval_id: second.approval_id, wait_s: 10 },
+        arguments: { args: { approval_id: second.approval_id, wait_s: 10 } },
       })
     ).structuredContent as Json;
     expect(ended.status).toBe('out_of_scope');
     expect((await gw.request('GET', '/api/mcp/servers/again')).statusCode).toBe(200);
+  });
+
+  it('gatehouse__approval_status takes {"args": {...}} like every admin tool; the plain form is refused', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    const client = await connect(agent.token);
+    const listed = (await client.listTools()).tools.find((t) => t.name === 'gatehouse__approval_status');
+    expect((listed?.inputSchema as Json).required).toEqual(['args']);
+    expect((listed?.inputSchema as Json).properties.args.required).toEqual(['approval_id']);
+    const pending = (await call(client, 'mcp_server_uninstall', { id: 'files' })).structuredContent;
+    const wrapped = (await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id }))
+      .structuredContent;
+    expect(wrapped).toMatchObject({ status: 'pending', approval_id: pending.approval_id });
+    const plain = (await client.callTool({
+      name: 'gatehouse__approval_status',
+      arguments: { approval_id: pending.approval_id },
+    })) as { isError?: boolean; structuredContent: Json };
+    expect(plain.isError).toBe(true);
+    expect(plain.structuredContent.error.code).toBe('tool.invalid_arguments');
+  });
+
+  it('a failed approved call carries the route’s own error code in its envelope', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    const client = await connect(agent.token);
+    const pending = (await call(client, 'mcp_server_uninstall', { id: 'files' })).structuredContent;
+    // The server goes before the approval runs: the route answers 404 mcp.not_found.
+    expect((await gw.request('DELETE', '/api/mcp/servers/files')).statusCode).toBe(200);
+    await gw.request('POST', `/api/approvals/${pending.approval_id}/approve`, { body: {} });
+    const failed = (
+      await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id, wait_s: 10 })
+    ).structuredContent;
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'mcp.not_found' } });
   });
 
   it('refuses agent tokens on REST outside the surface', async () => {

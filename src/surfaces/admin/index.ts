@@ -5,22 +5,20 @@
  * `mcp.adminEnabled` — all read per request, so a change applies to the very
  * next call. Gated tools wait in the hub's approval queue (surface `admin`).
  */
-import type { CallToolResult, ServerContext, Tool } from '@modelcontextprotocol/server';
+import type { ServerContext, Tool } from '@modelcontextprotocol/server';
 import { Server } from '@modelcontextprotocol/server';
 import type { FastifyInstance } from 'fastify';
 import type { SurfaceGrants } from '../../api/grants.js';
 import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
 import type { CallOutcome } from '../../audit/calls.js';
 import type { Config } from '../../config.js';
-import { findGatehouseError, GatehouseError } from '../../errors.js';
+import { findGatehouseError, GatehouseError, isErrorCode } from '../../errors.js';
 import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import type { Settings } from '../../settings/keys.js';
-import type { SettingsService } from '../../settings/service.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
-import type { CallRecord } from '../hub/calls.js';
-import { APPROVAL_STATUS_TOOL, approvalStatusTool } from '../hub/server.js';
-import { errorResult, jsonToolResult, pendingApprovalResult, unknownTool } from '../results.js';
+import { APPROVAL_STATUS_TOOL, Gate, type GateAnswer, type GatePorts } from '../gate.js';
+import { errorResult, jsonToolResult } from '../results.js';
 import { invokeTool, resolvePath } from './invoke.js';
 import { type AdminCatalog, type AdminTool, buildAdminCatalog } from './tools.js';
 
@@ -39,13 +37,11 @@ export function mayUse(tool: AdminTool, settings: Settings): boolean {
   return tool.tier === 'autonomousRead' ? level !== 'off' : level === 'write';
 }
 
-export interface AdminSurfaceDeps {
+export interface AdminSurfaceDeps extends GatePorts {
   config: Pick<Config, 'host' | 'hubAuth' | 'allowedOrigins' | 'allowedHosts' | 'maxBodySize'>;
   app: FastifyInstance;
   grants: SurfaceGrants;
-  settings: SettingsService;
   approvals: ApprovalQueue;
-  audit(record: Omit<CallRecord, 'surface'> & { surface: 'admin' }): void;
 }
 
 export interface AdminSurface {
@@ -66,68 +62,41 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     return built;
   };
 
-  const run = async (
-    principal: TokenPrincipal,
-    name: string,
-    rawArgs: unknown,
-    settings: Settings,
-  ): Promise<CallToolResult> => {
-    const started = performance.now();
+  // Every known refusal is a result the agent reads, in hal0's error envelope.
+  const gate = new Gate(deps, { surface: 'admin', refusal: errorResult, wrappedArgs: true });
+
+  const run = (principal: TokenPrincipal, name: string, rawArgs: unknown): Promise<GateAnswer> => {
     const tool = catalog().tools.get(name);
-    const audit = (outcome: CallOutcome, verdict: CallRecord['verdict'], approvalId?: string) =>
-      deps.audit({
-        client: principal,
-        surface: 'admin',
-        serverId: null,
-        tool: name,
-        verdict,
-        outcome,
-        latencyMs: Math.round(performance.now() - started),
-        requestBytes: Buffer.byteLength(JSON.stringify(rawArgs ?? {}) ?? ''),
-        responseBytes: 0,
-        arguments: rawArgs,
-        ...(approvalId ? { approvalId } : {}),
-      });
-    if (!tool || !mayUse(tool, settings)) {
-      audit('unknown_tool', 'unknown_tool');
-      throw unknownTool(name);
-    }
-    const verdict = tool.tier === 'gated' ? 'gated' : 'allow';
-    try {
-      if (!rawArgs || typeof rawArgs !== 'object' || Array.isArray(rawArgs)) {
-        throw new GatehouseError('validation_error', 'Every admin tool takes {"args": {...}}.');
-      }
-      const args = rawArgs as Record<string, unknown>;
-      resolvePath(tool, args); // path arguments are checked before anything is queued or run
-      if (tool.tier === 'gated') {
-        const approval = await deps.approvals.create({
-          surface: 'admin',
-          requester: principal,
-          serverId: null,
-          tool: name,
-          exposedName: name,
-          arguments: args,
-          pinHash: null,
-          policyVersion: null,
-          detail: { title: name, description: tool.definition.description ?? '' },
+    const args = rawArgs as Record<string, unknown>;
+    return gate.call({
+      principal,
+      name,
+      arguments: rawArgs,
+      resolve: (settings) =>
+        tool && mayUse(tool, settings)
+          ? { verdict: tool.tier === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
+          : { verdict: 'unknown_tool', serverId: null },
+      check: () => {
+        if (!rawArgs || typeof rawArgs !== 'object' || Array.isArray(rawArgs)) {
+          throw new GatehouseError('validation_error', 'Every admin tool takes {"args": {...}}.');
+        }
+        resolvePath(tool as AdminTool, args); // path arguments are checked before anything is queued or run
+      },
+      approval: () => ({
+        arguments: args,
+        pinHash: null,
+        policyVersion: null,
+        detail: { title: name, description: tool?.definition.description ?? '' },
+      }),
+      run: async () => {
+        const outcome = await invokeTool(deps.app, deps.grants, tool as AdminTool, principal, args, {
+          level: tool?.tier === 'autonomousRead' ? 'read' : 'write',
         });
-        audit('pending_approval', verdict, approval.id);
-        return pendingApprovalResult(
-          approval.id,
-          `${name} needs an operator's approval. Poll ${APPROVAL_STATUS_TOOL}.`,
-        );
-      }
-      const outcome = await invokeTool(deps.app, deps.grants, tool, principal, args, {
-        level: tool.tier === 'autonomousRead' ? 'read' : 'write',
-      });
-      audit(outcome.ok ? 'ok' : ((outcome.body.error as { code?: CallOutcome })?.code ?? 'tool_error'), verdict);
-      return outcome.ok ? jsonToolResult(outcome.body) : { ...jsonToolResult(outcome.body), isError: true };
-    } catch (error) {
-      const known = findGatehouseError(error);
-      if (!known) throw error;
-      audit(known.code, verdict);
-      return errorResult(known);
-    }
+        if (outcome.ok) return { answer: jsonToolResult(outcome.body), outcome: 'ok' };
+        const code = (outcome.body.error as { code?: CallOutcome } | undefined)?.code ?? 'tool_error';
+        return { answer: { ...jsonToolResult(outcome.body), isError: true }, outcome: code };
+      },
+    });
   };
 
   const buildServer = (principal: TokenPrincipal): Server => {
@@ -138,25 +107,13 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     server.setRequestHandler('tools/list', async () => {
       const settings = await deps.settings.current();
       const tools: Tool[] = [...catalog().tools.values()].filter((t) => mayUse(t, settings)).map((t) => t.definition);
-      return { tools: [...tools, approvalStatusTool] };
+      return { tools: [...tools, gate.statusTool] };
     });
     server.setRequestHandler('tools/call', async (request, _ctx: ServerContext) => {
       const { name } = request.params;
       const args = request.params.arguments ?? {};
-      if (name === APPROVAL_STATUS_TOOL) {
-        const { approval_id: id, wait_s: wait } = args as { approval_id?: unknown; wait_s?: unknown };
-        if (typeof id !== 'string')
-          return errorResult(new GatehouseError('tool.invalid_arguments', 'approval_id must be a string.'));
-        const waitS = typeof wait === 'number' && Number.isFinite(wait) ? Math.min(Math.max(wait, 0), 30) : 0;
-        try {
-          return jsonToolResult({ ...(await deps.approvals.status(id, principal, waitS)) });
-        } catch (error) {
-          const known = findGatehouseError(error);
-          if (known) return errorResult(known);
-          throw error;
-        }
-      }
-      return run(principal, name, (args as { args?: unknown }).args, await deps.settings.current());
+      if (name === APPROVAL_STATUS_TOOL) return gate.approvalStatus(principal, args);
+      return run(principal, name, (args as { args?: unknown }).args);
     });
     return server;
   };
@@ -196,14 +153,12 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
         approvalId: approval.id,
       });
       if (!outcome.ok) {
+        // The route's own code is a catalogue code: the failed approval carries it, not a generic one.
         const error = outcome.body.error as { code?: string; message?: string };
-        throw new GatehouseError(
-          'upstream_protocol_error',
-          `${approval.tool} failed: ${error.code}: ${error.message}`,
-          {
-            reason: error.code,
-          },
-        );
+        const code = isErrorCode(error.code) ? error.code : 'upstream_protocol_error';
+        throw new GatehouseError(code, `${approval.tool} failed: ${error.message ?? error.code}`, {
+          reason: error.code,
+        });
       }
       return outcome.body;
     },

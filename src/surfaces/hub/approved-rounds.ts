@@ -10,18 +10,12 @@
 import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
 import type { ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
+import type { CallEvent } from '../../audit/calls.js';
 import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import type { Continuation } from '../../upstream/index.js';
 import { jsonToolResult } from '../results.js';
-import {
-  type CallRecord,
-  continuationOf,
-  inputRequiredResult,
-  needsInput,
-  type UpstreamOutcome,
-  verifiedState,
-} from './calls.js';
+import { continuationOf, inputRequiredResult, needsInput, type UpstreamOutcome, verifiedState } from './calls.js';
 import { type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 
 /** How an approved call that asked for input is stored: the MCP wire shape, readable in the approval record. */
@@ -48,14 +42,14 @@ export function storedOutcome(outcome: UpstreamOutcome): unknown {
  * the arguments: `requestBytes` says so).
  */
 export async function runAuditedRound(
-  audit: (record: CallRecord) => void,
+  audit: (record: CallEvent) => void,
   approval: ApprovalView,
-  client: CallRecord['client'],
+  client: CallEvent['client'],
   run: () => Promise<UpstreamOutcome>,
   sizes: { requestBytes?: number } = {},
 ): Promise<UpstreamOutcome> {
   const started = performance.now();
-  const record = (outcome: CallRecord['outcome'], result?: unknown) =>
+  const record = (outcome: CallEvent['outcome'], result?: unknown) =>
     audit({
       client,
       surface: 'hub',
@@ -102,7 +96,7 @@ export interface ApprovedRoundsDeps {
     inputCapabilities: Record<string, unknown> | undefined,
     signal: AbortSignal,
   ): Promise<UpstreamOutcome>;
-  audit(record: CallRecord): void;
+  audit(record: CallEvent): void;
 }
 
 export class ApprovedRounds {

@@ -1,9 +1,9 @@
 /**
- * One tool call through the hub, step by step (DESIGN.md, "How a tool call
- * flows"): resolve the name, take the verdict, apply the token's limits,
- * validate the arguments against the pinned schema, keep path arguments in
- * their sandbox, queue a gated call for approval or run an allowed one on its
- * upstream, and audit exactly one event whatever happens.
+ * One tool call through the hub: what is the hub's own in the gate's pipeline
+ * (`../gate.ts`) — resolving `<server>__<tool>` to a server and its pinned
+ * tool, validating the arguments against the pinned schema, keeping path
+ * arguments in their sandbox, the approval card, and running an allowed call
+ * on its upstream (with the multi-round-trip state of 2026-07-28).
  */
 import type { Client } from '@modelcontextprotocol/client';
 import {
@@ -14,12 +14,10 @@ import {
   type InputRequiredResult,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import type { CallOutcome } from '../../audit/calls.js';
-import { findGatehouseError, GatehouseError } from '../../errors.js';
+import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
-import type { SettingsService } from '../../settings/service.js';
 import type {
   BoundedCallResult,
   Continuation,
@@ -29,53 +27,19 @@ import type {
   UpstreamPool,
 } from '../../upstream/index.js';
 import type { EndpointScope } from '../endpoint.js';
-import { errorResult, isResultError, pendingApprovalResult, unknownTool } from '../results.js';
+import { Gate, type GatePorts } from '../gate.js';
 import { assertAnswerable } from './input-requests.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
 
-export type CallVerdict = 'allow' | 'gated' | 'blocked' | 'unknown_server' | 'unknown_tool' | 'quarantined';
-
-export interface CallRecord {
-  client: Pick<TokenPrincipal, 'id' | 'name'>;
-  surface: 'hub';
-  serverId: string | null;
-  tool: string;
-  verdict: CallVerdict;
-  approvalId?: string;
-  outcome: CallOutcome;
-  latencyMs: number;
-  /** Default: the sizes of `arguments` and `result` as JSON (the auditor measures them off the call's path). */
-  requestBytes?: number;
-  responseBytes?: number;
-  arguments?: unknown;
-  result?: unknown;
-}
-
 /** What the call path needs from the rest of Gatehouse (each a real module, passed in at assembly). */
-export interface CallPorts {
-  settings: SettingsService;
+export interface CallPorts extends GatePorts {
   validator: ArgumentValidator;
   poolFor(privateNetwork: boolean): UpstreamPool;
   /** Signs the hub's `requestState` when an upstream asks the agent for input. */
   stateCodec: HubStateCodec;
   /** Supervised stdio servers (src/supervisor). */
   stdio: StdioUpstream;
-  limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
-  audit(record: CallRecord): void;
-  approvals: {
-    create(request: {
-      surface: 'hub';
-      requester: TokenPrincipal;
-      serverId: string;
-      tool: string;
-      exposedName: string;
-      arguments: Record<string, unknown>;
-      pinHash: string | null;
-      policyVersion: number;
-      detail: { title?: string; description?: string; inputCapabilities?: Record<string, unknown> };
-    }): Promise<{ id: string }>;
-  };
 }
 
 /** What the hub needs of the stdio supervisor. */
@@ -249,9 +213,22 @@ export function verifiedState(ctx: ServerContext): HubRequestState | undefined {
 }
 
 export class HubCalls {
-  constructor(private readonly ports: CallPorts) {}
+  private readonly gate: Gate;
 
-  async call(
+  constructor(private readonly ports: CallPorts) {
+    this.gate = new Gate(ports, { surface: 'hub', upstream: true });
+  }
+
+  /** `gatehouse__approval_status` on the hub, answered through `read` (the approved rounds). */
+  approvalStatus(
+    principal: TokenPrincipal,
+    rawArgs: unknown,
+    read: (approvalId: string, waitS: number) => Promise<CallToolResult | InputRequiredResult>,
+  ): Promise<CallToolResult | InputRequiredResult> {
+    return this.gate.approvalStatus(principal, rawArgs, read);
+  }
+
+  call(
     principal: TokenPrincipal,
     snapshot: Snapshot,
     scope: CallScope,
@@ -260,81 +237,40 @@ export class HubCalls {
     /** What input the agent can give an upstream that asks (see `agentInputCapabilities`). */
     inputCapabilities?: Record<string, unknown>,
   ): Promise<CallToolResult | InputRequiredResult> {
-    const started = performance.now();
     const args = params.arguments ?? {};
-    const record = (
-      fields: Pick<CallRecord, 'serverId' | 'tool' | 'verdict' | 'outcome'> & Partial<CallRecord>,
-      result?: unknown,
-    ) =>
-      this.ports.audit({
-        client: principal,
-        surface: 'hub',
-        latencyMs: Math.round(performance.now() - started),
-        arguments: args,
-        result,
-        ...fields,
-      });
-
-    const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
-    if ('missing' in resolution) {
-      record({
-        serverId: resolution.serverId,
-        tool: params.name,
-        verdict: resolution.missing,
-        outcome: 'unknown_tool',
-      });
-      throw unknownTool(params.name);
-    }
-    const { tool, server } = resolution;
-    const audit = (verdict: CallVerdict, outcome: CallOutcome, result?: unknown, approvalId?: string) =>
-      record(
-        { serverId: server.row.id, tool: tool.name, verdict, outcome, ...(approvalId ? { approvalId } : {}) },
-        result,
-      );
-
-    if (tool.verdict === 'blocked' || tool.verdict === 'quarantined') {
-      const error =
-        tool.verdict === 'blocked'
-          ? new GatehouseError('tool.blocked', `The tool ${params.name} is blocked by policy.`)
-          : new GatehouseError(
-              'tool.quarantined',
-              `The tool ${params.name} changed since it was approved (or is new) and waits for review.`,
-              {
-                reason: tool.pin?.reason ?? 'new',
-              },
-            );
-      audit(tool.verdict, error.code);
-      return errorResult(error);
-    }
-    const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
-    // A later round of a multi-round-trip call: its state must be the one minted for this very call.
-    const state = ctx.state;
+    let resolved: { tool: HubTool; server: HubServer } | undefined;
     // Hashing the arguments is only needed when a round carries state or an upstream asks for input.
-    const binding = () => stateBinding(principal.id, server.row.id, tool.name, args);
-    if (state && !stateMatches(state, binding())) {
-      const error = new GatehouseError('hub.request_state_mismatch');
-      audit(verdict, error.code);
-      return errorResult(error);
-    }
-
-    let release: (() => void) | undefined;
-    try {
-      const settings = await this.ports.settings.current();
-      release = this.ports.limiter.acquire(principal, settings['hub.rateLimit']);
-      this.ports.validator.validate(
-        tool.pin?.pinHash ?? `${server.row.id}/${tool.name}`,
-        tool.definition.inputSchema,
-        args,
-      );
-      assertPathsInside(server.detail, args);
-
-      if (verdict === 'gated') {
-        const approval = await this.ports.approvals.create({
-          surface: 'hub',
-          requester: principal,
-          serverId: server.row.id,
-          tool: tool.name,
-          exposedName: params.name,
+    const binding = () => {
+      const { tool, server } = resolved as { tool: HubTool; server: HubServer };
+      return stateBinding(principal.id, server.row.id, tool.name, args);
+    };
+    return this.gate.call({
+      principal,
+      name: params.name,
+      arguments: args,
+      resolve: () => {
+        const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
+        if ('missing' in resolution) return { verdict: resolution.missing, serverId: resolution.serverId };
+        resolved = resolution;
+        const { tool, server } = resolution;
+        // resolveTool answers an excluded tool as missing, so only usable, blocked or quarantined tools get here.
+        const verdict = tool.verdict as Exclude<typeof tool.verdict, 'excluded'>;
+        return { verdict, serverId: server.row.id, tool: tool.name, reason: tool.pin?.reason ?? undefined };
+      },
+      check: () => {
+        const { tool, server } = resolved as { tool: HubTool; server: HubServer };
+        // A later round of a multi-round-trip call: its state must be the one minted for this very call.
+        if (ctx.state && !stateMatches(ctx.state, binding())) throw new GatehouseError('hub.request_state_mismatch');
+        this.ports.validator.validate(
+          tool.pin?.pinHash ?? `${server.row.id}/${tool.name}`,
+          tool.definition.inputSchema,
+          args,
+        );
+        assertPathsInside(server.detail, args);
+      },
+      approval: () => {
+        const { tool, server } = resolved as { tool: HubTool; server: HubServer };
+        return {
           arguments: args,
           pinHash: tool.pin?.pinHash ?? null,
           policyVersion: server.row.policy_version,
@@ -344,49 +280,35 @@ export class HubCalls {
             // The approved call runs without the agent; it may ask only for input the agent can give later.
             ...(inputCapabilities ? { inputCapabilities } : {}),
           },
+        };
+      },
+      run: async () => {
+        const { tool, server } = resolved as { tool: HubTool; server: HubServer };
+        const { progressToken, notify } = ctx;
+        const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+          signal: ctx.signal,
+          continuation: continuationOf(ctx.inputResponses, ctx.state),
+          inputCapabilities,
+          ...(progressToken !== undefined && notify
+            ? {
+                onProgress: (p) =>
+                  void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
+              }
+            : {}),
         });
-        audit('gated', 'pending_approval', undefined, approval.id);
-        return pendingApprovalResult(
-          approval.id,
-          `${params.name} needs an operator's approval. Poll gatehouse__approval_status with this approval_id for the outcome.`,
-        );
-      }
-
-      const { progressToken, notify } = ctx;
-      const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
-        signal: ctx.signal,
-        continuation: continuationOf(ctx.inputResponses, state),
-        inputCapabilities,
-        ...(progressToken !== undefined && notify
-          ? {
-              onProgress: (p) =>
-                void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
-            }
-          : {}),
-      });
-      if (needsInput(result)) {
+        if (!needsInput(result)) return { answer: result, outcome: result.isError ? 'tool_error' : 'ok' };
         assertAnswerable(result.inputRequired.inputRequests, inputCapabilities);
-        audit('allow', 'input_required', result.inputRequired);
         const { requestState } = result.inputRequired;
         const minted = await this.ports.stateCodec.mint({
           ...binding(),
           ...(requestState !== undefined ? { u: requestState } : {}),
         });
-        return inputRequiredResult(result.inputRequired.inputRequests, minted);
-      }
-      audit('allow', result.isError ? 'tool_error' : 'ok', result);
-      return result;
-    } catch (error) {
-      const known = findGatehouseError(error);
-      if (!known) {
-        audit(verdict, 'internal_error');
-        throw error;
-      }
-      audit(verdict, known.code);
-      if (isResultError(known)) return errorResult(known);
-      throw error;
-    } finally {
-      release?.();
-    }
+        return {
+          answer: inputRequiredResult(result.inputRequired.inputRequests, minted),
+          outcome: 'input_required',
+          audited: result.inputRequired,
+        };
+      },
+    });
   }
 }

@@ -5,35 +5,18 @@
  */
 import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
-import { findGatehouseError, GatehouseError } from '../../errors.js';
+import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { VERSION } from '../../version.js';
-import { errorResult } from '../results.js';
+import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
-export const APPROVAL_STATUS_TOOL = `${GATEHOUSE_PREFIX}approval_status`;
-
-export const approvalStatusTool: Tool = {
-  name: APPROVAL_STATUS_TOOL,
-  title: 'Approval status',
-  description:
-    'The outcome of a call that needed an operator’s approval: pending, rejected (with reason), expired, ' +
-    'out_of_scope, or the stored result. Pass wait_s (up to 30) to wait for a decision.',
-  inputSchema: {
-    type: 'object',
-    properties: {
-      approval_id: { type: 'string', description: 'The approval_id a pending_approval result gave.' },
-      wait_s: { type: 'number', minimum: 0, maximum: 30, description: 'Seconds to wait for a decision (default 0).' },
-    },
-    required: ['approval_id'],
-    additionalProperties: false,
-  },
-  annotations: { readOnlyHint: true, openWorldHint: false },
-};
+/** The hub's own tool, as the gate defines it (plain arguments). */
+const approvalStatusTool = approvalStatusToolOf();
 
 /** The tools a caller sees in this scope: the listed ones, then the hub's own. */
 export function hubToolList(snapshot: Snapshot, groups: readonly string[], scope: CallScope): Tool[] {
@@ -102,25 +85,15 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;
     if (name === APPROVAL_STATUS_TOOL) {
-      const args = (request.params.arguments ?? {}) as { approval_id?: unknown; wait_s?: unknown };
-      if (typeof args.approval_id !== 'string' || args.approval_id.length === 0 || args.approval_id.length > 128) {
-        return errorResult(new GatehouseError('tool.invalid_arguments', 'approval_id must be a string.'));
-      }
-      const waitS =
-        typeof args.wait_s === 'number' && Number.isFinite(args.wait_s) ? Math.min(Math.max(args.wait_s, 0), 30) : 0;
-      try {
-        return await deps.approvedRounds.status(
+      return deps.calls.approvalStatus(principal, request.params.arguments, (approvalId, waitS) =>
+        deps.approvedRounds.status(
           principal,
-          args.approval_id,
+          approvalId,
           waitS,
           ctx,
           agentInputCapabilities(ctx, server.getClientCapabilities()),
-        );
-      } catch (error) {
-        const known = findGatehouseError(error);
-        if (known) return errorResult(known);
-        throw error;
-      }
+        ),
+      );
     }
     if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
     const snapshot = await deps.registry.snapshot();

@@ -8,15 +8,14 @@
 import type { Prompt, Resource, Tool } from '@modelcontextprotocol/server';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
-import { classifyTool, type PolicyVerdict } from '../../policy/tool-policy.js';
+import { classifyTool } from '../../policy/tool-policy.js';
+import { isUsable, type ToolVerdict, toolVerdict } from '../../policy/verdicts.js';
 import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
 import { toDetail } from '../../registry/records.js';
 import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
 import { exposeNames } from './names.js';
-
-export type ToolVerdict = PolicyVerdict | 'quarantined';
 
 export interface HubTool {
   exposed: string;
@@ -48,7 +47,7 @@ export interface HubServer {
 
 /** Whether an agent sees a tool in its lists: blocked, excluded and quarantined tools are not listed. */
 export function isListed(tool: HubTool): boolean {
-  return tool.verdict === 'allow' || tool.verdict === 'gated';
+  return isUsable(tool.verdict);
 }
 
 /** How a tool is advertised; a gated tool drops its outputSchema, so `pending_approval` stays a valid result. */
@@ -178,11 +177,7 @@ export class HubRegistry {
       const toolsByName = new Map<string, HubTool>();
       for (const definition of detail.discoveredTools) {
         const pin = pins.get(definition.name);
-        const policyVerdict = classifyTool(detail.toolPolicy, definition.name);
-        const verdict: ToolVerdict =
-          policyVerdict !== 'excluded' && (pin === undefined || pin.state === 'quarantined')
-            ? 'quarantined'
-            : policyVerdict;
+        const verdict = toolVerdict(classifyTool(detail.toolPolicy, definition.name), pin);
         const tool: HubTool = {
           exposed: names.get(definition.name) as string,
           serverId: row.id,

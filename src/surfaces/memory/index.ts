@@ -12,18 +12,17 @@ import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import type { ApprovalExecutor, ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
-import type { CallEvent, CallOutcome } from '../../audit/calls.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
+import { privateDatasetOf } from '../../memory/datasets.js';
 import type { Actor, MemoryEngine } from '../../memory/engine.js';
-import type { SettingsService } from '../../settings/service.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
-import { APPROVAL_STATUS_TOOL, approvalStatusTool } from '../hub/server.js';
-import { jsonToolResult, pendingApprovalResult, unknownTool } from '../results.js';
-import { type DatasetView, idScope, privateDatasetOf, readDatasets, wantsPrivate, writeDataset } from './datasets.js';
-import { isMemoryTool, MEMORY_SCHEMAS, MEMORY_TOOLS, type MemoryArgs, type MemoryToolName, tierOf } from './tools.js';
+import { APPROVAL_STATUS_TOOL, type ApprovalCard, Gate, type GateAnswer, type GatePorts } from '../gate.js';
+import { jsonToolResult } from '../results.js';
+import { type DatasetView, idScope, readDatasets, wantsPrivate, writeDataset } from './datasets.js';
+import { isMemoryTool, MEMORY_SCHEMAS, MEMORY_TOOLS, type MemoryArgs, type MemoryToolName } from './tools.js';
 
 export const MEMORY_PATH = '/mcp/memory';
 
@@ -33,16 +32,15 @@ const INSTRUCTIONS =
   'Send X-Gatehouse-Private: 1 to keep your writes private. A destructive call answers ' +
   '{"status":"pending_approval","approval_id"}: poll gatehouse__approval_status.';
 
-export interface MemorySurfaceDeps {
+export interface MemorySurfaceDeps extends GatePorts {
   config: Pick<Config, 'host' | 'allowedOrigins' | 'allowedHosts' | 'maxBodySize'>;
   app: FastifyInstance;
   engine: MemoryEngine;
-  settings: SettingsService;
   approvals: ApprovalQueue;
-  audit(record: CallEvent): void;
-  /** The per-token call limits the hub uses (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
-  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
 }
+
+/** What one memory call comes to: an answer, or the approval it needs first. */
+type Dispatched = { body: Record<string, unknown> } | { approval: ApprovalCard; message: string };
 
 export interface MemorySurface {
   endpoint: McpEndpoint;
@@ -94,33 +92,29 @@ const actorOf = (p: { id: string; name: string }): Actor => ({ id: p.id, name: p
 export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
   const { engine } = deps;
 
-  const gate = async (
-    principal: TokenPrincipal,
+  /** A call that needs an operator's approval: the card, and the sentence the agent reads. */
+  const needsApproval = (
     tool: MemoryToolName,
     args: Record<string, unknown>,
     detail: Record<string, unknown>,
-  ) => {
-    const approval = await deps.approvals.create({
-      surface: 'memory',
-      requester: principal,
-      serverId: null,
-      tool,
-      exposedName: tool,
+    message: string,
+  ): Dispatched => ({
+    approval: {
       arguments: args,
       pinHash: null,
       policyVersion: null,
       detail: { title: tool, description: MEMORY_TOOLS.find((t) => t.name === tool)?.description ?? '', ...detail },
-    });
-    return approval;
-  };
+    },
+    message,
+  });
 
-  /** One tool call; returns the JSON answer, or `{approval}` when it waits for an operator. */
+  /** One tool call; returns the JSON answer, or the approval it needs (decided from the data, e.g. whose memory). */
   const dispatch = async (
     principal: TokenPrincipal,
     view: DatasetView,
     name: MemoryToolName,
     raw: unknown,
-  ): Promise<{ body: Record<string, unknown>; approvalId?: string }> => {
+  ): Promise<Dispatched> => {
     const actor = actorOf(principal);
     switch (name) {
       case 'memory_search': {
@@ -187,8 +181,12 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       case 'memory_mental_model_delete': {
         const a = parseArgs(name, raw);
         const model = await engine.mentalModelGet(a.id);
-        const approval = await gate(principal, name, { id: a.id }, { target: { id: model.id, name: model.name } });
-        return pending(approval.id, `Deleting mental model ${model.name} needs an operator's approval.`);
+        return needsApproval(
+          name,
+          { id: a.id },
+          { target: { id: model.id, name: model.name } },
+          `Deleting mental model ${model.name} needs an operator's approval.`,
+        );
       }
       case 'memory_directive_list': {
         const a = parseArgs(name, raw);
@@ -205,13 +203,12 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       case 'memory_directive_delete': {
         const a = parseArgs(name, raw);
         const directive = await engine.directiveGet(a.id);
-        const approval = await gate(
-          principal,
+        return needsApproval(
           name,
           { id: a.id },
           { target: { id: directive.id, name: directive.name } },
+          `Deleting directive ${directive.name} needs an operator's approval.`,
         );
-        return pending(approval.id, `Deleting directive ${directive.name} needs an operator's approval.`);
       }
       case 'memory_operation_list': {
         const a = parseArgs(name, raw);
@@ -257,8 +254,12 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
             : only && only.source !== principal.id
               ? "a delete of another client's memory"
               : `a delete in the ${only?.dataset} dataset`;
-        const approval = await gate(principal, name, args, { reason, items: found });
-        return pending(approval.id, `This is ${reason}; it needs an operator's approval.`);
+        return needsApproval(
+          name,
+          args,
+          { reason, items: found },
+          `This is ${reason}; it needs an operator's approval.`,
+        );
       }
       case 'memory_curate': {
         const { id, ...changes } = parseArgs(name, raw);
@@ -271,72 +272,37 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
     }
   };
 
-  const run = async (principal: TokenPrincipal, view: DatasetView, name: string, raw: unknown) => {
-    const started = performance.now();
-    const audit = (outcome: CallOutcome, verdict: CallEvent['verdict'], result?: unknown, approvalId?: string) =>
-      deps.audit({
-        client: principal,
-        surface: 'memory',
-        serverId: null,
-        tool: name,
-        verdict,
-        outcome,
-        latencyMs: Math.round(performance.now() - started),
-        requestBytes: Buffer.byteLength(JSON.stringify(raw ?? {}) ?? ''),
-        responseBytes: result === undefined ? 0 : Buffer.byteLength(JSON.stringify(result)),
-        arguments: raw,
-        result,
-        upstream: false,
-        ...(approvalId ? { approvalId } : {}),
-      });
-    if (!isMemoryTool(name)) {
-      audit('unknown_tool', 'unknown_tool');
-      throw unknownTool(name);
-    }
-    const verdict = tierOf(name) === 'gated' ? 'gated' : 'allow';
-    let release: (() => void) | undefined;
-    try {
-      if (deps.limiter) release = deps.limiter.acquire(principal, (await deps.settings.current())['hub.rateLimit']);
-      const { body, approvalId } = await dispatch(principal, view, name, raw);
-      if (approvalId) {
-        audit('pending_approval', 'gated', body, approvalId);
-        return pendingApprovalResult(approvalId, String(body.detail));
-      }
-      audit('ok', verdict, body);
-      return jsonToolResult(body);
-    } catch (error) {
-      const known = findGatehouseError(error);
-      if (!known) throw error;
-      audit(known.code, verdict);
-      return memoryErrorResult(known);
-    } finally {
-      release?.();
-    }
-  };
+  // Every known refusal is a result the agent reads, in hal0's memory error shape.
+  const gate = new Gate(deps, { surface: 'memory', refusal: memoryErrorResult });
+
+  const run = (principal: TokenPrincipal, view: DatasetView, name: string, raw: unknown): Promise<GateAnswer> =>
+    gate.call({
+      principal,
+      name,
+      arguments: raw,
+      // Whether a memory call needs approval depends on its data (whose memory, how many ids): `run` decides.
+      resolve: () =>
+        isMemoryTool(name)
+          ? { verdict: 'allow', serverId: null, tool: name }
+          : { verdict: 'unknown_tool', serverId: null },
+      run: async () => {
+        const dispatched = await dispatch(principal, view, name as MemoryToolName, raw);
+        return 'approval' in dispatched
+          ? dispatched
+          : { answer: jsonToolResult(dispatched.body), outcome: 'ok', audited: dispatched.body };
+      },
+    });
 
   const buildServer = (principal: TokenPrincipal): Server => {
     const server = new Server(
       { name: 'gatehouse-memory', version: VERSION },
       { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
     );
-    server.setRequestHandler('tools/list', async () => ({ tools: [...MEMORY_TOOLS, approvalStatusTool] }));
+    server.setRequestHandler('tools/list', async () => ({ tools: [...MEMORY_TOOLS, gate.statusTool] }));
     server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
       const { name } = request.params;
       const args = request.params.arguments ?? {};
-      if (name === APPROVAL_STATUS_TOOL) {
-        const { approval_id: id, wait_s: wait } = args as { approval_id?: unknown; wait_s?: unknown };
-        if (typeof id !== 'string') {
-          return memoryErrorResult(new GatehouseError('mcp.memory_schema', 'approval_id must be a string.'));
-        }
-        const waitS = typeof wait === 'number' && Number.isFinite(wait) ? Math.min(Math.max(wait, 0), 30) : 0;
-        try {
-          return jsonToolResult({ ...(await deps.approvals.status(id, principal, waitS)) });
-        } catch (error) {
-          const known = findGatehouseError(error);
-          if (known) return memoryErrorResult(known);
-          throw error;
-        }
-      }
+      if (name === APPROVAL_STATUS_TOOL) return gate.approvalStatus(principal, args);
       const view: DatasetView = { clientId: principal.id, private: wantsPrivate(ctx.http?.req?.headers) };
       return run(principal, view, name, args);
     });
@@ -403,15 +369,4 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
   deps.approvals.registerExecutor('memory', executor);
 
   return { endpoint, close: () => endpoint.close() };
-}
-
-function pending(approvalId: string, detail: string): { body: Record<string, unknown>; approvalId: string } {
-  return {
-    body: {
-      status: 'pending_approval',
-      approval_id: approvalId,
-      detail: `${detail} Poll ${APPROVAL_STATUS_TOOL}.`,
-    },
-    approvalId,
-  };
 }

@@ -1,0 +1,276 @@
+/**
+ * The gate: one pipeline for a tool call on every MCP surface (hub, admin,
+ * memory, and any later one). A surface says what a name resolves to and how
+ * to run it; the gate does the rest, in one order, the same everywhere:
+ *
+ *   resolve → verdict (unknown: the protocol's "not found"; blocked or
+ *   quarantined: a refusal) → the token's limits → argument checks →
+ *   gated: an approval and `pending_approval` | allowed: run → one audit event
+ *
+ * It owns the answers an agent reads (the pending, refusal and result shapes)
+ * and the one `gatehouse__approval_status` tool. Adding a verdict or a
+ * surface touches this module once.
+ */
+import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server';
+import type { ApprovalQueue, NewApproval } from '../approvals/queue.js';
+import type { ApprovalSurface } from '../approvals/types.js';
+import type { CallEvent, CallOutcome } from '../audit/calls.js';
+import { findGatehouseError, GatehouseError } from '../errors.js';
+import type { Principal, TokenPrincipal } from '../identity/index.js';
+import type { CallVerdict } from '../policy/verdicts.js';
+import type { Settings } from '../settings/keys.js';
+import type { SettingsService } from '../settings/service.js';
+import { GATEHOUSE_PREFIX } from './hub/names.js';
+import { errorResult, isResultError, jsonToolResult, pendingApprovalResult, unknownTool } from './results.js';
+
+export type SurfaceName = ApprovalSurface;
+
+export type GateAnswer = CallToolResult | InputRequiredResult;
+
+/** What a surface made of the name it was called with. */
+export type Resolution =
+  | { verdict: 'unknown_server' | 'unknown_tool'; serverId: string | null }
+  | {
+      verdict: 'allow' | 'gated' | 'blocked' | 'quarantined';
+      serverId: string | null;
+      /** The tool as audited: the upstream's own name, or the surface's tool. */
+      tool: string;
+      /** Why a quarantined tool waits (`new`, `changed`, …). */
+      reason?: string | undefined;
+    };
+
+/** What an approval card shows of a gated call, besides who asked and what the gate already knows. */
+export type ApprovalCard = Pick<NewApproval, 'arguments' | 'pinHash' | 'policyVersion' | 'detail'> & {
+  /** The name the agent called (default: the call's name). */
+  exposedName?: string;
+};
+
+/** How an allowed call ended: the agent's answer, or a finding that it needs an approval after all. */
+export type RunOutcome =
+  | {
+      answer: GateAnswer;
+      outcome: CallOutcome /** What the audit keeps as the result (default: the answer). */;
+      audited?: unknown;
+    }
+  | { approval: ApprovalCard /** The sentence the agent reads before "Poll …". */; message: string };
+
+export interface SurfaceCall {
+  principal: TokenPrincipal | Principal;
+  /** The name the agent called. */
+  name: string;
+  /** The arguments as the agent sent them (audited; the digest is taken in every mode). */
+  arguments: unknown;
+  resolve(settings: Settings): Resolution;
+  /** Checks before anything is queued or run (schema, path sandbox, a round's state); throw a GatehouseError. */
+  check?(settings: Settings): void | Promise<void>;
+  /** The approval card of a call whose verdict is `gated`. */
+  approval?(): ApprovalCard;
+  /** Runs an allowed call. */
+  run(settings: Settings): Promise<RunOutcome>;
+}
+
+/** What every surface shares: settings, the approval queue, the audit trail, the per-token limits. */
+export interface GatePorts {
+  settings: SettingsService;
+  approvals: Pick<ApprovalQueue, 'create' | 'status'>;
+  audit(event: CallEvent): void;
+  /** The per-token call limits (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
+  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void } | undefined;
+}
+
+/** What is a surface's own in how the gate answers. */
+export interface SurfaceProfile {
+  surface: SurfaceName;
+  /** The refusal an agent reads; `undefined` leaves the error to the protocol layer. Default: `errorResult` for result errors. */
+  refusal?(error: GatehouseError): CallToolResult | undefined;
+  /** Whether `gatehouse__approval_status` takes `{"args": {...}}` (the admin surface's contract, like every admin tool). */
+  wrappedArgs?: boolean;
+  /** Whether allowed calls reach an upstream server (their duration is observed per server). */
+  upstream?: boolean;
+}
+
+export const APPROVAL_STATUS_TOOL = `${GATEHOUSE_PREFIX}approval_status`;
+
+const APPROVAL_STATUS_ARGS = {
+  type: 'object',
+  properties: {
+    approval_id: { type: 'string', description: 'The approval_id a pending_approval result gave.' },
+    wait_s: { type: 'number', minimum: 0, maximum: 30, description: 'Seconds to wait for a decision (default 0).' },
+  },
+  required: ['approval_id'],
+  additionalProperties: false,
+};
+
+/** `gatehouse__approval_status` as a surface lists it: plain arguments, or wrapped in `{"args": {...}}`. */
+export function approvalStatusTool(wrapped = false): Tool {
+  return {
+    name: APPROVAL_STATUS_TOOL,
+    title: 'Approval status',
+    description:
+      'The outcome of a call that needed an operator’s approval: pending, rejected (with reason), expired, ' +
+      'out_of_scope, or the stored result. Pass wait_s (up to 30) to wait for a decision.' +
+      (wrapped ? ' Arguments go in {"args": {...}}, like every admin tool.' : ''),
+    inputSchema: (wrapped
+      ? { type: 'object', properties: { args: APPROVAL_STATUS_ARGS }, required: ['args'], additionalProperties: false }
+      : APPROVAL_STATUS_ARGS) as Tool['inputSchema'],
+    annotations: { readOnlyHint: true, openWorldHint: false },
+  };
+}
+
+/** The refusal an agent reads when a tool's verdict stops the call. */
+function verdictRefusal(name: string, verdict: 'blocked' | 'quarantined', reason: string | undefined): GatehouseError {
+  return verdict === 'blocked'
+    ? new GatehouseError('tool.blocked', `The tool ${name} is blocked by policy.`)
+    : new GatehouseError(
+        'tool.quarantined',
+        `The tool ${name} changed since it was approved (or is new) and waits for review.`,
+        { reason: reason ?? 'new' },
+      );
+}
+
+export function pendingAnswer(approvalId: string, message: string): CallToolResult {
+  return pendingApprovalResult(
+    approvalId,
+    `${message} Poll ${APPROVAL_STATUS_TOOL} with this approval_id for the outcome.`,
+  );
+}
+
+export class Gate {
+  private readonly surface: SurfaceName;
+  private readonly refuse: (error: GatehouseError) => CallToolResult | undefined;
+  readonly statusTool: Tool;
+
+  constructor(
+    private readonly ports: GatePorts,
+    private readonly profile: SurfaceProfile,
+  ) {
+    this.surface = profile.surface;
+    this.refuse = profile.refusal ?? ((error) => (isResultError(error) ? errorResult(error) : undefined));
+    this.statusTool = approvalStatusTool(profile.wrappedArgs);
+  }
+
+  /** One call, start to end; exactly one audit event whatever happens. */
+  async call(call: SurfaceCall): Promise<GateAnswer> {
+    const started = performance.now();
+    const settings = await this.ports.settings.current();
+    const resolution = call.resolve(settings);
+    const audit = (verdict: CallVerdict, outcome: CallOutcome, extra: { result?: unknown; approvalId?: string } = {}) =>
+      this.ports.audit({
+        client: call.principal,
+        surface: this.surface,
+        serverId: resolution.serverId,
+        tool: 'tool' in resolution ? resolution.tool : call.name,
+        verdict,
+        outcome,
+        latencyMs: Math.round(performance.now() - started),
+        arguments: call.arguments,
+        upstream: verdict === 'allow' && this.profile.upstream === true,
+        ...(extra.result !== undefined ? { result: extra.result } : {}),
+        ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
+        payloads: settings['audit.payloads'],
+      });
+
+    if (!('tool' in resolution)) {
+      audit(resolution.verdict, 'unknown_tool');
+      throw unknownTool(call.name);
+    }
+    const { verdict } = resolution;
+    if (verdict === 'blocked' || verdict === 'quarantined') {
+      const error = verdictRefusal(call.name, verdict, resolution.reason);
+      audit(verdict, error.code);
+      return this.refusal(error);
+    }
+
+    let release: (() => void) | undefined;
+    try {
+      if (this.ports.limiter)
+        release = this.ports.limiter.acquire(call.principal as TokenPrincipal, settings['hub.rateLimit']);
+      await call.check?.(settings);
+      if (verdict === 'gated') {
+        const card = call.approval?.();
+        if (!card) throw new GatehouseError('internal_error', `${call.name} is gated but has no approval card.`);
+        return await this.queue(call, resolution, card, `${call.name} needs an operator's approval.`, audit);
+      }
+      const ran = await call.run(settings);
+      if ('approval' in ran) return await this.queue(call, resolution, ran.approval, ran.message, audit);
+      audit('allow', ran.outcome, { result: ran.audited ?? ran.answer });
+      return ran.answer;
+    } catch (error) {
+      const known = findGatehouseError(error);
+      if (!known) {
+        audit(verdict, 'internal_error');
+        throw error;
+      }
+      audit(verdict, known.code);
+      const refusal = this.refuse(known);
+      if (refusal) return refusal;
+      throw error;
+    } finally {
+      release?.();
+    }
+  }
+
+  /** `gatehouse__approval_status`: the outcome for the token that asked, read by `read` (default: the queue's answer). */
+  async approvalStatus(
+    principal: Principal,
+    rawArgs: unknown,
+    read?: (approvalId: string, waitS: number) => Promise<GateAnswer>,
+  ): Promise<GateAnswer> {
+    try {
+      const { approvalId, waitS } = this.statusArgs(rawArgs);
+      if (read) return await read(approvalId, waitS);
+      return jsonToolResult({ ...(await this.ports.approvals.status(approvalId, principal, waitS)) });
+    } catch (error) {
+      const known = findGatehouseError(error);
+      // Reading an approval is always answered as a result the agent reads, never a protocol error.
+      if (known) return this.refuse(known) ?? errorResult(known);
+      throw error;
+    }
+  }
+
+  /** A refusal in this surface's shape; errors the surface leaves to the protocol are thrown. */
+  refusal(error: GatehouseError): CallToolResult {
+    const answer = this.refuse(error);
+    if (!answer) throw error;
+    return answer;
+  }
+
+  private statusArgs(rawArgs: unknown): { approvalId: string; waitS: number } {
+    const outer = (rawArgs ?? {}) as Record<string, unknown>;
+    const args = (this.profile.wrappedArgs ? outer.args : outer) as
+      | { approval_id?: unknown; wait_s?: unknown }
+      | undefined;
+    if (!args || typeof args !== 'object' || Array.isArray(args)) {
+      throw new GatehouseError('tool.invalid_arguments', `${APPROVAL_STATUS_TOOL} takes {"args": {"approval_id": …}}.`);
+    }
+    const id = args.approval_id;
+    if (typeof id !== 'string' || id.length === 0 || id.length > 128) {
+      throw new GatehouseError('tool.invalid_arguments', 'approval_id must be a string.');
+    }
+    const wait = args.wait_s;
+    const waitS = typeof wait === 'number' && Number.isFinite(wait) ? Math.min(Math.max(wait, 0), 30) : 0;
+    return { approvalId: id, waitS };
+  }
+
+  private async queue(
+    call: SurfaceCall,
+    resolution: Extract<Resolution, { tool: string }>,
+    card: ApprovalCard,
+    message: string,
+    audit: (verdict: CallVerdict, outcome: CallOutcome, extra?: { approvalId?: string }) => void,
+  ): Promise<CallToolResult> {
+    const approval = await this.ports.approvals.create({
+      surface: this.surface,
+      requester: call.principal,
+      serverId: resolution.serverId,
+      tool: resolution.tool,
+      exposedName: card.exposedName ?? call.name,
+      arguments: card.arguments,
+      pinHash: card.pinHash,
+      policyVersion: card.policyVersion,
+      detail: card.detail,
+    });
+    audit('gated', 'pending_approval', { approvalId: approval.id });
+    return pendingAnswer(approval.id, message);
+  }
+}
