@@ -23,7 +23,22 @@ export type Scope =
   | 'system'
   | 'memory';
 export type Tier = 'autonomousRead' | 'autonomousWrite' | 'gated';
-export type McpDeclaration = { tool: string; tier: Tier } | { exclude: string };
+export type McpDeclaration =
+  | {
+      tool: string;
+      tier: Tier;
+      /**
+       * The tier of each body field, for a route whose fields differ in blast radius: a request is
+       * taken at the highest tier among the route's and its fields' (one gated field gates it whole).
+       * When given, every body field must be listed (the admin catalog refuses to build otherwise).
+       */
+      fields?: Readonly<Record<string, Tier>>;
+      /** The read tool (same path arguments) whose answer is the "before" of an approval card's diff. */
+      current?: string;
+      /** The body as an approval card shows it: secrets masked. Default: the body as given. */
+      shown?: (body: Record<string, unknown>) => Record<string, unknown>;
+    }
+  | { exclude: string };
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
 type AnySchema = z.ZodType;

@@ -8,11 +8,11 @@ import type { Catalog } from '../registry/catalog.js';
 import { deriveServerId, serverIdSchema } from '../registry/ids.js';
 import { type ResolvedManifest, resolveInstallUrl } from '../registry/manifest.js';
 import type { ConfigPatch, NewServer } from '../registry/records.js';
-import { secretInputSchema } from '../registry/secret-values.js';
+import { type SecretInput, secretInputSchema, showInput } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { upstreamHeaders, upstreamUrl } from './ops.js';
-import { defineRoute, type RouteDeclaration } from './route.js';
+import { defineRoute, type RouteDeclaration, type Tier } from './route.js';
 import { groupName } from './tokens.js';
 
 const MANAGERS = ['admin', 'operator'] as const;
@@ -112,6 +112,41 @@ const configBody = z.strictObject({
   /** stdio: stop the server after this many seconds without a call; null or 0 never. */
   idleShutdownS: z.number().int().min(0).max(604_800).nullable().optional(),
 });
+
+/**
+ * The blast radius of each config field. Whatever widens what a server runs, reaches, receives or may
+ * touch is gated for agents; switching it on or off and its lifecycle knobs are not. A new field must be
+ * classified here (the admin catalog refuses a field without a tier).
+ */
+const CONFIG_FIELD_TIERS: Readonly<Record<keyof z.input<typeof configBody>, Tier>> = {
+  command: 'gated',
+  args: 'gated',
+  env: 'gated',
+  url: 'gated',
+  headers: 'gated',
+  auth: 'gated',
+  workspaceRoots: 'gated',
+  pathArgs: 'gated',
+  trustNewTools: 'gated',
+  privateNetwork: 'gated',
+  enabled: 'autonomousWrite',
+  lazyStart: 'autonomousWrite',
+  idleShutdownS: 'autonomousWrite',
+};
+
+/** A config body as an approval card shows it: header, env and bearer values masked, references named. */
+function showConfigBody(body: Record<string, unknown>): Record<string, unknown> {
+  const shown: Record<string, unknown> = { ...body };
+  for (const field of ['env', 'headers'] as const) {
+    const values = body[field] as Record<string, SecretInput | null> | undefined;
+    if (values && typeof values === 'object') {
+      shown[field] = Object.fromEntries(Object.entries(values).map(([name, value]) => [name, showInput(value)]));
+    }
+  }
+  const auth = body.auth as { type?: string; token?: SecretInput } | undefined;
+  if (auth?.token !== undefined) shown.auth = { ...auth, token: showInput(auth.token) };
+  return shown;
+}
 
 /** Splits the config body into record fields and the per-server options (sandbox, later lifecycle). */
 function toConfigPatch(body: z.output<typeof configBody>): ConfigPatch {
@@ -217,7 +252,13 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
         'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools, pathArgs, workspaceRoots, lazyStart, idleShutdownS; null removes a key.',
       scope: 'servers',
       access: MANAGERS,
-      mcp: { tool: 'mcp_server_config_write', tier: 'autonomousWrite' },
+      mcp: {
+        tool: 'mcp_server_config_write',
+        tier: 'autonomousWrite',
+        fields: CONFIG_FIELD_TIERS,
+        current: 'mcp_server_get',
+        shown: showConfigBody,
+      },
       params: idParams,
       body: configBody,
       handler: async ({ params, body, principal }) => ({
@@ -266,7 +307,8 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       summary: "The server's recent events, newest first, each with a kind.",
       scope: 'servers',
       access: MANAGERS,
-      mcp: { tool: 'mcp_server_logs', tier: 'autonomousRead' },
+      // A third-party process's stderr can hold anything (tokens it printed, paths, data): an operator decides.
+      mcp: { tool: 'mcp_server_logs', tier: 'gated' },
       params: idParams,
       query: z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) }),
       async handler({ params, query }) {

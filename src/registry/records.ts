@@ -12,7 +12,7 @@ import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
 import {
-  dropSealed,
+  credentialsForNewTarget,
   openValue,
   type RecordBinding,
   type SecretInput,
@@ -247,12 +247,8 @@ export class ServerStore {
       let headers = parseJson<Record<string, StoredValue>>(row.headers, {});
       let env = parseJson<Record<string, StoredValue>>(row.env, {});
       let auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
-      if (endpointChanged) {
-        // Sealed values were bound to the old endpoint: they are dropped unless given again below.
-        headers = dropSealed(headers);
-        env = dropSealed(env);
-        if (auth.type === 'bearer' && 'sealed' in auth.token) auth = { type: 'none' };
-      }
+      // Every credential was bound to the old target: dropped, unless this very change gives it again below.
+      if (endpointChanged) ({ headers, env, auth } = credentialsForNewTarget());
       headers = this.applySparse(binding, 'headers', headers, patch.headers);
       env = this.applySparse(binding, 'env', env, patch.env);
       if (patch.auth !== undefined) auth = this.sealAuth(binding, patch.auth);

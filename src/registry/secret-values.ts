@@ -53,6 +53,12 @@ export function showValue(value: StoredValue): ShownValue {
   return 'env' in value ? { env: value.env } : { set: true };
 }
 
+/** A value as given (before it is sealed), as an operator may see it: literals masked, references named. */
+export function showInput(input: SecretInput | null): ShownValue | null {
+  if (input === null) return null;
+  return typeof input === 'string' ? { set: true } : { env: input.env };
+}
+
 export function showMap(values: Record<string, StoredValue>): Record<string, ShownValue> {
   return Object.fromEntries(Object.entries(values).map(([name, value]) => [name, showValue(value)]));
 }
@@ -77,9 +83,15 @@ export function openValue(
 }
 
 /**
- * Re-seals every sealed value for a new binding (id, URL or command changed) — or drops it.
- * The issue's rule: changing the URL or command drops sealed values unless they are given again.
+ * What a server keeps of its credentials when its target (URL or command) changes: nothing. Sealed
+ * values, env references and the bearer token were given for the old target; handing any of them
+ * to a new one would let whoever re-points a server collect them. The one place this rule lives;
+ * a credential the same change gives again is applied after it.
  */
-export function dropSealed(values: Record<string, StoredValue>): Record<string, StoredValue> {
-  return Object.fromEntries(Object.entries(values).filter(([, v]) => 'env' in v));
+export function credentialsForNewTarget(): {
+  headers: Record<string, StoredValue>;
+  env: Record<string, StoredValue>;
+  auth: { type: 'none' };
+} {
+  return { headers: {}, env: {}, auth: { type: 'none' } };
 }

@@ -64,7 +64,7 @@ export interface SurfaceCall {
   /** Checks before anything is queued or run (schema, path sandbox, a round's state); throw a GatehouseError. */
   check?(settings: Settings): void | Promise<void>;
   /** The approval card of a call whose verdict is `gated`. */
-  approval?(): ApprovalCard;
+  approval?(): ApprovalCard | Promise<ApprovalCard>;
   /** Runs an allowed call. */
   run(settings: Settings): Promise<RunOutcome>;
 }
@@ -187,7 +187,7 @@ export class Gate {
         release = this.ports.limiter.acquire(call.principal as TokenPrincipal, settings['hub.rateLimit']);
       await call.check?.(settings);
       if (verdict === 'gated') {
-        const card = call.approval?.();
+        const card = await call.approval?.();
         if (!card) throw new GatehouseError('internal_error', `${call.name} is gated but has no approval card.`);
         return await this.queue(call, resolution, card, `${call.name} needs an operator's approval.`, audit);
       }

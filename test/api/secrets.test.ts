@@ -99,7 +99,7 @@ describeEachStore('sealed secrets', (target) => {
     }
   });
 
-  it('refuses env references outside the secret prefix and drops sealed values when the URL changes', async () => {
+  it('refuses env references outside the secret prefix and drops every credential when the URL changes', async () => {
     const refused = await gw.request('POST', '/api/mcp/install', {
       body: {
         manifest: {
@@ -122,15 +122,24 @@ describeEachStore('sealed secrets', (target) => {
           transport: 'streamable-http',
           url: upstream.url,
           headers: { 'X-Sealed': 'value', 'X-Ref': { env: 'MCP_SECRET_FROM_ENV' } },
+          auth: { type: 'bearer', token: { env: 'MCP_SECRET_BEARER' } },
         },
       },
     });
+    // Re-pointing a server must not hand its credentials to the new target: env references included.
     const moved = await gw.request('PATCH', '/api/mcp/servers/moving/config', { body: { url: `${upstream.url}?v=2` } });
-    expect(moved.json().server.headers).toEqual({ 'X-Ref': { env: 'MCP_SECRET_FROM_ENV' } });
+    expect(moved.json().server.headers).toEqual({});
+    expect(moved.json().server.auth).toEqual({ type: 'none' });
     const regiven = await gw.request('PATCH', '/api/mcp/servers/moving/config', {
-      body: { url: upstream.url, headers: { 'X-Sealed': 'again' } },
+      body: { url: upstream.url, headers: { 'X-Sealed': 'again', 'X-Ref': { env: 'MCP_SECRET_FROM_ENV' } } },
     });
     expect(regiven.json().server.headers).toEqual({
+      'X-Ref': { env: 'MCP_SECRET_FROM_ENV' },
+      'X-Sealed': { set: true },
+    });
+    // A change that keeps the target keeps its credentials.
+    const same = await gw.request('PATCH', '/api/mcp/servers/moving/config', { body: { enabled: true } });
+    expect(same.json().server.headers).toEqual({
       'X-Ref': { env: 'MCP_SECRET_FROM_ENV' },
       'X-Sealed': { set: true },
     });

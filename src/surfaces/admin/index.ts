@@ -20,7 +20,7 @@ import { McpEndpoint } from '../endpoint.js';
 import { APPROVAL_STATUS_TOOL, Gate, type GateAnswer, type GatePorts } from '../gate.js';
 import { errorResult, jsonToolResult } from '../results.js';
 import { invokeTool, resolvePath } from './invoke.js';
-import { type AdminCatalog, type AdminTool, buildAdminCatalog } from './tools.js';
+import { type AdminCatalog, type AdminTool, buildAdminCatalog, callTier } from './tools.js';
 
 export type AccessLevel = 'off' | 'read' | 'write';
 
@@ -30,6 +30,13 @@ export function accessTo(settings: Settings, scope: string): AccessLevel {
   const key = `mcp.scope.${scope}` as keyof Settings;
   const level = settings[key];
   return level === 'read' || level === 'write' ? level : 'off';
+}
+
+/** The tier a call is taken at; arguments that are not an object are refused later, at the route's tier. */
+function tierOfCall(tool: AdminTool, rawArgs: unknown): AdminTool['tier'] {
+  return rawArgs && typeof rawArgs === 'object' && !Array.isArray(rawArgs)
+    ? callTier(tool, rawArgs as Record<string, unknown>)
+    : tool.tier;
 }
 
 export function mayUse(tool: AdminTool, settings: Settings): boolean {
@@ -62,6 +69,31 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     return built;
   };
 
+  /**
+   * What an approval card shows of a call that changes a record: each field it sets, from what it is now
+   * (the route's declared read, answered as the requester would see it) to what it will be — secrets masked.
+   */
+  const cardChanges = async (
+    tool: AdminTool,
+    principal: Principal,
+    args: Record<string, unknown>,
+  ): Promise<{ changes?: Record<string, { from: unknown; to: unknown }> }> => {
+    const mcp = tool.declaration.mcp as Extract<AdminTool['declaration']['mcp'], { tool: string }>;
+    if (!tool.fieldTiers) return {};
+    const body = Object.fromEntries(Object.entries(args).filter(([key]) => key in (tool.fieldTiers ?? {})));
+    const shown = mcp.shown ? mcp.shown(body) : body;
+    const reader = mcp.current ? catalog().tools.get(mcp.current) : undefined;
+    let before: Record<string, unknown> = {};
+    if (reader) {
+      const pathArgs = Object.fromEntries(reader.pathParams.map((p) => [p.name, args[p.name]]));
+      const read = await invokeTool(deps.app, deps.grants, reader, principal, pathArgs, { level: 'read' });
+      if (read.ok) before = read.body;
+    }
+    return {
+      changes: Object.fromEntries(Object.entries(shown).map(([key, to]) => [key, { from: before[key] ?? null, to }])),
+    };
+  };
+
   // Every known refusal is a result the agent reads, in hal0's error envelope.
   const gate = new Gate(deps, { surface: 'admin', refusal: errorResult, wrappedArgs: true });
 
@@ -74,7 +106,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       arguments: rawArgs,
       resolve: (settings) =>
         tool && mayUse(tool, settings)
-          ? { verdict: tool.tier === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
+          ? { verdict: tierOfCall(tool, rawArgs) === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
           : { verdict: 'unknown_tool', serverId: null },
       check: () => {
         if (!rawArgs || typeof rawArgs !== 'object' || Array.isArray(rawArgs)) {
@@ -82,11 +114,15 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
         }
         resolvePath(tool as AdminTool, args); // path arguments are checked before anything is queued or run
       },
-      approval: () => ({
+      approval: async () => ({
         arguments: args,
         pinHash: null,
         policyVersion: null,
-        detail: { title: name, description: tool?.definition.description ?? '' },
+        detail: {
+          title: name,
+          description: tool?.definition.description ?? '',
+          ...(await cardChanges(tool as AdminTool, principal, args)),
+        },
       }),
       run: async () => {
         const outcome = await invokeTool(deps.app, deps.grants, tool as AdminTool, principal, args, {

@@ -23,7 +23,10 @@ export interface PathParam {
 
 export interface AdminTool {
   name: string;
+  /** The route's tier; a call may be taken higher by its body fields (`callTier`). */
   tier: Tier;
+  /** The tier of each body field, when the route declares them. */
+  fieldTiers: Readonly<Record<string, Tier>> | undefined;
   scope: Scope;
   method: string;
   url: string;
@@ -65,7 +68,38 @@ function pathParamsOf(route: RouteDeclaration): PathParam[] {
   return params;
 }
 
+const TIER_RANK: Record<Tier, number> = { autonomousRead: 0, autonomousWrite: 1, gated: 2 };
+
+/** The tier one call is taken at: the route's, or higher for the body fields it carries (one gated field gates it whole). */
+export function callTier(tool: AdminTool, args: Record<string, unknown>): Tier {
+  let tier = tool.tier;
+  if (!tool.fieldTiers) return tier;
+  for (const key of Object.keys(args)) {
+    const field = tool.fieldTiers[key];
+    if (field && TIER_RANK[field] > TIER_RANK[tier]) tier = field;
+  }
+  return tier;
+}
+
+/** The body fields of a route, when its body is an object. */
+function bodyFieldsOf(route: RouteDeclaration): string[] | undefined {
+  const schema = route.body as { shape?: Record<string, unknown> } | undefined;
+  return schema?.shape ? Object.keys(schema.shape) : undefined;
+}
+
+/** Why a route's per-field tiers do not cover its body exactly (a field without a tier, or a tier for no field). */
+function fieldTierProblems(route: RouteDeclaration, name: string, fields: Readonly<Record<string, Tier>>): string[] {
+  const body = bodyFieldsOf(route);
+  if (!body) return [`${name} declares field tiers but its body has no fields`];
+  const declared = Object.keys(fields);
+  return [
+    ...body.filter((f) => !declared.includes(f)).map((f) => `${name}: body field ${f} has no tier`),
+    ...declared.filter((f) => !body.includes(f)).map((f) => `${name}: tier declared for ${f}, which its body lacks`),
+  ];
+}
+
 function toolOf(route: RouteDeclaration, name: string, tier: Tier, method: string): AdminTool {
+  const fieldTiers = 'tool' in route.mcp ? route.mcp.fields : undefined;
   const pathParams = pathParamsOf(route);
   const argsIn =
     method === 'GET' || method === 'DELETE' ? (route.query ? 'query' : 'none') : route.body ? 'body' : 'none';
@@ -106,7 +140,7 @@ function toolOf(route: RouteDeclaration, name: string, tier: Tier, method: strin
   };
   const definition: Tool = {
     name,
-    description: `${route.summary} (${method} ${route.url}; tier ${tier})`,
+    description: `${route.summary} (${method} ${route.url}; tier ${tier}${gatedFieldsNote(fieldTiers, tier)})`,
     inputSchema: {
       type: 'object',
       properties: { args: argsSchema },
@@ -118,6 +152,7 @@ function toolOf(route: RouteDeclaration, name: string, tier: Tier, method: strin
   return {
     name,
     tier,
+    fieldTiers,
     scope: route.scope,
     method,
     url: route.url,
@@ -128,6 +163,13 @@ function toolOf(route: RouteDeclaration, name: string, tier: Tier, method: strin
     declaration: route,
     definition,
   };
+}
+
+function gatedFieldsNote(fields: Readonly<Record<string, Tier>> | undefined, tier: Tier): string {
+  const gated = Object.entries(fields ?? {})
+    .filter(([, t]) => t === 'gated')
+    .map(([f]) => f);
+  return tier !== 'gated' && gated.length > 0 ? `; gated when it sets ${gated.join(', ')}` : '';
 }
 
 export interface AdminCatalog {
@@ -161,6 +203,7 @@ export function buildAdminCatalog(table: readonly RouteTableEntry[]): AdminCatal
       problems.push(`${route.mcp.tool} is claimed by two routes`);
       continue;
     }
+    if (route.mcp.fields) problems.push(...fieldTierProblems(route, route.mcp.tool, route.mcp.fields));
     tools.set(route.mcp.tool, toolOf(route, route.mcp.tool, route.mcp.tier, methods[0] as string));
   }
   if (problems.length > 0) throw new GatehouseError('internal_error', `Admin surface: ${problems.join('; ')}.`);

@@ -1,0 +1,223 @@
+/**
+ * Tiers that match the blast radius. Every admin tool, and every body field of a write tool that is
+ * not gated whole, is classified in the tables below by what it can do: a tool or field that widens
+ * what a server runs, reaches, receives or may touch must be gated. A new tool or field fails this test
+ * until it is classified here. Then the split config route end to end: agents wait for approval on a
+ * widening field (a card with the whole diff, secrets masked), operators on REST do not.
+ */
+import type { Client } from '@modelcontextprotocol/client';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type AdminTool, buildAdminCatalog, callTier } from '../../src/surfaces/admin/tools.js';
+import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent } from '../helpers/agents.js';
+import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+// biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
+type Json = Record<string, any>;
+
+/** Tools that, whatever their arguments, widen reach or destroy: gated whole. */
+const WIDENING_TOOLS = new Set([
+  'mcp_server_install', // runs or reaches something new
+  'mcp_server_uninstall', // destructive
+  'mcp_server_tools_write', // which tools run unreviewed
+  'mcp_server_exposure_write', // who reaches a server
+  'mcp_server_pin_approve', // a changed tool runs
+  'mcp_server_restart', // runs the process again, now
+  'mcp_server_logs', // a third-party process's stderr can hold anything
+  'memory_unit_delete',
+  'memory_directive_delete',
+  'memory_mental_model_delete',
+]);
+
+/** Tools that read, or change something reversible within what was already approved. */
+const CONTAINED_TOOLS = new Set([
+  'agent_mcp_capabilities',
+  'approval_get',
+  'approval_list',
+  'audit_list',
+  'mcp_catalog',
+  'mcp_catalog_get',
+  'mcp_client_list',
+  'mcp_resolve',
+  'mcp_server_get',
+  'mcp_server_list',
+  'mcp_server_pins',
+  'mcp_server_process',
+  'mcp_server_start', // runs only a configuration someone approved
+  'mcp_server_stop',
+  'mcp_server_test',
+  'memory_consolidate',
+  'memory_directive_create',
+  'memory_directive_list',
+  'memory_directive_update',
+  'memory_mental_model_create',
+  'memory_mental_model_list',
+  'memory_mental_model_refresh',
+  'memory_mental_model_update',
+  'memory_operation_list',
+  'memory_stats_get',
+  'memory_tag_list',
+  'memory_unit_curate',
+  'memory_unit_get',
+  'memory_unit_list',
+  'memory_unit_search',
+  'platform_auth_context',
+  'platform_health',
+  'platform_status',
+  'platform_summary',
+  'platform_version',
+  'settings_get',
+  'token_list',
+  'mcp_server_config_write', // contained as a whole; its fields are classified below
+]);
+
+/** Every body field of a write tool that is not gated whole: true when setting it widens reach. */
+const FIELDS: Record<string, Record<string, boolean>> = {
+  mcp_server_config_write: {
+    command: true,
+    args: true,
+    env: true,
+    url: true,
+    headers: true,
+    auth: true,
+    workspaceRoots: true,
+    pathArgs: true,
+    trustNewTools: true,
+    privateNetwork: true,
+    enabled: false,
+    lazyStart: false,
+    idleShutdownS: false,
+  },
+  memory_directive_create: { name: false, content: false, priority: false, is_active: false, tags: false },
+  memory_directive_update: { name: false, content: false, priority: false, is_active: false, tags: false },
+  memory_mental_model_create: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
+  memory_mental_model_update: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
+  memory_unit_curate: { text: false, context: false, fact_type: false, entities: false, state: false },
+};
+
+function bodyFields(tool: AdminTool): string[] {
+  const shape = (tool.declaration.body as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return shape ? Object.keys(shape) : [];
+}
+
+describe('admin tiers', () => {
+  let gw: TestGateway;
+  let upstream: McpFixture;
+  let base: string;
+  let agent: { token: string };
+  const clients: Client[] = [];
+
+  beforeEach(async () => {
+    gw = await startTestGateway(sqliteTarget);
+    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    await gw.request('POST', '/api/mcp/install', {
+      body: {
+        manifest: {
+          id: 'files',
+          name: 'files',
+          transport: 'streamable-http',
+          url: upstream.url,
+          headers: { 'X-Api-Key': 'the-old-secret' },
+        },
+      },
+    });
+    agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'tier-agent' } })).json();
+    base = await gw.listen();
+  });
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
+    await upstream.close();
+    await gw.close();
+  });
+
+  it('classifies every admin tool and field; whatever widens reach is gated', () => {
+    const catalog = buildAdminCatalog(gw.gateway.app.routeTable);
+    for (const tool of catalog.tools.values()) {
+      const widening = WIDENING_TOOLS.has(tool.name);
+      expect(widening || CONTAINED_TOOLS.has(tool.name), `${tool.name} is not classified in this test`).toBe(true);
+      if (widening) {
+        expect(tool.tier, `${tool.name} widens reach`).toBe('gated');
+        continue;
+      }
+      const fields = bodyFields(tool);
+      if (tool.method === 'GET' || fields.length === 0) continue;
+      const table = FIELDS[tool.name];
+      expect(table, `${tool.name}'s body fields are not classified in this test`).toBeDefined();
+      for (const field of fields) {
+        expect(table?.[field], `${tool.name}.${field} is not classified in this test`).toBeTypeOf('boolean');
+        if (table?.[field]) {
+          expect(callTier(tool, { [field]: null }), `${tool.name}.${field} widens reach`).toBe('gated');
+        }
+      }
+    }
+  });
+
+  it('a mixed request is gated whole; a contained one runs; the card shows the whole diff with secrets masked', async () => {
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    const client = await connectAgent(`${base}/mcp/admin`, agent.token, { name: 'tier-agent' });
+    clients.push(client);
+    const call = async (name: string, args: Record<string, unknown>) =>
+      ((await client.callTool({ name, arguments: { args } })) as { structuredContent: Json }).structuredContent;
+
+    // Contained: runs at once.
+    const toggled = await call('mcp_server_config_write', { id: 'files', enabled: false });
+    expect(toggled.server.enabled).toBe(false);
+
+    // The review's attack: a stdio command, a new URL with the old header, roots off, new tools trusted.
+    for (const widening of [
+      { url: 'http://collector.example/mcp' },
+      { headers: { 'X-Api-Key': { env: 'MCP_SECRET_KEY' } } },
+      { workspaceRoots: null },
+      { trustNewTools: true },
+      { privateNetwork: true },
+    ]) {
+      const answer = await call('mcp_server_config_write', { id: 'files', ...widening });
+      expect(answer, JSON.stringify(widening)).toMatchObject({ status: 'pending_approval' });
+    }
+    const mixed = await call('mcp_server_config_write', {
+      id: 'files',
+      enabled: true,
+      url: `${upstream.url}?moved=1`,
+      headers: { 'X-Api-Key': 'the-new-secret' },
+    });
+    expect(mixed.status).toBe('pending_approval');
+    const server = (await gw.request('GET', '/api/mcp/servers/files')).json();
+    expect(server.enabled).toBe(false); // nothing of a gated request ran, not even its contained field
+    expect(server.url).toBe(upstream.url);
+
+    const card = (await gw.request('GET', `/api/approvals/${mixed.approval_id}`)).json();
+    expect(card.detail.changes).toEqual({
+      enabled: { from: false, to: true },
+      url: { from: upstream.url, to: `${upstream.url}?moved=1` },
+      headers: { from: { 'X-Api-Key': { set: true } }, to: { 'X-Api-Key': { set: true } } },
+    });
+    expect(JSON.stringify(card.detail)).not.toContain('the-new-secret');
+
+    await gw.request('POST', `/api/approvals/${mixed.approval_id}/approve`, { body: {} });
+    const done = await call('gatehouse__approval_status', { approval_id: mixed.approval_id, wait_s: 10 });
+    expect(done.status).toBe('executed');
+    const moved = (await gw.request('GET', '/api/mcp/servers/files')).json();
+    expect(moved).toMatchObject({
+      enabled: true,
+      url: `${upstream.url}?moved=1`,
+      headers: { 'X-Api-Key': { set: true } },
+    });
+  });
+
+  it('operators on REST are not asked for approval; agents are, for logs too', async () => {
+    const direct = await gw.request('PATCH', '/api/mcp/servers/files/config', {
+      body: { url: `${upstream.url}?direct=1`, trustNewTools: true },
+    });
+    expect(direct.statusCode).toBe(200);
+    expect(direct.json().server).toMatchObject({ url: `${upstream.url}?direct=1`, trustNewTools: true });
+
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    const client = await connectAgent(`${base}/mcp/admin`, agent.token, { name: 'tier-agent' });
+    clients.push(client);
+    const logs = (await client.callTool({ name: 'mcp_server_logs', arguments: { args: { id: 'files' } } })) as {
+      structuredContent: Json;
+    };
+    expect(logs.structuredContent.status).toBe('pending_approval');
+  });
+});
