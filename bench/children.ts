@@ -54,11 +54,16 @@ function spawnTs(
     ? ['--expose-gc', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR)}`] : [])]
     : [];
   const imports = [GUARD, ...preload.map((p) => path.join(REPO_DIR, p))].flatMap((p) => ['--import', p]);
-  const child = spawn(process.execPath, [...flags, '--import', 'tsx', ...imports, path.join(REPO_DIR, file), ...args], {
-    cwd: REPO_DIR,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
+  // A file may be absolute (the baseline's gateway lives in a tree of its own, see baseline.ts).
+  const child = spawn(
+    process.execPath,
+    [...flags, '--import', 'tsx', ...imports, path.resolve(REPO_DIR, file), ...args],
+    {
+      cwd: REPO_DIR,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    },
+  );
   alive.add(child);
   child.once('exit', () => alive.delete(child));
   return child;

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { BASELINE_COMMIT, baselineTree } from './baseline.js';
 import {
   type CallRow,
   type CellResult,
@@ -42,13 +43,13 @@ interface Gateway {
   dataDir: string;
 }
 
-async function startGateway(name: string): Promise<Gateway> {
+async function startGateway(name: string, file = 'bench/gateway-process.ts'): Promise<Gateway> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gatehouse-bench-'));
   const admin = `gh_bench_${randomBytes(24).toString('hex')}`;
   try {
     const party = await startParty(
       name,
-      'bench/gateway-process.ts',
+      file,
       [],
       childEnv({
         GATEHOUSE_DATA_DIR: dataDir,
@@ -138,7 +139,9 @@ export async function hubSection(): Promise<string> {
   const rows: Row[] = [];
   const listRows: ListRow[] = [];
   /** Per era, the c=1 rounds' added p50 latencies (hub − direct, proxy − direct) and the hub's errors. */
-  const addedRounds = new Map<string, { hub: number[]; proxy: number[]; errors: number }>();
+  const addedRounds = new Map<string, { hub: number[]; proxy: number[]; baseline: number[]; errors: number }>();
+  const baseline = baselineTree();
+  const BASELINE_PATH = `through /mcp at ${BASELINE_COMMIT} (the wave's baseline)`;
   try {
     process.stderr.write('hub: starting upstreams and the gateway\n');
     const start = async (name: string, era: string) => {
@@ -171,6 +174,14 @@ export async function hubSection(): Promise<string> {
     gateways.push(gw);
     const token = await agentToken(gw);
     for (const { era } of ERAS) await installAndTest(gw, `bench-${era}`, upstreams[era].info.url, ['echo']);
+    // The wave's baseline gateway, set up the same way, measured in the same rounds.
+    let base: { gw: Gateway; token: string } | undefined;
+    if ('dir' in baseline) {
+      const bgw = await startGateway('baseline gateway', path.join(baseline.dir, 'bench/gateway-process.ts'));
+      gateways.push(bgw);
+      base = { gw: bgw, token: await agentToken(bgw) };
+      for (const { era } of ERAS) await installAndTest(bgw, `bench-${era}`, upstreams[era].info.url, ['echo']);
+    } else process.stderr.write(`hub: no baseline gateway: ${baseline.unavailable}\n`);
 
     // Every party compiles its hot paths during its first seconds of load; one unmeasured cell per path
     // and era first, so that the first measured round of each is not the one that pays for it.
@@ -192,12 +203,19 @@ export async function hubSection(): Promise<string> {
         { mode: 'sdk', url: `${gw.url}/mcp`, token, tool: `bench-${era}__echo`, ...warm },
         { upstreamPid: upstream.info.pid },
       );
+      if (base) {
+        await measureCell(
+          `warm-up baseline /mcp ${era}`,
+          { mode: 'sdk', url: `${base.gw.url}/mcp`, token: base.token, tool: `bench-${era}__echo`, ...warm },
+          { upstreamPid: upstream.info.pid },
+        );
+      }
     }
 
     for (const { era, label } of ERAS) {
       const upstream = upstreams[era];
       for (const c of CONCURRENCY) {
-        const rounds: Array<{ direct: CellResult; proxy: CellResult; hub: CellResult }> = [];
+        const rounds: Array<{ direct: CellResult; proxy: CellResult; hub: CellResult; baseline?: CellResult }> = [];
         const roundCount = c === 1 ? C1_ROUNDS : 1;
         const duration = c === 1 ? Math.round(DURATION_MS / 2) : DURATION_MS;
         for (let round = 1; round <= roundCount; round++) {
@@ -225,7 +243,22 @@ export async function hubSection(): Promise<string> {
             },
             { gateway: gw.party, upstreamPid: upstream.info.pid },
           );
-          rounds.push({ direct, proxy, hub });
+          const baselineCell = base
+            ? await measureCell(
+                `baseline /mcp ${era} c=${c}${suffix}`,
+                {
+                  mode: 'sdk',
+                  url: `${base.gw.url}/mcp`,
+                  era,
+                  concurrency: c,
+                  token: base.token,
+                  tool: `bench-${era}__echo`,
+                  'duration-ms': duration,
+                },
+                { gateway: base.gw.party, upstreamPid: upstream.info.pid },
+              )
+            : undefined;
+          rounds.push({ direct, proxy, hub, ...(baselineCell ? { baseline: baselineCell } : {}) });
         }
         // Each row is the round with the median p50 of its path; the c=1 targets use the paired rounds.
         const direct = medianCell(rounds.map((r) => r.direct));
@@ -236,16 +269,20 @@ export async function hubSection(): Promise<string> {
           { path: 'through a bare Node proxy', era: label, c, cell: proxy, direct },
           { path: 'through /mcp (allow)', era: label, c, cell: hub, direct },
         );
+        const baselineCells = rounds.flatMap((r) => (r.baseline ? [r.baseline] : []));
+        if (baselineCells.length > 0)
+          rows.push({ path: BASELINE_PATH, era: label, c, cell: medianCell(baselineCells), direct });
         if (c === 1) {
           addedRounds.set(label, {
             hub: rounds.map((r) => r.hub.report.p50Ms - r.direct.report.p50Ms),
             proxy: rounds.map((r) => r.proxy.report.p50Ms - r.direct.report.p50Ms),
+            baseline: rounds.flatMap((r) => (r.baseline ? [r.baseline.report.p50Ms - r.direct.report.p50Ms] : [])),
             errors: rounds.reduce((sum, r) => sum + r.hub.report.errors, 0),
           });
         }
       }
     }
-    await stopGateway(gateways.pop() as Gateway);
+    await Promise.all(gateways.splice(0).map((g) => stopGateway(g)));
     await Promise.all(parties.splice(0).map((p) => p.stop()));
 
     process.stderr.write(`hub: aggregate of ${AGG_SERVERS} upstreams × ${AGG_TOOLS} tools (install and handshake)\n`);
@@ -342,6 +379,21 @@ export async function hubSection(): Promise<string> {
       `  throughput at c=16 ≥ 0.6× direct (${label}): ${ratio(r, 3)} — ${verdict(r >= 0.6 && hub16?.errors === 0)}; ` +
         `a bare Node pass-through proxy reaches ${ratio(proxyRatio, 3)}`,
     );
+    // The wave's rule: no issue leaves the hub more than 5 % worse than the baseline, in the same run.
+    const base16 = find(BASELINE_PATH, label, 16)?.cell.report;
+    if (base16 && hub16) {
+      const vsBase = hub16.callsPerS / base16.callsPerS;
+      const baseAdded = median(paired?.baseline ?? []);
+      targets.push(
+        `  against the wave's baseline ${BASELINE_COMMIT} (${label}): calls/s at c=16 ${ratio(vsBase, 3)} of the baseline's ` +
+          `(${num(hub16.callsPerS, 0)} vs ${num(base16.callsPerS, 0)}) — ${verdict(vsBase >= 0.95)} (≥ 0.95×); ` +
+          `added p50 at c=1 ${num(added, 3)} ms vs the baseline's ${num(baseAdded, 3)} ms — ` +
+          `${verdict(added <= baseAdded * 1.05)} (≤ +5 %)`,
+      );
+    } else
+      targets.push(
+        `  against the wave's baseline ${BASELINE_COMMIT}: not measured (${'unavailable' in baseline ? baseline.unavailable : 'no cells'})`,
+      );
   }
   for (const { agent, sdk, cell } of listRows) {
     const { p50Ms, p50LastByteMs, p50DecodeMs, errors, loadCpuMsPerCall } = cell.report;
