@@ -46,13 +46,20 @@ export type ApprovalCard = Pick<NewApproval, 'arguments' | 'pinHash' | 'policyVe
 };
 
 /** How an allowed call ended: the agent's answer, or a finding that it needs an approval after all. */
-export type RunOutcome =
-  | {
-      answer: GateAnswer;
-      outcome: CallOutcome /** What the audit keeps as the result (default: the answer). */;
-      audited?: unknown;
-    }
-  | { approval: ApprovalCard /** The sentence the agent reads before "Poll …". */; message: string };
+export type RunOutcome = AnsweredRun | ApprovalNeeded;
+
+export interface AnsweredRun {
+  answer: GateAnswer;
+  outcome: CallOutcome;
+  /** What the audit keeps as the result (default: the answer). */
+  audited?: unknown;
+}
+
+export interface ApprovalNeeded {
+  approval: ApprovalCard;
+  /** The sentence the agent reads before "Poll …". */
+  message: string;
+}
 
 export interface SurfaceCall {
   principal: TokenPrincipal | Principal;
@@ -62,11 +69,11 @@ export interface SurfaceCall {
   arguments: unknown;
   resolve(settings: Settings): Resolution;
   /** Checks before anything is queued or run (schema, path sandbox, a round's state); throw a GatehouseError. */
-  check?(settings: Settings): void | Promise<void>;
+  check?(): void | Promise<void>;
   /** The approval card of a call whose verdict is `gated`. */
   approval?(): ApprovalCard | Promise<ApprovalCard>;
   /** Runs an allowed call. */
-  run(settings: Settings): Promise<RunOutcome>;
+  run(): Promise<RunOutcome>;
 }
 
 /** What every surface shares: settings, the approval queue, the audit trail, the per-token limits. */
@@ -128,7 +135,7 @@ function verdictRefusal(name: string, verdict: 'blocked' | 'quarantined', reason
       );
 }
 
-export function pendingAnswer(approvalId: string, message: string): CallToolResult {
+function pendingAnswer(approvalId: string, message: string): CallToolResult {
   return pendingApprovalResult(
     approvalId,
     `${message} Poll ${APPROVAL_STATUS_TOOL} with this approval_id for the outcome.`,
@@ -185,13 +192,13 @@ export class Gate {
     try {
       if (this.ports.limiter)
         release = this.ports.limiter.acquire(call.principal as TokenPrincipal, settings['hub.rateLimit']);
-      await call.check?.(settings);
+      await call.check?.();
       if (verdict === 'gated') {
         const card = await call.approval?.();
         if (!card) throw new GatehouseError('internal_error', `${call.name} is gated but has no approval card.`);
         return await this.queue(call, resolution, card, `${call.name} needs an operator's approval.`, audit);
       }
-      const ran = await call.run(settings);
+      const ran = await call.run();
       if ('approval' in ran) return await this.queue(call, resolution, ran.approval, ran.message, audit);
       audit('allow', ran.outcome, { result: ran.audited ?? ran.answer });
       return ran.answer;
