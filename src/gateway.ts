@@ -192,6 +192,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       poolFor,
       refresh: (id, trigger, signal) => registry.refresh(id, trigger, signal),
       logger,
+      locks: store.locks,
       ...(deps.listWatchTimings && { timings: deps.listWatchTimings }),
     });
 
