@@ -34,6 +34,7 @@ import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
+import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
@@ -226,7 +227,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ),
     });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
-    const limiter = new CallLimiter();
+    // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
+    const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
     const hub = createHub({
       config,
       store,

@@ -61,7 +61,7 @@ export interface CallPorts {
   stateCodec: HubStateCodec;
   /** Supervised stdio servers (src/supervisor). */
   stdio: StdioUpstream;
-  limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
+  limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): (() => void) | Promise<() => void> };
   audit(record: CallRecord): void;
   approvals: {
     create(request: {
@@ -320,7 +320,7 @@ export class HubCalls {
     let release: (() => void) | undefined;
     try {
       const settings = await this.ports.settings.current();
-      release = this.ports.limiter.acquire(principal, settings['hub.rateLimit']);
+      release = await this.ports.limiter.acquire(principal, settings['hub.rateLimit']);
       this.ports.validator.validate(
         tool.pin?.pinHash ?? `${server.row.id}/${tool.name}`,
         tool.definition.inputSchema,

@@ -41,7 +41,7 @@ export interface MemorySurfaceDeps {
   approvals: ApprovalQueue;
   audit(record: CallEvent): void;
   /** The per-token call limits the hub uses (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
-  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
+  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): (() => void) | Promise<() => void> };
 }
 
 export interface MemorySurface {
@@ -296,7 +296,8 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
     const verdict = tierOf(name) === 'gated' ? 'gated' : 'allow';
     let release: (() => void) | undefined;
     try {
-      if (deps.limiter) release = deps.limiter.acquire(principal, (await deps.settings.current())['hub.rateLimit']);
+      if (deps.limiter)
+        release = await deps.limiter.acquire(principal, (await deps.settings.current())['hub.rateLimit']);
       const { body, approvalId } = await dispatch(principal, view, name, raw);
       if (approvalId) {
         audit('pending_approval', 'gated', body, approvalId);
