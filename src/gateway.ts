@@ -15,6 +15,7 @@ import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
+import { readyRoutes } from './api/ready.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
@@ -36,6 +37,7 @@ import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
 import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
+import { Readiness } from './readiness.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
 import { ListWatchers, type ListWatchTimings } from './registry/list-watch.js';
@@ -84,6 +86,14 @@ export interface Gateway {
   listWatchers: ListWatchers;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
+  /** What `GET /readyz` answers. */
+  readiness: Readiness;
+  /**
+   * The start of a graceful shutdown: not ready from now on (`/readyz` 503 `drain`), no new approved
+   * call claimed here, list watches stopped and their locks released (another replica takes them
+   * over). Calls in flight and open streams go on; `app.close()` ends the rest.
+   */
+  drain(): Promise<void>;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -282,6 +292,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    const readiness = new Readiness(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
@@ -323,8 +334,13 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           }),
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
+        ...readyRoutes(readiness),
         ...dashboardRoutes(),
       ],
+    });
+    // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
+    app.addHook('onSend', async (_request, reply) => {
+      if (readiness.draining && !reply.sent) reply.header('connection', 'close');
     });
     hub.register(app);
     admin = createAdminSurface({
@@ -376,7 +392,19 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
+    readiness.started();
+    let drained: Promise<void> | undefined;
+    const drain = () => {
+      drained ??= (async () => {
+        readiness.drain();
+        approvals.stopClaiming();
+        await listWatchers.close();
+      })();
+      return drained;
+    };
     return {
+      readiness,
+      drain,
       app,
       store,
       registry,
