@@ -5,6 +5,7 @@
  * listens, tests inject or use port 0.
  */
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
@@ -26,6 +27,7 @@ import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
+import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
 import { type Config, isLoopbackHost } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
@@ -236,6 +238,13 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           ).n,
         ),
     });
+    metrics.setSources({ auditRows: () => auditRowCount(store) });
+    const retention = new AuditRetention({
+      store,
+      settings,
+      logger,
+      onBatch: (deleted) => metrics.auditPruned.inc(deleted),
+    });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
@@ -361,6 +370,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
     });
     await approvals.start();
+    retention.start();
     await memory.start();
     await supervisor.boot();
     if (config.listWatch) {
@@ -378,6 +388,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       void listWatchers.start().catch((error) => logger.warn({ err: error }, 'list watches did not start'));
     }
     app.addHook('onClose', async () => {
+      await retention.close();
       await listWatchers.close();
       await hub.close();
       await supervisor.close();
@@ -424,4 +435,26 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     await store.close();
     throw error;
   }
+}
+
+/**
+ * Rows in the audit table, for `/metrics`. PostgreSQL: the planner's own estimate (rows per page at the
+ * last analyze × the pages the table has now), since `count(*)` would read the whole table on every
+ * scrape; exact while the table has never been analyzed. SQLite counts.
+ */
+async function auditRowCount(store: Store): Promise<number> {
+  if (store.kind === 'postgres') {
+    const { rows } = await sql<{ n: number | string | null }>`
+      select case when c.reltuples < 0 or c.relpages = 0 then null
+        else round(c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::int))
+        end as n
+      from pg_class c where c.oid = to_regclass('audit_events')`.execute(store.db);
+    const estimate = rows[0]?.n;
+    if (estimate !== null && estimate !== undefined) return Number(estimate);
+  }
+  const row = await store.db
+    .selectFrom('audit_events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }
