@@ -357,6 +357,14 @@ export const SETTINGS = {
     default: false,
     description: 'Allow the language-model endpoint on a private or loopback address (a local model server).',
   },
+  drainS: {
+    env: 'GATEHOUSE_DRAIN_S',
+    flag: 'drain-s',
+    schema: z.coerce.number().int().min(0).max(3_600),
+    default: 10,
+    description:
+      'On SIGTERM/SIGINT: answer /readyz 503 and keep serving calls in flight, open streams and what the balancer still sends for this many seconds, then close (0: close at once).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -399,6 +407,7 @@ export interface Config {
   readonly llmKey: string | undefined;
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
+  readonly drainS: number;
   readonly nodeEnv: string;
 }
 

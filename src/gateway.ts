@@ -5,6 +5,7 @@
  * listens, tests inject or use port 0.
  */
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
@@ -15,6 +16,7 @@ import { opsRoutes } from './api/ops.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
+import { readyRoutes } from './api/ready.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
@@ -24,6 +26,7 @@ import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
+import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
 import { type Config, isLoopbackHost } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
@@ -34,7 +37,9 @@ import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
+import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
+import { Readiness } from './readiness.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
 import { ListWatchers, type ListWatchTimings } from './registry/list-watch.js';
@@ -83,6 +88,14 @@ export interface Gateway {
   listWatchers: ListWatchers;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
+  /** What `GET /readyz` answers. */
+  readiness: Readiness;
+  /**
+   * The start of a graceful shutdown: not ready from now on (`/readyz` 503 `drain`), no new approved
+   * call claimed here, list watches stopped and their locks released (another replica takes them
+   * over). Calls in flight and open streams go on; `app.close()` ends the rest.
+   */
+  drain(): Promise<void>;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -192,6 +205,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       poolFor,
       refresh: (id, trigger, signal) => registry.refresh(id, trigger, signal),
       logger,
+      locks: store.locks,
       ...(deps.listWatchTimings && { timings: deps.listWatchTimings }),
     });
 
@@ -224,8 +238,16 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           ).n,
         ),
     });
+    metrics.setSources({ auditRows: () => auditRowCount(store) });
+    const retention = new AuditRetention({
+      store,
+      settings,
+      logger,
+      onBatch: (deleted) => metrics.auditPruned.inc(deleted),
+    });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
-    const limiter = new CallLimiter();
+    // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
+    const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
     const hub = createHub({
       config,
       store,
@@ -279,6 +301,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    const readiness = new Readiness(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
@@ -320,8 +343,13 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           }),
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
+        ...readyRoutes(readiness),
         ...dashboardRoutes(),
       ],
+    });
+    // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
+    app.addHook('onSend', async (_request, reply) => {
+      if (readiness.draining && !reply.sent) reply.header('connection', 'close');
     });
     hub.register(app);
     admin = createAdminSurface({
@@ -343,6 +371,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
     });
     await approvals.start();
+    retention.start();
     await memory.start();
     await supervisor.boot();
     if (config.listWatch) {
@@ -360,6 +389,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       void listWatchers.start().catch((error) => logger.warn({ err: error }, 'list watches did not start'));
     }
     app.addHook('onClose', async () => {
+      await retention.close();
       await listWatchers.close();
       await hub.close();
       await supervisor.close();
@@ -374,7 +404,19 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await guards.close();
       await store.close();
     });
+    readiness.started();
+    let drained: Promise<void> | undefined;
+    const drain = () => {
+      drained ??= (async () => {
+        readiness.drain();
+        approvals.stopClaiming();
+        await listWatchers.close();
+      })();
+      return drained;
+    };
     return {
+      readiness,
+      drain,
       app,
       store,
       registry,
@@ -394,4 +436,26 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     await store.close();
     throw error;
   }
+}
+
+/**
+ * Rows in the audit table, for `/metrics`. PostgreSQL: the planner's own estimate (rows per page at the
+ * last analyze × the pages the table has now), since `count(*)` would read the whole table on every
+ * scrape; exact while the table has never been analyzed. SQLite counts.
+ */
+async function auditRowCount(store: Store): Promise<number> {
+  if (store.kind === 'postgres') {
+    const { rows } = await sql<{ n: number | string | null }>`
+      select case when c.reltuples < 0 or c.relpages = 0 then null
+        else round(c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::int))
+        end as n
+      from pg_class c where c.oid = to_regclass('audit_events')`.execute(store.db);
+    const estimate = rows[0]?.n;
+    if (estimate !== null && estimate !== undefined) return Number(estimate);
+  }
+  const row = await store.db
+    .selectFrom('audit_events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
 }

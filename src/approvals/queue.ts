@@ -116,6 +116,8 @@ export class ApprovalQueue {
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly unsubscribe: () => void;
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** False once draining: no new claims. */
+  private claiming = true;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private closed = false;
@@ -437,9 +439,17 @@ export class ApprovalQueue {
     return moved;
   }
 
+  /**
+   * Draining for a shutdown: claims no new approved call (another replica's sweep picks it up);
+   * the calls already running here go on, holding their claims.
+   */
+  stopClaiming(): void {
+    this.claiming = false;
+  }
+
   /** Starts running an approved call in the background unless this process already runs it. */
   private launch(id: string): boolean {
-    if (this.closed || this.running.has(id)) return false;
+    if (this.closed || !this.claiming || this.running.has(id)) return false;
     const controller = new AbortController();
     const promise = this.run(id, controller.signal)
       .catch((error) => this.logger?.error({ err: error, approvalId: id }, 'approved call bookkeeping failed'))

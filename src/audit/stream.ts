@@ -2,7 +2,15 @@
  * The event stream behind `GET /api/mcp/stream`: every event is a row with a
  * monotonic id (so `Last-Event-ID` can resume), announced to every process
  * through the store's message channel, and fanned out to live subscribers.
+ *
+ * Never skips: on PostgreSQL, ids are handed out in commit order — each insert takes a transaction
+ * lock (`pg_advisory_xact_lock`, schema-scoped) before its rows draw their ids, and holds it until
+ * its commit is visible — so once a reader sees id n, every lower id is committed or never will be
+ * (a rolled-back insert), and the cursor may move past it. Replicas' inserts queue on that lock for
+ * the length of one small, unsynced commit. SQLite writers are serialized by the database itself.
+ * A reader also catches up whenever its LISTEN connection is back (a poke may have been missed).
  */
+import { sql } from 'kysely';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 
@@ -46,7 +54,12 @@ export class EventHub {
   private readonly unsubscribe: () => void;
 
   private constructor(private readonly store: Store) {
-    this.unsubscribe = store.subscribe('gatehouse_events', () => void this.catchUp());
+    const unsubscribe = store.subscribe('gatehouse_events', () => void this.catchUp());
+    const unreconnect = store.onReconnect(() => void this.catchUp());
+    this.unsubscribe = () => {
+      unsubscribe();
+      unreconnect();
+    };
   }
 
   static async open(store: Store): Promise<EventHub> {
@@ -75,7 +88,11 @@ export class EventHub {
   async publishMany(events: readonly NewStreamEvent[]): Promise<void> {
     if (events.length === 0) return;
     const at = nowIso();
+    const commitOrdered = this.store.kind === 'postgres';
     await this.store.relaxedWrite(async (db) => {
+      // Ids in commit order (see the top of this file); released by the commit itself.
+      if (commitOrdered)
+        await sql`select pg_advisory_xact_lock(hashtextextended(current_schema() || ':stream_events', 0))`.execute(db);
       for (let i = 0; i < events.length; i += INSERT_CHUNK) {
         const rows = events
           .slice(i, i + INSERT_CHUNK)

@@ -37,7 +37,7 @@ export async function runServe(config: Config, options: ServeOptions = {}): Prom
     { host: config.host, port: config.port, store: gateway.store.kind, location: gateway.store.location },
     'gatehouse serve listening',
   );
-  closeOnSignals(app);
+  closeOnSignals(app, { drain: () => gateway.drain(), drainMs: config.drainS * 1000 });
 }
 
 async function applyOrClose(gateway: Gateway, declared: DeclarativeConfig, prune: boolean): Promise<void> {

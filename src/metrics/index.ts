@@ -25,6 +25,8 @@ export interface MetricsOptions {
   approvalsPending?: GaugeSource | undefined;
   /** Node.js process metrics (CPU, memory, event loop, GC); default true. */
   defaultMetrics?: boolean | undefined;
+  /** Rows in the audit table, read at scrape time. */
+  auditRows?: GaugeSource | undefined;
 }
 
 export interface ObservedCall {
@@ -66,10 +68,20 @@ export class Metrics {
   readonly hubFastRequests: Counter;
   readonly poolConnections: Gauge;
   readonly approvalsPending: Gauge;
-  private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
+  readonly auditRows: Gauge;
+  readonly auditPruned: Counter;
+  private sources: {
+    poolConnections?: GaugeSource | undefined;
+    approvalsPending?: GaugeSource | undefined;
+    auditRows?: GaugeSource | undefined;
+  };
 
   constructor(options: MetricsOptions = {}) {
-    this.sources = { poolConnections: options.poolConnections, approvalsPending: options.approvalsPending };
+    this.sources = {
+      poolConnections: options.poolConnections,
+      approvalsPending: options.approvalsPending,
+      auditRows: options.auditRows,
+    };
     const sources = () => this.sources;
     this.toolCalls = new Counter({
       name: 'gatehouse_tool_calls_total',
@@ -107,11 +119,25 @@ export class Metrics {
         if (value !== undefined) this.set(value);
       },
     });
+    this.auditRows = new Gauge({
+      name: 'gatehouse_audit_events_rows',
+      help: 'Rows in the audit table (PostgreSQL: the planner estimate once the table has been analyzed).',
+      registers: [this.registry],
+      async collect() {
+        const value = await read(sources().auditRows);
+        if (value !== undefined) this.set(value);
+      },
+    });
+    this.auditPruned = new Counter({
+      name: 'gatehouse_audit_events_pruned_total',
+      help: 'Audit rows deleted by retention (audit.retentionDays) by this process.',
+      registers: [this.registry],
+    });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
   /** Sets (or replaces) the scrape-time sources, for parts created after the metrics. */
-  setSources(sources: Pick<MetricsOptions, 'poolConnections' | 'approvalsPending'>): void {
+  setSources(sources: Pick<MetricsOptions, 'poolConnections' | 'approvalsPending' | 'auditRows'>): void {
     this.sources = { ...this.sources, ...sources };
   }
 

@@ -16,10 +16,9 @@
  * fresh one, so the sweep (at most once per `sweepEveryMs`, run by `acquire`)
  * drops it without losing anything.
  *
- * PER PROCESS: the state lives in this process's memory. With N replicas behind
- * a load balancer a token may get up to N × its limits in total. Sharing the
- * limits across replicas (e.g. in PostgreSQL) is not built; size limits per
- * replica until it is.
+ * PER PROCESS: the state lives in this process's memory — the limiter of SQLite (one process).
+ * On PostgreSQL the gateway uses `FleetCallLimiter` (`fleet-limits.ts`), whose rate holds for the
+ * fleet, and which falls back to this one when its store cannot be reached.
  */
 
 import { GatehouseError } from '../errors.js';

@@ -9,11 +9,17 @@
  * fails: an upstream that restarted forgot the session) reconnects with backoff and refreshes once connected again, since a change may have come
  * and gone unheard meanwhile; so does every watch started with the gateway, or by a change of its
  * record (another URL, headers or network policy; enabled again).
+ *
+ * Across a fleet, one replica watches each upstream: a watch holds the store's lock
+ * `list-watch:<id>` while it runs (`store/locks.ts`), so a change is refreshed and audited once.
+ * The other replicas try for the lock every `lockRetryMs`; when the watching replica dies or
+ * stops, one of them takes over, and refreshes once connected (a change may have gone unheard).
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findGatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
+import { LocalLocks, type LockHandle, type Locks } from '../store/locks.js';
 import type { ServerTable } from '../store/schema.js';
 import type { ListWatchHandle, UpstreamPool, UpstreamTarget } from '../upstream/index.js';
 import type { ServerStore } from './records.js';
@@ -31,6 +37,8 @@ export interface ListWatchTimings {
   stableMs: number;
   /** At most one refresh per server per this interval, however often its upstream says its lists changed. */
   minRefreshIntervalMs: number;
+  /** How often a replica that does not hold a server's watch lock tries to take it over. */
+  lockRetryMs: number;
 }
 
 export const DEFAULT_LIST_WATCH_TIMINGS: ListWatchTimings = {
@@ -40,6 +48,7 @@ export const DEFAULT_LIST_WATCH_TIMINGS: ListWatchTimings = {
   pingIntervalMs: 30_000,
   stableMs: 60_000,
   minRefreshIntervalMs: 5_000,
+  lockRetryMs: 5_000,
 };
 
 export interface ListWatchersOptions {
@@ -49,6 +58,8 @@ export interface ListWatchersOptions {
   refresh(id: string, trigger: RefreshTrigger, signal: AbortSignal): Promise<unknown>;
   logger: Logger;
   timings?: Partial<ListWatchTimings>;
+  /** The store's locks (one watcher per server across the fleet); process-local when not given. */
+  locks?: Locks;
 }
 
 export class ListWatchers {
@@ -59,9 +70,11 @@ export class ListWatchers {
   private readonly timings: ListWatchTimings;
   /** Aborted by `close()`: ends the waits and the refreshes in flight. */
   private readonly closing = new AbortController();
+  private readonly locks: Locks;
 
   constructor(private readonly options: ListWatchersOptions) {
     this.timings = { ...DEFAULT_LIST_WATCH_TIMINGS, ...options.timings };
+    this.locks = options.locks ?? new LocalLocks();
     this.refreshes = new RefreshQueue(this.timings, options.refresh, options.logger, this.closing.signal);
   }
 
@@ -111,6 +124,14 @@ export class ListWatchers {
     return [...this.watches.keys()].sort();
   }
 
+  /** The servers this replica watches now, holding their lock (the others watch elsewhere in the fleet). */
+  holding(): string[] {
+    return [...this.watches.values()]
+      .filter((w) => w.holding)
+      .map((w) => w.id)
+      .sort();
+  }
+
   async close(): Promise<void> {
     this.closing.abort();
     await Promise.all([...this.syncs.values()]);
@@ -154,6 +175,7 @@ export class ListWatchers {
         logger: this.options.logger,
         refreshOnConnect,
         changed: (trigger) => this.schedule(id, trigger),
+        locks: this.locks,
       }),
     );
   }
@@ -187,12 +209,18 @@ interface WatchOwner {
   logger: Logger;
   refreshOnConnect: boolean;
   changed(trigger: RefreshTrigger): void;
+  locks: Locks;
 }
 
-/** One server's watch: connect, listen, ping while idle; reconnect with backoff until stopped. */
+/**
+ * One server's watch: take the server's lock (trying again every `lockRetryMs` while another replica
+ * holds it), then connect, listen, ping while idle, reconnect with backoff — until stopped or the
+ * lock is lost, when it is released and contended for again.
+ */
 class ServerWatch {
   private readonly stopping = new AbortController();
   private readonly done: Promise<void>;
+  private lock: LockHandle | undefined;
 
   constructor(
     readonly id: string,
@@ -204,6 +232,11 @@ class ServerWatch {
     this.done = this.run();
   }
 
+  /** Whether this replica holds the server's watch lock (and so watches it). */
+  get holding(): boolean {
+    return this.lock !== undefined && !this.lock.signal.aborted;
+  }
+
   stop(): Promise<void> {
     this.stopping.abort();
     return this.done;
@@ -211,6 +244,31 @@ class ServerWatch {
 
   private async run(): Promise<void> {
     const { signal } = this.stopping;
+    let refreshOnConnect = this.owner.refreshOnConnect;
+    while (!signal.aborted) {
+      const lock = await this.owner.locks.acquire(`list-watch:${this.id}`).catch((error) => {
+        this.owner.logger.debug({ server: this.id, err: error }, 'list watch lock unavailable');
+        return undefined;
+      });
+      if (!lock) {
+        // Another replica watches meanwhile; what changed once that one is gone will not have been heard here.
+        refreshOnConnect = true;
+        await sleep(this.owner.timings.lockRetryMs, undefined, { signal }).catch(() => {});
+        continue;
+      }
+      this.lock = lock;
+      try {
+        await this.watchWhileHeld(AbortSignal.any([signal, lock.signal]), refreshOnConnect);
+      } finally {
+        this.lock = undefined;
+        await lock.release();
+      }
+      // Lost the lock (its connection died): whoever watches next refreshes, as a change may have gone unheard.
+      refreshOnConnect = true;
+    }
+  }
+
+  private async watchWhileHeld(signal: AbortSignal, refreshOnConnect: boolean): Promise<void> {
     const { timings, logger } = this.owner;
     let failures = 0;
     let connectedBefore = false;
@@ -220,7 +278,7 @@ class ServerWatch {
       try {
         handle = await this.pool.watchLists(this.target, () => this.owner.changed('list_changed'), signal);
         connectedAt = Date.now();
-        if (connectedBefore || this.owner.refreshOnConnect) this.owner.changed('reconnected');
+        if (connectedBefore || refreshOnConnect) this.owner.changed('reconnected');
         connectedBefore = true;
         await this.watch(handle, signal);
       } catch (error) {

@@ -41,6 +41,11 @@ export const SETTING_KEYS = {
     default: 32,
     description: 'Most stdio server processes running at once on each gateway process; a start beyond it is refused.',
   },
+  'audit.retentionDays': {
+    schema: z.number().int().min(0).max(36_500),
+    default: 90,
+    description: 'Audit rows older than this many days are deleted in the background (0: kept for ever).',
+  },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 
 export type SettingName = keyof typeof SETTING_KEYS;

@@ -18,6 +18,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { GatehouseError } from '../errors.js';
+import { LocalLocks, type Locks, PostgresLocks } from './locks.js';
 import { migrate } from './migrations.js';
 import type { Database } from './schema.js';
 
@@ -81,6 +82,13 @@ export interface Store {
    */
   publish(channel: MessageChannel, payload: string): Promise<void>;
   subscribe(channel: MessageChannel, listener: (payload: string) => void): () => void;
+  /**
+   * Called whenever the cross-process message channel may have missed messages (PostgreSQL: after the
+   * LISTEN connection is back); a listener re-reads what it is told about then.
+   */
+  onReconnect(listener: () => void): () => void;
+  /** Named locks across every process on this store (`locks.ts`): one holder of a key at a time. */
+  readonly locks: Locks;
   close(): Promise<void>;
 }
 
@@ -147,8 +155,12 @@ function openSqlite(dataDir: string): Store {
   };
   const local = new Map<ChangeTopic, number>();
   const listeners = new Listeners();
+  const locks = new LocalLocks();
   return {
     kind: 'sqlite',
+    locks,
+    // One process: its messages cannot be missed.
+    onReconnect: () => () => {},
     publish: async (channel, payload) => listeners.emit(channel, payload),
     subscribe: (channel, listener) => listeners.add(channel, listener),
     db,
@@ -168,7 +180,10 @@ function openSqlite(dataDir: string): Store {
           await sql`pragma synchronous = FULL`.execute(connection);
         }
       }),
-    close: () => db.destroy(),
+    close: async () => {
+      await locks.close();
+      await db.destroy();
+    },
   };
 }
 
@@ -204,6 +219,9 @@ async function openPostgres(url: string): Promise<Store> {
   let closed = false;
   let listener: pg.Client | undefined;
   const listeners = new Listeners();
+  const reconnected = new Set<() => void>();
+  let connectedOnce = false;
+  const locks = new PostgresLocks(url);
 
   const bumpAll = () => {
     for (const topic of ['settings', 'tokens', 'servers'] as const) counters.set(topic, (counters.get(topic) ?? 0) + 1);
@@ -218,17 +236,38 @@ async function openPostgres(url: string): Promise<Store> {
       } else listeners.emit(message.channel as MessageChannel, message.payload ?? '');
     });
     client.on('error', () => {
+      if (listener !== client) return;
       listening = false;
+      listener = undefined;
       client.end().catch(() => {});
-      if (!closed) setTimeout(() => void listen().catch(() => {}), 500).unref();
+      relisten();
     });
-    await client.connect();
-    await client.query(`LISTEN ${CHANGE_CHANNEL}`);
-    for (const channel of MESSAGE_CHANNELS) await client.query(`LISTEN ${channel}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANGE_CHANNEL}`);
+      for (const channel of MESSAGE_CHANNELS) await client.query(`LISTEN ${channel}`);
+    } catch (error) {
+      client.end().catch(() => {});
+      throw error;
+    }
     listener = client;
     listening = true;
     // Anything may have changed while we were not listening.
     bumpAll();
+    if (connectedOnce) {
+      for (const fn of reconnected) {
+        try {
+          fn();
+        } catch {
+          // one failing listener must not starve the others
+        }
+      }
+    }
+    connectedOnce = true;
+  };
+  // Until it works again: a database that stays down for a while must not leave this replica deaf.
+  const relisten = () => {
+    if (!closed) setTimeout(() => void listen().catch(relisten), 500).unref();
   };
   await listen();
 
@@ -246,6 +285,11 @@ async function openPostgres(url: string): Promise<Store> {
       await sql`select pg_notify(${channel}, ${payload})`.execute(db);
     },
     subscribe: (channel, listener) => listeners.add(channel, listener),
+    onReconnect: (fn) => {
+      reconnected.add(fn);
+      return () => reconnected.delete(fn);
+    },
+    locks,
     relaxedWrite: (fn) =>
       db.transaction().execute(async (trx) => {
         await sql`set local synchronous_commit = off`.execute(trx);
@@ -254,6 +298,7 @@ async function openPostgres(url: string): Promise<Store> {
     close: async () => {
       closed = true;
       await listener?.end().catch(() => {});
+      await locks.close();
       await db.destroy();
     },
   };

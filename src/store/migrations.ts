@@ -192,6 +192,19 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'memory: units, documents, history, directives, mental models, operations, full-text search',
     up: (db, kind) => memoryMigration(db, kind),
   },
+  {
+    version: 5,
+    name: 'fleet: rate_windows (per-token call counts per window, shared by replicas)',
+    async up(db) {
+      await db.schema
+        .createTable('rate_windows')
+        .addColumn('token_id', 'text', (c) => c.notNull())
+        .addColumn('window_start', 'bigint', (c) => c.notNull())
+        .addColumn('used', 'integer', (c) => c.notNull())
+        .addPrimaryKeyConstraint('rate_windows_pk', ['token_id', 'window_start'])
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

@@ -173,4 +173,13 @@ export interface Database extends MemoryTables {
   server_events: ServerEventTable;
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
+  rate_windows: RateWindowTable;
+}
+
+/** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
+export interface RateWindowTable {
+  token_id: string;
+  /** The window's start, in milliseconds since the epoch. */
+  window_start: number;
+  used: number;
 }

@@ -82,7 +82,9 @@ export interface GatePorts {
   approvals: Pick<ApprovalQueue, 'create' | 'status'>;
   audit(event: CallEvent): void;
   /** The per-token call limits (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
-  limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void } | undefined;
+  limiter?:
+    | { acquire(principal: TokenPrincipal, defaultPerMinute: number): (() => void) | Promise<() => void> }
+    | undefined;
 }
 
 /** What is a surface's own in how the gate answers. */
@@ -190,8 +192,11 @@ export class Gate {
 
     let release: (() => void) | undefined;
     try {
-      if (this.ports.limiter)
-        release = this.ports.limiter.acquire(call.principal as TokenPrincipal, settings['hub.rateLimit']);
+      if (this.ports.limiter) {
+        // Local budgets answer at once; a fleet budget may first lease quota from the store.
+        const acquired = this.ports.limiter.acquire(call.principal as TokenPrincipal, settings['hub.rateLimit']);
+        release = typeof acquired === 'function' ? acquired : await acquired;
+      }
       await call.check?.();
       if (verdict === 'gated') {
         const card = await call.approval?.();

@@ -235,9 +235,8 @@ describe('admin surface', () => {
     // The server goes before the approval runs: the route answers 404 mcp.not_found.
     expect((await gw.request('DELETE', '/api/mcp/servers/files')).statusCode).toBe(200);
     await gw.request('POST', `/api/approvals/${pending.approval_id}/approve`, { body: {} });
-    const failed = (
-      await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id, wait_s: 10 })
-    ).structuredContent;
+    const failed = (await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id, wait_s: 10 }))
+      .structuredContent;
     expect(failed).toMatchObject({ status: 'failed', error: { code: 'mcp.not_found' } });
   });
 

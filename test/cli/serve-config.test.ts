@@ -64,6 +64,7 @@ describe('gatehouse serve --config', { timeout: 120_000 }, () => {
         GATEHOUSE_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         GATEHOUSE_LOG_LEVEL: 'info',
         GH_LAPTOP_TOKEN: AGENT_TOKEN,
+        GATEHOUSE_DRAIN_S: '0', // nothing to drain here: exit at once
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

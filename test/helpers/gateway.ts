@@ -34,8 +34,10 @@ export async function startTestGateway(
   target: StoreTarget,
   env: Record<string, string> = {},
   deps: Omit<GatewayDeps, 'logger'> = {},
+  /** A place another test gateway uses too (replicas on one store): left for its owner to clean up. */
+  shared?: Awaited<ReturnType<StoreTarget['fresh']>>,
 ): Promise<TestGateway> {
-  const place = await target.fresh();
+  const place = shared ?? (await target.fresh());
   const config = loadConfig({
     env: {
       NODE_ENV: 'test',
@@ -81,7 +83,7 @@ export async function startTestGateway(
     },
     async close() {
       await gateway.app.close();
-      await place.cleanup();
+      if (!shared) await place.cleanup();
     },
   };
 }

@@ -64,6 +64,7 @@ describe('gatehouse serve with stdio servers', () => {
         GATEHOUSE_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         GATEHOUSE_LOG_LEVEL: 'warn',
         GATEHOUSE_STDIO_GRACE_MS: '500',
+        GATEHOUSE_DRAIN_S: '0', // nothing to drain here: close at once
       },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
