@@ -214,8 +214,9 @@ describe('admin surface', () => {
     await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
     const client = await connect(agent.token);
     const listed = (await client.listTools()).tools.find((t) => t.name === 'gatehouse__approval_status');
-    expect((listed?.inputSchema as Json).required).toEqual(['args']);
-    expect((listed?.inputSchema as Json).properties.args.required).toEqual(['approval_id']);
+    const schema = listed?.inputSchema as Json;
+    expect(schema.required).toEqual(['args']);
+    expect(schema.properties.args.required).toEqual(['approval_id']);
     const pending = (await call(client, 'mcp_server_uninstall', { id: 'files' })).structuredContent;
     const wrapped = (await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id }))
       .structuredContent;
