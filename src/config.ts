@@ -365,6 +365,14 @@ export const SETTINGS = {
     description:
       'On SIGTERM/SIGINT: answer /readyz 503 and keep serving calls in flight, open streams and what the balancer still sends for this many seconds, then close (0: close at once).',
   },
+  listPageSize: {
+    env: 'GATEHOUSE_LIST_PAGE_SIZE',
+    flag: 'list-page-size',
+    schema: positiveInt(10_000),
+    default: 500,
+    description:
+      'Most tools, prompts or resources in one page of a hub list (tools/list, prompts/list, resources/list); longer lists are paged with a stable cursor.',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -408,6 +416,7 @@ export interface Config {
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
   readonly drainS: number;
+  readonly listPageSize: number;
   readonly nodeEnv: string;
 }
 

@@ -9,6 +9,8 @@ import type { Client } from '@modelcontextprotocol/client';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Readiness } from '../../src/readiness.js';
+import { openStore } from '../../src/store/db.js';
+import { hubRequest, openQueue, operator } from '../approvals/helpers.js';
 import { freePort } from '../fixtures/http.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
@@ -167,6 +169,31 @@ describeEachStore('graceful drain', (target) => {
     orphan.started();
     await other.gateway.store.close();
     expect(await orphan.check()).toMatchObject({ ready: false, reason: 'store' });
+  });
+});
+
+describeEachStore('graceful drain: approvals', (target) => {
+  it('a draining replica claims no approved call; another replica runs it', async () => {
+    const place = await target.fresh();
+    const stores = [await openStore(place), await openStore(place)];
+    const [draining, other] = [await openQueue(stores[0]!), await openQueue(stores[1]!)];
+    try {
+      draining.queue.stopClaiming();
+      const created = await draining.queue.create(hubRequest());
+      await draining.queue.decide(created.id, 'approve', operator);
+      await draining.queue.idle();
+      expect(draining.executor.calls).toHaveLength(0);
+      expect((await draining.queue.get(created.id)).status).toBe('approved');
+      // Another replica's pass over what nobody runs picks it up.
+      await other.queue.resume();
+      await other.queue.idle();
+      expect(other.executor.calls.map((c) => c.id)).toEqual([created.id]);
+    } finally {
+      await draining.close();
+      await other.close();
+      for (const store of stores) await store.close();
+      await place.cleanup();
+    }
   });
 });
 

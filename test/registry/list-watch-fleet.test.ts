@@ -86,7 +86,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('list watch across replicas [postgres]', ()
     expect(upstream.log.count('subscriptions/listen')).toBe(1);
   });
 
-  it('hands the watch over when the watching replica stops, and when it dies', async () => {
+  it('hands the watch over when the watching replica drains, and when it dies', async () => {
     const fleet = await startFleet(3);
     await eventually(() => expect(holders(fleet)).toHaveLength(1));
     const [first] = holders(fleet);
@@ -95,13 +95,16 @@ describe.skipIf(!POSTGRES_AVAILABLE)('list watch across replicas [postgres]', ()
       (await gw.request('GET', '/api/mcp/servers/files')).json().lastTestedAt as string;
     const before = await testedAt(first!);
 
-    // Stops (a rolling restart): another replica takes over and refreshes once connected.
-    await first!.close();
-    gateways.splice(gateways.indexOf(first!), 1);
+    // Drains (a rolling restart's SIGTERM): it lets the watch go at once, while it still serves; another
+    // replica takes over and refreshes once connected. Then it stops.
+    await first!.gateway.drain();
+    expect(first!.gateway.listWatchers.holding()).toEqual([]);
     const rest = fleet.filter((gw) => gw !== first);
     await eventually(() => expect(holders(rest)).toHaveLength(1));
     const [second] = holders(rest);
     await eventually(async () => expect(await testedAt(second!)).not.toBe(before));
+    await first!.close();
+    gateways.splice(gateways.indexOf(first!), 1);
 
     // Dies (its database session killed, as a crashed process's would end): the last one takes over.
     const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });

@@ -36,7 +36,7 @@ import type { EndpointScope } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { GATEHOUSE_PREFIX } from './names.js';
-import { hubToolList } from './server.js';
+import { hubToolPage } from './server.js';
 import type { HubRegistry, Snapshot } from './view.js';
 
 /** An eligible request, read off its headers and body. */
@@ -162,7 +162,7 @@ export function fastRequestOf(
   if (!capabilities) return undefined;
 
   if (method === 'tools/list') {
-    // A cursor asks for a page; the hub answers lists whole, and the SDK says so.
+    // A cursor asks for a later page: the SDK path serves those (the first page is served here).
     if (!hasOnlyKeys(params, LIST_PARAM_KEYS) || headers['mcp-name'] !== undefined) return undefined;
     return { method, era: 'modern', id };
   }
@@ -180,6 +180,8 @@ export interface FastPathDeps {
   calls: HubCalls;
   /** Who Gatehouse says it is in every result (`_meta` serverInfo), as the SDK's server stamps it. */
   serverInfo: { name: string; version: string };
+  /** Most tools in one page (a request with a cursor, for the next pages, goes to the SDK path). */
+  listPageSize: number;
 }
 
 /** Serialized list results per snapshot; a few group sets each (a snapshot lives until the registry changes). */
@@ -231,7 +233,7 @@ function encodedList(deps: FastPathDeps, snapshot: Snapshot, groups: readonly st
   if (encoded === undefined) {
     // tools/list is cacheable on 2026-07-28: the codec fills ttlMs and cacheScope (nothing cached by default).
     const result = {
-      tools: hubToolList(snapshot, groups, scope),
+      ...hubToolPage(snapshot, groups, scope, undefined, deps.listPageSize),
       resultType: 'complete',
       ttlMs: 0,
       cacheScope: 'private',

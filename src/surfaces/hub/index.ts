@@ -37,6 +37,7 @@ export interface HubDeps {
     | 'maxBodySize'
     | 'toolNameMax'
     | 'listTimeoutMs'
+    | 'listPageSize'
   >;
   store: Store;
   records: ServerStore;
@@ -105,12 +106,13 @@ export function createHub(deps: HubDeps): Hub {
         withUpstream,
         approvedRounds,
         stateCodec: deps.stateCodec,
+        listPageSize: deps.config.listPageSize,
       },
       principal,
       scope,
     );
 
-  const fastDeps = { registry, calls, serverInfo: HUB_SERVER_INFO };
+  const fastDeps = { registry, calls, serverInfo: HUB_SERVER_INFO, listPageSize: deps.config.listPageSize };
   const endpoint = new McpEndpoint({
     host: deps.config.host,
     hubAuth: deps.config.hubAuth,

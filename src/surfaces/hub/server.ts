@@ -8,6 +8,7 @@ import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { VERSION } from '../../version.js';
+import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
@@ -29,6 +30,27 @@ export function hubToolList(snapshot: Snapshot, groups: readonly string[], scope
   return [...tools, approvalStatusTool];
 }
 
+/** The aggregate list with the hub's own tool, one array per cached aggregate (so its key order is computed once). */
+const withApprovalTool = new WeakMap<Tool[], Tool[]>();
+
+/** One page of the tools a caller sees (`cursor.ts`): the whole list while it fits in one page. */
+export function hubToolPage(
+  snapshot: Snapshot,
+  groups: readonly string[],
+  scope: CallScope,
+  cursor: string | undefined,
+  pageSize: number,
+): { tools: Tool[]; nextCursor?: string } {
+  let tools: Tool[];
+  if (scope.kind === 'aggregate') {
+    const aggregate = snapshot.aggregateTools(groups);
+    tools = withApprovalTool.get(aggregate) ?? [...aggregate, approvalStatusTool];
+    withApprovalTool.set(aggregate, tools);
+  } else tools = hubToolList(snapshot, groups, scope);
+  const page = pageOf('tools', tools, (tool) => tool.name, cursor, pageSize);
+  return { tools: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
+}
+
 export interface HubServerDeps {
   registry: HubRegistry;
   calls: HubCalls;
@@ -42,6 +64,8 @@ export interface HubServerDeps {
     fn: (client: import('@modelcontextprotocol/client').Client, signal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
   ): Promise<T>;
+  /** Most items in one page of tools/list, prompts/list or resources/list. */
+  listPageSize: number;
 }
 
 const INSTRUCTIONS =
@@ -78,9 +102,9 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
       : snapshot.visibleTo(principal.groups);
 
-  server.setRequestHandler('tools/list', async () => ({
-    tools: hubToolList(await deps.registry.snapshot(), principal.groups, scope),
-  }));
+  server.setRequestHandler('tools/list', async (request) =>
+    hubToolPage(await deps.registry.snapshot(), principal.groups, scope, request.params?.cursor, deps.listPageSize),
+  );
 
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;
@@ -108,7 +132,7 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     );
   });
 
-  server.setRequestHandler('prompts/list', async () => {
+  server.setRequestHandler('prompts/list', async (request) => {
     const snapshot = await deps.registry.snapshot();
     const prompts: Prompt[] = [];
     for (const hub of visible(snapshot)) {
@@ -116,7 +140,8 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
         prompts.push({ ...entry.prompt, name: scope.kind === 'aggregate' ? entry.exposed : entry.name });
       }
     }
-    return { prompts };
+    const page = pageOf('prompts', prompts, (p) => p.name, request.params?.cursor, deps.listPageSize);
+    return { prompts: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
   });
 
   server.setRequestHandler('prompts/get', async (request, ctx: ServerContext) => {
@@ -144,7 +169,7 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     }
   });
 
-  server.setRequestHandler('resources/list', async () => {
+  server.setRequestHandler('resources/list', async (request) => {
     const snapshot = await deps.registry.snapshot();
     const resources: Resource[] = [];
     for (const hub of visible(snapshot)) {
@@ -154,7 +179,8 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
         );
       }
     }
-    return { resources };
+    const page = pageOf('resources', resources, (r) => r.uri, request.params?.cursor, deps.listPageSize);
+    return { resources: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
   });
 
   server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
