@@ -235,13 +235,16 @@ async function openPostgres(url: string): Promise<Store> {
         counters.set(topic, (counters.get(topic) ?? 0) + 1);
       } else listeners.emit(message.channel as MessageChannel, message.payload ?? '');
     });
-    client.on('error', () => {
+    // An error, or an end without one (the server closed the connection): listen again until it works.
+    const lost = () => {
       if (listener !== client) return;
       listening = false;
       listener = undefined;
       client.end().catch(() => {});
       relisten();
-    });
+    };
+    client.on('error', lost);
+    client.on('end', lost);
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANGE_CHANNEL}`);
