@@ -46,7 +46,8 @@ export interface AdminSurfaceDeps {
   grants: SurfaceGrants;
   settings: SettingsService;
   approvals: ApprovalQueue;
-  audit(record: Omit<CallRecord, 'surface'> & { surface: 'admin' }): void;
+  /** Resolves once the call's audit row is committed (never rejects): awaited before the answer leaves. */
+  audit(record: Omit<CallRecord, 'surface'> & { surface: 'admin' }): Promise<void>;
 }
 
 export interface AdminSurface {
@@ -90,7 +91,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
         ...(approvalId ? { approvalId } : {}),
       });
     if (!tool || !mayUse(tool, settings)) {
-      audit('unknown_tool', 'unknown_tool');
+      await audit('unknown_tool', 'unknown_tool');
       throw unknownTool(name);
     }
     const verdict = tool.tier === 'gated' ? 'gated' : 'allow';
@@ -112,7 +113,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
           policyVersion: null,
           detail: { title: name, description: tool.definition.description ?? '' },
         });
-        audit('pending_approval', verdict, approval.id);
+        await audit('pending_approval', verdict, approval.id);
         return pendingApprovalResult(
           approval.id,
           `${name} needs an operator's approval. Poll ${APPROVAL_STATUS_TOOL}.`,
@@ -121,12 +122,12 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       const outcome = await invokeTool(deps.app, deps.grants, tool, principal, args, {
         level: tool.tier === 'autonomousRead' ? 'read' : 'write',
       });
-      audit(outcome.ok ? 'ok' : ((outcome.body.error as { code?: CallOutcome })?.code ?? 'tool_error'), verdict);
+      await audit(outcome.ok ? 'ok' : ((outcome.body.error as { code?: CallOutcome })?.code ?? 'tool_error'), verdict);
       return outcome.ok ? jsonToolResult(outcome.body) : { ...jsonToolResult(outcome.body), isError: true };
     } catch (error) {
       const known = findGatehouseError(error);
       if (!known) throw error;
-      audit(known.code, verdict);
+      await audit(known.code, verdict);
       return errorResult(known);
     }
   };

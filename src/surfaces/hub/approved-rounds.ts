@@ -48,7 +48,7 @@ export function storedOutcome(outcome: UpstreamOutcome): unknown {
  * the arguments: `requestBytes` says so).
  */
 export async function runAuditedRound(
-  audit: (record: CallRecord) => void,
+  audit: (record: CallRecord) => Promise<void>,
   approval: ApprovalView,
   client: CallRecord['client'],
   run: () => Promise<UpstreamOutcome>,
@@ -73,11 +73,11 @@ export async function runAuditedRound(
   try {
     outcome = await run();
   } catch (error) {
-    record(error instanceof GatehouseError ? error.code : 'internal_error');
+    await record(error instanceof GatehouseError ? error.code : 'internal_error');
     throw error;
   }
-  if (needsInput(outcome)) record('input_required', storedOutcome(outcome));
-  else record(outcome.isError ? 'tool_error' : 'ok', outcome);
+  if (needsInput(outcome)) await record('input_required', storedOutcome(outcome));
+  else await record(outcome.isError ? 'tool_error' : 'ok', outcome);
   return outcome;
 }
 
@@ -102,7 +102,8 @@ export interface ApprovedRoundsDeps {
     inputCapabilities: Record<string, unknown> | undefined,
     signal: AbortSignal,
   ): Promise<UpstreamOutcome>;
-  audit(record: CallRecord): void;
+  /** Resolves once the round's audit row is committed: awaited before the round's answer leaves. */
+  audit(record: CallRecord): Promise<void>;
 }
 
 export class ApprovedRounds {

@@ -62,7 +62,8 @@ export interface CallPorts {
   /** Supervised stdio servers (src/supervisor). */
   stdio: StdioUpstream;
   limiter: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
-  audit(record: CallRecord): void;
+  /** Resolves once the call's audit row is committed (never rejects): await it before answering. */
+  audit(record: CallRecord): Promise<void>;
   approvals: {
     create(request: {
       surface: 'hub';
@@ -277,7 +278,7 @@ export class HubCalls {
 
     const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
     if ('missing' in resolution) {
-      record({
+      await record({
         serverId: resolution.serverId,
         tool: params.name,
         verdict: resolution.missing,
@@ -303,7 +304,7 @@ export class HubCalls {
                 reason: tool.pin?.reason ?? 'new',
               },
             );
-      audit(tool.verdict, error.code);
+      await audit(tool.verdict, error.code);
       return errorResult(error);
     }
     const verdict: CallVerdict = tool.verdict === 'gated' ? 'gated' : 'allow';
@@ -313,7 +314,7 @@ export class HubCalls {
     const binding = () => stateBinding(principal.id, server.row.id, tool.name, args);
     if (state && !stateMatches(state, binding())) {
       const error = new GatehouseError('hub.request_state_mismatch');
-      audit(verdict, error.code);
+      await audit(verdict, error.code);
       return errorResult(error);
     }
 
@@ -345,7 +346,7 @@ export class HubCalls {
             ...(inputCapabilities ? { inputCapabilities } : {}),
           },
         });
-        audit('gated', 'pending_approval', undefined, approval.id);
+        await audit('gated', 'pending_approval', undefined, approval.id);
         return pendingApprovalResult(
           approval.id,
           `${params.name} needs an operator's approval. Poll gatehouse__approval_status with this approval_id for the outcome.`,
@@ -366,7 +367,7 @@ export class HubCalls {
       });
       if (needsInput(result)) {
         assertAnswerable(result.inputRequired.inputRequests, inputCapabilities);
-        audit('allow', 'input_required', result.inputRequired);
+        await audit('allow', 'input_required', result.inputRequired);
         const { requestState } = result.inputRequired;
         const minted = await this.ports.stateCodec.mint({
           ...binding(),
@@ -374,15 +375,15 @@ export class HubCalls {
         });
         return inputRequiredResult(result.inputRequired.inputRequests, minted);
       }
-      audit('allow', result.isError ? 'tool_error' : 'ok', result);
+      await audit('allow', result.isError ? 'tool_error' : 'ok', result);
       return result;
     } catch (error) {
       const known = findGatehouseError(error);
       if (!known) {
-        audit(verdict, 'internal_error');
+        await audit(verdict, 'internal_error');
         throw error;
       }
-      audit(verdict, known.code);
+      await audit(verdict, known.code);
       if (isResultError(known)) return errorResult(known);
       throw error;
     } finally {

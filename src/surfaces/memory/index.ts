@@ -39,7 +39,8 @@ export interface MemorySurfaceDeps {
   engine: MemoryEngine;
   settings: SettingsService;
   approvals: ApprovalQueue;
-  audit(record: CallEvent): void;
+  /** Resolves once the call's audit row is committed (never rejects): awaited before the answer leaves. */
+  audit(record: CallEvent): Promise<void>;
   /** The per-token call limits the hub uses (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
   limiter?: { acquire(principal: TokenPrincipal, defaultPerMinute: number): () => void };
 }
@@ -290,7 +291,7 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
         ...(approvalId ? { approvalId } : {}),
       });
     if (!isMemoryTool(name)) {
-      audit('unknown_tool', 'unknown_tool');
+      await audit('unknown_tool', 'unknown_tool');
       throw unknownTool(name);
     }
     const verdict = tierOf(name) === 'gated' ? 'gated' : 'allow';
@@ -299,15 +300,15 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       if (deps.limiter) release = deps.limiter.acquire(principal, (await deps.settings.current())['hub.rateLimit']);
       const { body, approvalId } = await dispatch(principal, view, name, raw);
       if (approvalId) {
-        audit('pending_approval', 'gated', body, approvalId);
+        await audit('pending_approval', 'gated', body, approvalId);
         return pendingApprovalResult(approvalId, String(body.detail));
       }
-      audit('ok', verdict, body);
+      await audit('ok', verdict, body);
       return jsonToolResult(body);
     } catch (error) {
       const known = findGatehouseError(error);
       if (!known) throw error;
-      audit(known.code, verdict);
+      await audit(known.code, verdict);
       return memoryErrorResult(known);
     } finally {
       release?.();
