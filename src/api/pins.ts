@@ -19,15 +19,10 @@ const MANAGERS = ['admin', 'operator'] as const;
 
 const idParams = z.strictObject({ id: serverIdSchema });
 const toolParams = z.strictObject({ id: serverIdSchema, tool: z.string().min(1).max(256) });
-const approveBody = z
-  .strictObject({
-    /** The pending hash the operator reviewed; when given, a definition that changed again since is refused. */
-    pendingHash: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest')
-      .optional(),
-  })
-  .optional();
+const approveBody = z.strictObject({
+  /** The pending hash the operator reviewed (required): a definition that changed again since is refused (409). */
+  pendingHash: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest'),
+});
 
 export interface PinReview extends PinView {
   /** For a quarantined tool: pinned → pending, field by field (every field `added` for a new tool). */
@@ -74,7 +69,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       method: 'POST',
       url: '/api/mcp/servers/:id/pins/:tool/approve',
       summary:
-        "Approve a quarantined tool's new definition: it becomes the pin, and approvals bound to the old one end.",
+        "Approve a quarantined tool's new definition, named by the pendingHash the operator reviewed (409 pin.changed when it changed again): it becomes the pin, and approvals bound to the old one end.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pin_approve', tier: 'gated' },
@@ -82,7 +77,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       body: approveBody,
       async handler({ params, body, principal }) {
         if (!principal) throw new GatehouseError('unauthorized');
-        const approved = await approveAndBump(registry, params.id, params.tool, principal, body?.pendingHash);
+        const approved = await approveAndBump(registry, params.id, params.tool, principal, body.pendingHash);
         await audit.recordAdmin({
           action: 'tool.approve',
           actor: principal,
@@ -121,7 +116,7 @@ async function approveAndBump(
   serverId: string,
   tool: string,
   principal: Principal,
-  expectedHash: string | undefined,
+  expectedHash: string,
 ): Promise<PinApproval & { policyVersion: number }> {
   let approval: PinApproval | undefined;
   const updated = await registry.records.update(

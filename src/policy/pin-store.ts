@@ -181,14 +181,15 @@ export interface PinApproval {
 
 /**
  * An operator's approval of a quarantined tool, inside the caller's transaction: the pending definition
- * becomes the pin. Refused (409 `conflict`) when nothing is pending, when the pending hash is not the one
- * the operator reviewed (`expectedHash`), or when the schema is over the compile limits.
+ * becomes the pin. Refused (409) when nothing is pending or the schema is over the compile limits
+ * (`conflict`), and when the pending hash is not the one the operator reviewed (`expectedHash`:
+ * `pin.changed`, carrying the hash now pending).
  */
 export async function approvePin(
   trx: Transaction<Database>,
   serverId: string,
   tool: string,
-  options: { approvedBy: string; expectedHash?: string | undefined },
+  options: { approvedBy: string; expectedHash: string },
 ): Promise<PinApproval> {
   const row = await trx
     .selectFrom('tool_pins')
@@ -206,9 +207,9 @@ export async function approvePin(
       state: row.state,
     });
   }
-  if (options.expectedHash !== undefined && options.expectedHash !== row.pending_hash) {
+  if (options.expectedHash !== row.pending_hash) {
     throw new GatehouseError(
-      'conflict',
+      'pin.changed',
       `Tool "${tool}" changed again since it was reviewed; review the new definition before approving.`,
       { server: serverId, tool, pendingHash: row.pending_hash },
     );

@@ -238,7 +238,8 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
     try {
       await api(`/api/mcp/servers/${enc(item.serverId)}/pins/${enc(item.tool)}/approve`, {
         method: 'POST',
-        body: item.pendingHash ? { pendingHash: item.pendingHash } : {},
+        // The hash of the definition shown here: if it changed again meanwhile, the gateway refuses (409).
+        body: { pendingHash: item.pendingHash },
       });
       setDone(true);
       onDecided();
