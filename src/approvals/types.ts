@@ -87,6 +87,42 @@ export interface ApprovalView {
   error: ApprovalError | null;
 }
 
+/**
+ * Another requester's approval as an agent with the approvals read scope sees it: which tool, when,
+ * and its state — nothing that carries the call's arguments (no arguments or their hash, no detail,
+ * reason, result or error, no requester).
+ */
+export interface ApprovalSummary {
+  id: string;
+  surface: ApprovalSurface;
+  status: ApprovalStatus;
+  serverId: string | null;
+  tool: string;
+  exposedName: string;
+  createdAt: string;
+  expiresAt: string;
+  decidedAt: string | null;
+  executedAt: string | null;
+  /** Always true: this is a summary; the requester and the operators see the whole card. */
+  summarised: true;
+}
+
+export function summariseApproval(view: ApprovalView): ApprovalSummary {
+  return {
+    id: view.id,
+    surface: view.surface,
+    status: view.status,
+    serverId: view.serverId,
+    tool: view.tool,
+    exposedName: view.exposedName,
+    createdAt: view.createdAt,
+    expiresAt: view.expiresAt,
+    decidedAt: view.decidedAt,
+    executedAt: view.executedAt,
+    summarised: true,
+  };
+}
+
 /** The agent-facing outcome (`gatehouse__approval_status`); snake_case where the references fix it. */
 export interface ApprovalStatusAnswer {
   /** `approved` and `executing` read as `pending`: the call has not finished yet. */
