@@ -7,6 +7,7 @@ import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import { approvePin, getPin, listPinsPage, type PinApproval, type PinView } from '../policy/pin-store.js';
+import type { PinKind } from '../policy/pins.js';
 import { type DiffEntry, definitionDiff, type HiddenContentFlag, hiddenContentFlags } from '../policy/review.js';
 import { serverIdSchema } from '../registry/ids.js';
 import type { Registry } from '../registry/service.js';
@@ -22,6 +23,8 @@ const toolParams = z.strictObject({ id: serverIdSchema, tool: z.string().min(1).
 const approveBody = z.strictObject({
   /** The pending hash the operator reviewed (required): a definition that changed again since is refused (409). */
   pendingHash: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest'),
+  /** What `{tool}` names: a tool (default) or a prompt. */
+  kind: z.enum(['tool', 'prompt']).optional(),
 });
 
 export interface PinReview extends PinView {
@@ -53,7 +56,8 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
     defineRoute({
       method: 'GET',
       url: '/api/mcp/servers/:id/pins',
-      summary: "A server's tool pins; quarantined tools carry a field-by-field diff and hidden-content flags.",
+      summary:
+        "A server's pins (tools and prompts, each with its kind); quarantined ones carry a field-by-field diff and hidden-content flags.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pins', tier: 'autonomousRead' },
@@ -77,9 +81,10 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       body: approveBody,
       async handler({ params, body, principal }) {
         if (!principal) throw new GatehouseError('unauthorized');
-        const approved = await approveAndBump(registry, params.id, params.tool, principal, body.pendingHash);
+        const kind = body.kind ?? 'tool';
+        const approved = await approveAndBump(registry, params.id, params.tool, principal, body.pendingHash, kind);
         await audit.recordAdmin({
-          action: 'tool.approve',
+          action: `${kind}.approve`,
           actor: principal,
           serverId: params.id,
           tool: params.tool,
@@ -88,19 +93,23 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
             previousHash: approved.previousHash,
             reason: approved.reason,
             policyVersion: approved.policyVersion,
+            ...(kind === 'tool' ? {} : { kind }),
           },
         });
-        await registry.serverEvent(params.id, 'pins', `Tool ${params.tool} approved by ${principal.name}.`, {
+        const label = kind === 'tool' ? 'Tool' : 'Prompt';
+        await registry.serverEvent(params.id, 'pins', `${label} ${params.tool} approved by ${principal.name}.`, {
           tool: params.tool,
           pinHash: approved.pinHash,
+          ...(kind === 'tool' ? {} : { kind }),
         });
         await events.publish('tool.approved', {
           server: params.id,
           tool: params.tool,
           pinHash: approved.pinHash,
           approvedBy: principal.name,
+          ...(kind === 'tool' ? {} : { kind }),
         });
-        const pin = await getPin(store.db, params.id, params.tool);
+        const pin = await getPin(store.db, params.id, params.tool, kind);
         return { approved: params.tool, policyVersion: approved.policyVersion, pin: pin ? reviewOf(pin) : null };
       },
     }),
@@ -117,6 +126,7 @@ async function approveAndBump(
   tool: string,
   principal: Principal,
   expectedHash: string,
+  kind: PinKind,
 ): Promise<PinApproval & { policyVersion: number }> {
   let approval: PinApproval | undefined;
   const updated = await registry.records.update(
@@ -125,7 +135,7 @@ async function approveAndBump(
       row.policy_version += 1;
     },
     async (trx) => {
-      approval = await approvePin(trx, serverId, tool, { approvedBy: principal.id, expectedHash });
+      approval = await approvePin(trx, serverId, tool, { approvedBy: principal.id, expectedHash, kind });
     },
   );
   if (!approval) throw new GatehouseError('internal_error');

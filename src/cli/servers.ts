@@ -174,12 +174,13 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       )
       .argument('<id>')
       .argument('<tool>')
-      .argument('<pendingHash>'),
-  ).action(async (id: string, tool: string, pendingHash: string, flags: Flags) => {
+      .argument('<pendingHash>')
+      .option('--prompt', '<tool> names a prompt'),
+  ).action(async (id: string, tool: string, pendingHash: string, flags: Flags & { prompt?: boolean }) => {
     const answer = await clientOf(flags).request<{ approved: string; policyVersion: number }>(
       'POST',
       `/api/mcp/servers/${encodeURIComponent(id)}/pins/${encodeURIComponent(tool)}/approve`,
-      { pendingHash },
+      { pendingHash, ...(flags.prompt ? { kind: 'prompt' } : {}) },
     );
     if (flags.json) return printJson(answer);
     print(`pinned ${tool} on ${id} (${pendingHash.slice(0, 12)}…, policy version ${answer.policyVersion})`);
