@@ -136,6 +136,13 @@ export const ERROR_CATALOGUE = {
 
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
+
+  // Pins are approved by the hash the operator reviewed (issue 15)
+  'pin.changed': {
+    status: 409,
+    mcp: 'result',
+    message: 'The definition changed again since it was reviewed; review the new one before approving.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

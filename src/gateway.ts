@@ -280,7 +280,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         latencyMs: number;
       }) {
         const target = new URL(event.url);
-        audit.enqueue({
+        return audit.enqueue({
           at: nowIso(),
           kind: 'ops',
           action: event.operation,
@@ -317,7 +317,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           capabilities,
           infoRoles: ['admin', 'operator', 'agent', 'ops'],
         }),
-        ...tokenRoutes({ tokens, audit, events }),
+        ...tokenRoutes({ tokens, audit, events, approvals }),
         ...settingsRoutes({ settings, audit, events }),
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
         ...processRoutes({ supervisor, audit }),

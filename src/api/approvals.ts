@@ -1,7 +1,7 @@
 /** The approval queue over REST: operators list, read and decide; the decision answers before the call runs. */
 import { z } from 'zod';
 import type { ApprovalQueue } from '../approvals/queue.js';
-import { APPROVAL_STATUSES } from '../approvals/types.js';
+import { APPROVAL_STATUSES, type ApprovalView, summariseApproval } from '../approvals/types.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -23,6 +23,16 @@ function signedIn(principal: Principal | undefined): Principal {
   return principal;
 }
 
+/**
+ * What a reader may see of an approval: operators (and admins) the whole card; an agent reading through
+ * the admin surface's approvals read scope its own approvals whole, everyone else's summarised.
+ */
+function visibleTo(principal: Principal | undefined, approval: ApprovalView) {
+  const reader = signedIn(principal);
+  if ((DECIDERS as readonly string[]).includes(reader.role) || approval.requester.id === reader.id) return approval;
+  return summariseApproval(approval);
+}
+
 /** The two decisions share one declaration: same access, same body, same answer. */
 const DECISIONS = [
   {
@@ -41,25 +51,31 @@ export function approvalRoutes({ queue }: ApprovalRouteDeps): RouteDeclaration[]
     defineRoute({
       method: 'GET',
       url: '/api/approvals',
-      summary: 'Approvals, newest first, optionally by status (pending, approved, executed, …); results left out.',
+      summary:
+        "Approvals, newest first, optionally by status (pending, approved, executed, …); results left out. An agent sees other requesters' approvals summarised (tool, times, state).",
       scope: 'approvals',
       access: DECIDERS,
       mcp: { tool: 'approval_list', tier: 'autonomousRead' },
       query: listQuery,
-      async handler({ query }) {
+      async handler({ query, principal }) {
         const { approvals, total } = await queue.list(query);
-        return listAnswer('approvals', approvals, total);
+        return listAnswer(
+          'approvals',
+          approvals.map((a) => visibleTo(principal, a)),
+          total,
+        );
       },
     }),
     defineRoute({
       method: 'GET',
       url: '/api/approvals/:id',
-      summary: 'One approval card: requester, tool, the arguments exactly as they will be sent, detail, outcome.',
+      summary:
+        "One approval card: requester, tool, the arguments exactly as they will be sent, detail, outcome (another requester's approval is summarised for an agent).",
       scope: 'approvals',
       access: DECIDERS,
       mcp: { tool: 'approval_get', tier: 'autonomousRead' },
       params: idParams,
-      handler: ({ params }) => queue.get(params.id),
+      handler: async ({ params, principal }) => visibleTo(principal, await queue.get(params.id)),
     }),
     ...DECISIONS.map(({ decision, summary }) =>
       defineRoute({

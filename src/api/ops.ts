@@ -89,7 +89,7 @@ export interface OpsAuditor {
     principal: Principal | undefined;
     outcome: string;
     latencyMs: number;
-  }): void;
+  }): Promise<void>;
 }
 
 /** Runs an operation and reports its outcome (an error code, never a message or a header) to the auditor. */
@@ -107,7 +107,8 @@ async function audited<T>(
     outcome = findGatehouseError(error)?.code ?? 'internal_error';
     throw error;
   } finally {
-    auditor.record({ ...event, outcome, latencyMs: Math.round(performance.now() - started) });
+    // The answer leaves once its audit row is committed (the auditor never rejects).
+    await auditor.record({ ...event, outcome, latencyMs: Math.round(performance.now() - started) });
   }
 }
 

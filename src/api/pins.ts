@@ -8,6 +8,7 @@ import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { approvePin, getPin, listPinsPage, type PinApproval, type PinView } from '../policy/pin-store.js';
+import type { PinKind } from '../policy/pins.js';
 import { type DiffEntry, definitionDiff, type HiddenContentFlag, hiddenContentFlags } from '../policy/review.js';
 import { serverIdSchema } from '../registry/ids.js';
 import type { Registry } from '../registry/service.js';
@@ -19,15 +20,12 @@ const MANAGERS = ['admin', 'operator'] as const;
 
 const idParams = z.strictObject({ id: serverIdSchema });
 const toolParams = z.strictObject({ id: serverIdSchema, tool: z.string().min(1).max(256) });
-const approveBody = z
-  .strictObject({
-    /** The pending hash the operator reviewed; when given, a definition that changed again since is refused. */
-    pendingHash: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest')
-      .optional(),
-  })
-  .optional();
+const approveBody = z.strictObject({
+  /** The pending hash the operator reviewed (required): a definition that changed again since is refused (409). */
+  pendingHash: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest'),
+  /** What `{tool}` names: a tool (default) or a prompt. */
+  kind: z.enum(['tool', 'prompt']).optional(),
+});
 
 export interface PinReview extends PinView {
   /** For a quarantined tool: pinned → pending, field by field (every field `added` for a new tool). */
@@ -58,7 +56,8 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
     defineRoute({
       method: 'GET',
       url: '/api/mcp/servers/:id/pins',
-      summary: "A server's tool pins; quarantined tools carry a field-by-field diff and hidden-content flags.",
+      summary:
+        "A server's pins (tools and prompts, each with its kind); quarantined ones carry a field-by-field diff and hidden-content flags.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pins', tier: 'autonomousRead' },
@@ -74,7 +73,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       method: 'POST',
       url: '/api/mcp/servers/:id/pins/:tool/approve',
       summary:
-        "Approve a quarantined tool's new definition: it becomes the pin, and approvals bound to the old one end.",
+        "Approve a quarantined tool's new definition, named by the pendingHash the operator reviewed (409 pin.changed when it changed again): it becomes the pin, and approvals bound to the old one end.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pin_approve', tier: 'gated' },
@@ -82,9 +81,10 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       body: approveBody,
       async handler({ params, body, principal }) {
         if (!principal) throw new GatehouseError('unauthorized');
-        const approved = await approveAndBump(registry, params.id, params.tool, principal, body?.pendingHash);
+        const kind = body.kind ?? 'tool';
+        const approved = await approveAndBump(registry, params.id, params.tool, principal, body.pendingHash, kind);
         await audit.recordAdmin({
-          action: 'tool.approve',
+          action: `${kind}.approve`,
           actor: principal,
           serverId: params.id,
           tool: params.tool,
@@ -93,19 +93,23 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
             previousHash: approved.previousHash,
             reason: approved.reason,
             policyVersion: approved.policyVersion,
+            ...(kind === 'tool' ? {} : { kind }),
           },
         });
-        await registry.serverEvent(params.id, 'pins', `Tool ${params.tool} approved by ${principal.name}.`, {
+        const label = kind === 'tool' ? 'Tool' : 'Prompt';
+        await registry.serverEvent(params.id, 'pins', `${label} ${params.tool} approved by ${principal.name}.`, {
           tool: params.tool,
           pinHash: approved.pinHash,
+          ...(kind === 'tool' ? {} : { kind }),
         });
         await events.publish('tool.approved', {
           server: params.id,
           tool: params.tool,
           pinHash: approved.pinHash,
           approvedBy: principal.name,
+          ...(kind === 'tool' ? {} : { kind }),
         });
-        const pin = await getPin(store.db, params.id, params.tool);
+        const pin = await getPin(store.db, params.id, params.tool, kind);
         return { approved: params.tool, policyVersion: approved.policyVersion, pin: pin ? reviewOf(pin) : null };
       },
     }),
@@ -121,7 +125,8 @@ async function approveAndBump(
   serverId: string,
   tool: string,
   principal: Principal,
-  expectedHash: string | undefined,
+  expectedHash: string,
+  kind: PinKind,
 ): Promise<PinApproval & { policyVersion: number }> {
   let approval: PinApproval | undefined;
   const updated = await registry.records.update(
@@ -130,7 +135,7 @@ async function approveAndBump(
       row.policy_version += 1;
     },
     async (trx) => {
-      approval = await approvePin(trx, serverId, tool, { approvedBy: principal.id, expectedHash });
+      approval = await approvePin(trx, serverId, tool, { approvedBy: principal.id, expectedHash, kind });
     },
   );
   if (!approval) throw new GatehouseError('internal_error');

@@ -1,5 +1,6 @@
 /** Bearer tokens: create (shown once), list (never the token), update limits, revoke. */
 import { z } from 'zod';
+import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
@@ -31,7 +32,9 @@ export function publicToken(record: TokenRecord) {
   return { id, name, role, groups, rateLimit, maxConcurrent, source, createdAt, lastUsedAt };
 }
 
-export function tokenRoutes(deps: { tokens: TokenStore; audit: AuditLog; events: EventHub }): RouteDeclaration[] {
+export function tokenRoutes(
+  deps: { tokens: TokenStore; audit: AuditLog; events: EventHub } & RevocationDeps,
+): RouteDeclaration[] {
   const { tokens, audit, events } = deps;
   return [
     defineRoute({
@@ -102,7 +105,8 @@ export function tokenRoutes(deps: { tokens: TokenStore; audit: AuditLog; events:
     defineRoute({
       method: 'DELETE',
       url: '/api/tokens/:id',
-      summary: 'Revoke a token; it is refused from the next request on.',
+      summary:
+        'Revoke a token; it is refused from the next request on, and its approvals that have not run are cancelled.',
       scope: 'tokens',
       access: ['admin'],
       mcp: { exclude: 'an agent could lock out its operators' },
@@ -110,6 +114,7 @@ export function tokenRoutes(deps: { tokens: TokenStore; audit: AuditLog; events:
       async handler({ params, principal }) {
         if (!(await tokens.revoke(params.id))) throw new GatehouseError('not_found', `No token ${params.id}.`);
         await audit.recordAdmin({ action: 'token.revoke', actor: principal, data: { id: params.id } });
+        await revokePrincipal(deps, params.id, principal, 'The token was revoked.');
         await events.publish('token.changed', { id: params.id, change: 'revoked' });
         return { revoked: params.id };
       },

@@ -34,6 +34,7 @@ export async function checkHubBinding(db: Kysely<Database>, approval: ApprovalVi
       .selectFrom('tool_pins')
       .select(['state', 'pin_hash'])
       .where('server_id', '=', approval.serverId)
+      .where('kind', '=', 'tool')
       .where('tool_name', '=', approval.tool)
       .executeTakeFirst();
     if (pin?.state !== 'pinned' || pin.pin_hash !== approval.pinHash) {

@@ -18,6 +18,7 @@ import type { Logger } from '../logging.js';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 import type { ApprovalTable } from '../store/schema.js';
+import { principalActive } from './principals.js';
 import {
   type ApprovalDetail,
   type ApprovalError,
@@ -88,6 +89,8 @@ const INTERRUPTED: ApprovalError = {
   message:
     'Gatehouse stopped while this approved call was running; it may or may not have reached the tool, and it is never run again.',
 };
+
+const REQUESTER_INACTIVE = 'The token that asked for this call was revoked before it ran.';
 
 const newApprovalId = (): string => `apr_${randomBytes(12).toString('base64url')}`;
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -231,13 +234,18 @@ export class ApprovalQueue {
       result: null,
       error: null,
     };
-    await this.store.db.insertInto('approvals').values(row).execute();
-    await this.audit.recordAdmin({
-      action: 'approval.create',
-      actor: input.requester,
-      serverId: input.serverId ?? undefined,
-      tool: input.tool,
-      data: { approvalId: row.id, surface: row.surface },
+    await this.store.db.transaction().execute(async (trx) => {
+      await trx.insertInto('approvals').values(row).execute();
+      await this.audit.recordAdmin(
+        {
+          action: 'approval.create',
+          actor: input.requester,
+          serverId: input.serverId ?? undefined,
+          tool: input.tool,
+          data: { approvalId: row.id, surface: row.surface },
+        },
+        trx,
+      );
     });
     await this.events.publish('approval.created', {
       id: row.id,
@@ -312,14 +320,30 @@ export class ApprovalQueue {
 
     const status: ApprovalStatus = decision === 'approve' ? 'approved' : 'rejected';
     const decidedAt = iso(now);
-    const result = await this.store.db
-      .updateTable('approvals')
-      .set({ status, decided_at: decidedAt, decided_by: decider.id, reason: reason ?? null })
-      .where('id', '=', id)
-      .where('status', '=', 'pending')
-      .where('expires_at', '>', decidedAt)
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) {
+    // The decision and its audit row commit together (or neither does).
+    const won = await this.store.db.transaction().execute(async (trx) => {
+      const result = await trx
+        .updateTable('approvals')
+        .set({ status, decided_at: decidedAt, decided_by: decider.id, reason: reason ?? null })
+        .where('id', '=', id)
+        .where('status', '=', 'pending')
+        .where('expires_at', '>', decidedAt)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) return false;
+      await this.audit.recordAdmin(
+        {
+          action: decision === 'approve' ? 'approval.approve' : 'approval.reject',
+          actor: decider,
+          serverId: row.server_id ?? undefined,
+          tool: row.tool,
+          // The operator's reason is kept here too: a later system outcome (out_of_scope, expired) replaces it on the row.
+          data: { approvalId: id, surface: row.surface, requesterId: row.requester_id, ...(reason ? { reason } : {}) },
+        },
+        trx,
+      );
+      return true;
+    });
+    if (!won) {
       // Lost the race, or it expired in between: say which.
       const now2 = await this.readRow(id);
       if (now2?.status === 'pending' && now2.expires_at <= iso(Date.now())) {
@@ -337,14 +361,6 @@ export class ApprovalQueue {
       decided_by_name: decider.name,
       reason: reason ?? null,
     };
-    await this.audit.recordAdmin({
-      action: decision === 'approve' ? 'approval.approve' : 'approval.reject',
-      actor: decider,
-      serverId: row.server_id ?? undefined,
-      tool: row.tool,
-      // The operator's reason is kept here too: a later system outcome (out_of_scope, expired) replaces it on the row.
-      data: { approvalId: id, surface: row.surface, requesterId: row.requester_id, ...(reason ? { reason } : {}) },
-    });
     await this.announce(decided, { decidedBy: decider.name, ...(reason ? { reason } : {}) });
     if (status === 'approved') this.launch(id);
     return toApprovalView(decided, false);
@@ -388,6 +404,50 @@ export class ApprovalQueue {
     return Number(update.numUpdatedRows) === 1;
   }
 
+  /**
+   * What a principal's revocation does to its approvals (called only through `revokePrincipal`): every
+   * approval it asked for that has not started running — pending, or approved and not yet claimed —
+   * ends `cancelled` with `reason`, each change committed with its `approval.cancel` audit row.
+   * Returns the ids it cancelled.
+   */
+  async cancelForRequester(requesterId: string, actor: Principal | undefined, reason: string): Promise<string[]> {
+    const open = await this.store.db
+      .selectFrom('approvals')
+      .select(['id', 'status', 'server_id', 'tool', 'surface'])
+      .where('requester_id', '=', requesterId)
+      .where('status', 'in', ['pending', 'approved'])
+      .execute();
+    const cancelled: string[] = [];
+    for (const candidate of open) {
+      const at = iso(Date.now());
+      const moved = await this.store.db.transaction().execute(async (trx) => {
+        const result = await trx
+          .updateTable('approvals')
+          .set({ status: 'cancelled', decided_at: at, reason })
+          .where('id', '=', candidate.id)
+          .where('status', '=', candidate.status)
+          .executeTakeFirst();
+        if (Number(result.numUpdatedRows) !== 1) return false;
+        await this.audit.recordAdmin(
+          {
+            action: 'approval.cancel',
+            actor,
+            serverId: candidate.server_id ?? undefined,
+            tool: candidate.tool,
+            data: { approvalId: candidate.id, surface: candidate.surface, requesterId, from: candidate.status, reason },
+          },
+          trx,
+        );
+        return true;
+      });
+      if (!moved) continue;
+      cancelled.push(candidate.id);
+      const row = await this.readRow(candidate.id);
+      if (row) await this.announce(row, { reason });
+    }
+    return cancelled;
+  }
+
   /** Expires every pending approval past its `expiresAt`; returns their ids. */
   async expireDue(): Promise<string[]> {
     const due = await this.store.db
@@ -417,23 +477,35 @@ export class ApprovalQueue {
     const moved: string[] = [];
     for (const id of ids) {
       const at = iso(Date.now());
-      const result = await this.store.db
-        .updateTable('approvals')
-        .set({ status: 'expired', decided_at: at, reason: 'No operator decided before the approval expired.' })
-        .where('id', '=', id)
-        .where('status', '=', 'pending')
-        .where('expires_at', '<=', at)
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) !== 1) continue;
+      const expired = await this.store.db.transaction().execute(async (trx) => {
+        const result = await trx
+          .updateTable('approvals')
+          .set({ status: 'expired', decided_at: at, reason: 'No operator decided before the approval expired.' })
+          .where('id', '=', id)
+          .where('status', '=', 'pending')
+          .where('expires_at', '<=', at)
+          .executeTakeFirst();
+        if (Number(result.numUpdatedRows) !== 1) return false;
+        const row = await trx
+          .selectFrom('approvals')
+          .select(['server_id', 'tool'])
+          .where('id', '=', id)
+          .executeTakeFirst();
+        await this.audit.recordAdmin(
+          {
+            action: 'approval.expire',
+            actor: undefined,
+            serverId: row?.server_id ?? undefined,
+            tool: row?.tool,
+            data: { approvalId: id },
+          },
+          trx,
+        );
+        return true;
+      });
+      if (!expired) continue;
       moved.push(id);
       const row = await this.readRow(id);
-      await this.audit.recordAdmin({
-        action: 'approval.expire',
-        actor: undefined,
-        serverId: row?.server_id ?? undefined,
-        tool: row?.tool,
-        data: { approvalId: id },
-      });
       if (row) await this.announce(row, {});
     }
     return moved;
@@ -496,6 +568,10 @@ export class ApprovalQueue {
       return this.finish(row, 'failed', { error: errorOf(error, this.logger, id) });
     }
     if (!check.ok) return this.finish(row, 'out_of_scope', { reason: check.reason });
+    // Right before it runs: a requester revoked since it asked (even after an operator approved) never runs.
+    if (!(await principalActive(this.store.db, row.requester_id))) {
+      return this.finish(row, 'cancelled', { reason: REQUESTER_INACTIVE });
+    }
     if (Date.parse(row.expires_at) <= Date.now()) {
       return this.finish(row, 'expired', { reason: 'The approval expired before the call could run.' });
     }
@@ -526,33 +602,41 @@ export class ApprovalQueue {
   /** executing → a final status (only if this process still holds the claim), then audit and announce. */
   private async finish(
     row: ApprovalRow,
-    status: 'executed' | 'failed' | 'expired' | 'out_of_scope',
+    status: 'executed' | 'failed' | 'expired' | 'out_of_scope' | 'cancelled',
     outcome: { result?: string; error?: ApprovalError; reason?: string },
   ): Promise<void> {
     const at = iso(Date.now());
-    const update = await this.store.db
-      .updateTable('approvals')
-      .set({
-        status,
-        executed_at: status === 'executed' || status === 'failed' ? at : null,
-        result: outcome.result ?? null,
-        error: outcome.error ? JSON.stringify(outcome.error) : null,
-        ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
-      })
-      .where('id', '=', row.id)
-      .where('status', '=', 'executing')
-      .executeTakeFirst();
-    if (Number(update.numUpdatedRows) !== 1) {
+    // The outcome and its `approval.execute` row commit together: never one on disk without the other.
+    const held = await this.store.db.transaction().execute(async (trx) => {
+      const update = await trx
+        .updateTable('approvals')
+        .set({
+          status,
+          executed_at: status === 'executed' || status === 'failed' ? at : null,
+          result: outcome.result ?? null,
+          error: outcome.error ? JSON.stringify(outcome.error) : null,
+          ...(outcome.reason !== undefined ? { reason: outcome.reason } : {}),
+        })
+        .where('id', '=', row.id)
+        .where('status', '=', 'executing')
+        .executeTakeFirst();
+      if (Number(update.numUpdatedRows) !== 1) return false;
+      await this.audit.recordAdmin(
+        {
+          action: 'approval.execute',
+          actor: undefined,
+          serverId: row.server_id ?? undefined,
+          tool: row.tool,
+          data: { approvalId: row.id, status, ...(outcome.error ? { code: outcome.error.code } : {}) },
+        },
+        trx,
+      );
+      return true;
+    });
+    if (!held) {
       this.logger?.warn({ approvalId: row.id, status }, 'approved call finished after its claim was taken away');
       return;
     }
-    await this.audit.recordAdmin({
-      action: 'approval.execute',
-      actor: undefined,
-      serverId: row.server_id ?? undefined,
-      tool: row.tool,
-      data: { approvalId: row.id, status, ...(outcome.error ? { code: outcome.error.code } : {}) },
-    });
     await this.announce(
       { ...row, status },
       {
@@ -574,22 +658,29 @@ export class ApprovalQueue {
     let failed = 0;
     for (const row of lapsed) {
       if (this.running.has(row.id)) continue;
-      const result = await this.store.db
-        .updateTable('approvals')
-        .set({ status: 'failed', error: JSON.stringify(INTERRUPTED), executed_at: iso(Date.now()) })
-        .where('id', '=', row.id)
-        .where('status', '=', 'executing')
-        .where('executed_at', row.executed_at === null ? 'is' : '=', row.executed_at)
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) !== 1) continue;
-      failed++;
-      await this.audit.recordAdmin({
-        action: 'approval.execute',
-        actor: undefined,
-        serverId: row.server_id ?? undefined,
-        tool: row.tool,
-        data: { approvalId: row.id, status: 'failed', code: INTERRUPTED.code, interrupted: true },
+      const moved = await this.store.db.transaction().execute(async (trx) => {
+        const result = await trx
+          .updateTable('approvals')
+          .set({ status: 'failed', error: JSON.stringify(INTERRUPTED), executed_at: iso(Date.now()) })
+          .where('id', '=', row.id)
+          .where('status', '=', 'executing')
+          .where('executed_at', row.executed_at === null ? 'is' : '=', row.executed_at)
+          .executeTakeFirst();
+        if (Number(result.numUpdatedRows) !== 1) return false;
+        await this.audit.recordAdmin(
+          {
+            action: 'approval.execute',
+            actor: undefined,
+            serverId: row.server_id ?? undefined,
+            tool: row.tool,
+            data: { approvalId: row.id, status: 'failed', code: INTERRUPTED.code, interrupted: true },
+          },
+          trx,
+        );
+        return true;
       });
+      if (!moved) continue;
+      failed++;
       await this.announce({ ...row, status: 'failed' }, { code: INTERRUPTED.code });
     }
     return failed;
@@ -717,6 +808,7 @@ function answerOf(row: ApprovalRow): ApprovalStatusAnswer {
       return { status, ...base, ...(row.reason ? { reason: row.reason } : {}) };
     case 'expired':
     case 'out_of_scope':
+    case 'cancelled':
       return { status, ...base, reason: row.reason ?? status };
     case 'executed':
       return { status, ...base, result: parseJson<unknown>(row.result, null) };

@@ -7,7 +7,10 @@ import type { ApprovalTable } from '../store/schema.js';
 export type ApprovalSurface = 'hub' | 'admin' | 'memory';
 export const APPROVAL_SURFACES: readonly ApprovalSurface[] = ['hub', 'admin', 'memory'];
 
-/** pending → approved → executing → executed | failed; or rejected, expired, out_of_scope. */
+/**
+ * pending → approved → executing → executed | failed; or rejected, expired, out_of_scope; or cancelled
+ * (the requester was revoked before the call ran).
+ */
 export type ApprovalStatus =
   | 'pending'
   | 'approved'
@@ -16,7 +19,8 @@ export type ApprovalStatus =
   | 'failed'
   | 'rejected'
   | 'expired'
-  | 'out_of_scope';
+  | 'out_of_scope'
+  | 'cancelled';
 
 export const APPROVAL_STATUSES: readonly ApprovalStatus[] = [
   'pending',
@@ -27,6 +31,7 @@ export const APPROVAL_STATUSES: readonly ApprovalStatus[] = [
   'rejected',
   'expired',
   'out_of_scope',
+  'cancelled',
 ];
 
 export const FINAL_STATUSES: ReadonlySet<ApprovalStatus> = new Set([
@@ -35,6 +40,7 @@ export const FINAL_STATUSES: ReadonlySet<ApprovalStatus> = new Set([
   'rejected',
   'expired',
   'out_of_scope',
+  'cancelled',
 ]);
 
 /** What the approval card shows besides the call itself; surfaces may add their own facts. */
@@ -71,7 +77,7 @@ export interface ApprovalView {
   decidedAt: string | null;
   /** The deciding token (its name from the token table, null if it no longer exists); null for expiry. */
   decidedBy: { id: string; name: string | null } | null;
-  /** The operator's reason, or why the system ended it (expired, out_of_scope). */
+  /** The operator's reason, or why the system ended it (expired, out_of_scope, cancelled). */
   reason: string | null;
   /** When the call finished (executed or failed). */
   executedAt: string | null;
@@ -81,10 +87,46 @@ export interface ApprovalView {
   error: ApprovalError | null;
 }
 
+/**
+ * Another requester's approval as an agent with the approvals read scope sees it: which tool, when,
+ * and its state — nothing that carries the call's arguments (no arguments or their hash, no detail,
+ * reason, result or error, no requester).
+ */
+export interface ApprovalSummary {
+  id: string;
+  surface: ApprovalSurface;
+  status: ApprovalStatus;
+  serverId: string | null;
+  tool: string;
+  exposedName: string;
+  createdAt: string;
+  expiresAt: string;
+  decidedAt: string | null;
+  executedAt: string | null;
+  /** Always true: this is a summary; the requester and the operators see the whole card. */
+  summarised: true;
+}
+
+export function summariseApproval(view: ApprovalView): ApprovalSummary {
+  return {
+    id: view.id,
+    surface: view.surface,
+    status: view.status,
+    serverId: view.serverId,
+    tool: view.tool,
+    exposedName: view.exposedName,
+    createdAt: view.createdAt,
+    expiresAt: view.expiresAt,
+    decidedAt: view.decidedAt,
+    executedAt: view.executedAt,
+    summarised: true,
+  };
+}
+
 /** The agent-facing outcome (`gatehouse__approval_status`); snake_case where the references fix it. */
 export interface ApprovalStatusAnswer {
   /** `approved` and `executing` read as `pending`: the call has not finished yet. */
-  status: 'pending' | 'rejected' | 'expired' | 'out_of_scope' | 'executed' | 'failed';
+  status: 'pending' | 'rejected' | 'expired' | 'out_of_scope' | 'cancelled' | 'executed' | 'failed';
   approval_id: string;
   reason?: string;
   result?: unknown;

@@ -1,9 +1,11 @@
 /**
  * One audit event per tool call, from every MCP surface. `record` is on the
- * hot path: it computes the argument digest, updates the metrics, and queues
- * the row on the `AuditLog` (written in a batch within 100 ms, never a store
- * round trip per call). The batch flush also publishes `tool.called` on the
- * event stream — ids, verdict, outcome and latency, never payloads.
+ * hot path: it updates the metrics and hands the row to the `AuditLog`'s group
+ * commit (concurrent calls share one transaction), and its promise resolves
+ * once the row is committed. The contract for every surface: await `record`
+ * before the answer leaves, so an answered call always has its row. The group
+ * also publishes `tool.called` on the event stream — ids, verdict, outcome and
+ * latency, never payloads.
  *
  * What of the payloads is kept follows the `audit.payloads` setting: with
  * `metadata` (the default) nothing of the arguments or the result is stored
@@ -105,7 +107,7 @@ export class CallAuditor {
   private readonly inFlight = new Set<Promise<void>>();
   private settingsRead: Promise<Settings> | undefined;
   /** Calls recorded this turn of the event loop, turned into rows on the next (see `record`). */
-  private waiting: Array<{ event: CallEvent; at: string }> = [];
+  private waiting: Array<{ event: CallEvent; at: string; committed: () => void }> = [];
   private waitingTimer: NodeJS.Immediate | undefined;
 
   constructor(private readonly deps: CallAuditorDeps) {
@@ -113,12 +115,13 @@ export class CallAuditor {
   }
 
   /**
-   * Records one call. Synchronous for the caller and never throws: auditing must not fail the call.
-   * The metrics count it at once; its row (sizes, argument digest, payloads) is made on the next turn
-   * of the event loop, once the answer is on its way to the agent, so none of that adds to a call's
-   * latency. `flush` makes the rows still waiting.
+   * Records one call; resolves once its row is committed. Never throws or rejects: auditing must not
+   * fail the call (a row that cannot be made or written is reported through the log's `onError`; a
+   * refused write is retried and the promise waits for it). The metrics count the call at once; the
+   * rows of every call recorded in one turn of the event loop are made together on the next and
+   * committed as one group. Callers await it before sending the answer.
    */
-  record(event: CallEvent): void {
+  record(event: CallEvent): Promise<void> {
     const at = isoTime(event.at);
     this.deps.metrics?.observeCall({
       surface: event.surface,
@@ -128,8 +131,10 @@ export class CallAuditor {
       latencyMs: event.latencyMs,
       upstream: event.upstream ?? event.verdict === 'allow',
     });
-    this.waiting.push({ event, at });
-    this.waitingTimer ??= setImmediate(() => this.makeRows());
+    return new Promise<void>((committed) => {
+      this.waiting.push({ event, at, committed });
+      this.waitingTimer ??= setImmediate(() => this.makeRows());
+    });
   }
 
   /** Writes every call recorded so far (waiting for settings reads in progress); for shutdown and tests. */
@@ -144,12 +149,12 @@ export class CallAuditor {
     this.waitingTimer = undefined;
     const waiting = this.waiting;
     this.waiting = [];
-    for (const { event, at } of waiting) this.makeRow(event, at);
+    for (const { event, at, committed } of waiting) this.makeRow(event, at, committed);
   }
 
-  private makeRow(event: CallEvent, atIso: string): void {
+  private makeRow(event: CallEvent, atIso: string, committed: () => void): void {
     if (event.payloads !== undefined) {
-      this.enqueueOrReport(event, atIso, event.payloads);
+      this.enqueueOrReport(event, atIso, event.payloads, committed);
       return;
     }
     // One settings read shared by every call recorded while it is in progress (a cold cache under a burst).
@@ -157,24 +162,25 @@ export class CallAuditor {
       this.settingsRead = undefined;
     });
     const pending = this.settingsRead.then(
-      (settings) => this.enqueueOrReport(event, atIso, settings['audit.payloads']),
+      (settings) => this.enqueueOrReport(event, atIso, settings['audit.payloads'], committed),
       // Settings unreadable: record the call anyway, keeping no payloads (the safe reading of the setting).
-      () => this.enqueueOrReport(event, atIso, 'metadata'),
+      () => this.enqueueOrReport(event, atIso, 'metadata', committed),
     );
     this.inFlight.add(pending);
     void pending.finally(() => this.inFlight.delete(pending));
   }
 
-  /** Off the call's path, a row that cannot be made is reported like a failed write, never thrown. */
-  private enqueueOrReport(event: CallEvent, at: string, payloads: PayloadMode): void {
+  /** A row that cannot be made is reported like a failed write, never thrown (and its caller released). */
+  private enqueueOrReport(event: CallEvent, at: string, payloads: PayloadMode, committed: () => void): void {
     try {
-      this.enqueue(event, at, payloads);
+      void this.enqueue(event, at, payloads).then(committed);
     } catch (error) {
       this.deps.audit.onError(error, { rows: 1, requeued: false });
+      committed();
     }
   }
 
-  private enqueue(event: CallEvent, at: string, payloads: PayloadMode): void {
+  private enqueue(event: CallEvent, at: string, payloads: PayloadMode): Promise<void> {
     let data: string | null = null;
     if (payloads === 'data') {
       try {
@@ -201,7 +207,7 @@ export class CallAuditor {
       args_digest: event.argsDigest ?? argsDigest(event.arguments),
       data,
     };
-    this.deps.audit.enqueue(row, {
+    return this.deps.audit.enqueue(row, {
       type: 'tool.called',
       data: {
         calledAt: at,

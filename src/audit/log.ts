@@ -1,12 +1,17 @@
 /**
  * The audit trail. Control-plane changes are written synchronously (they are
- * rare and must not be lost); tool-call events arrive on the hot path and are
- * written in small batches, flushed within 100 ms and on shutdown.
+ * rare and must not be lost), in the caller's transaction when it has one.
+ * Tool-call events arrive on the hot path and are written by group commit:
+ * `enqueue` resolves once its row is committed, and every row queued while a
+ * write is in flight goes in the next one, so concurrent calls share one
+ * transaction. A call's answer waits for that promise, so a crash never leaves
+ * an answered call without its row.
  */
+import type { Kysely } from 'kysely';
 import type { Principal } from '../identity/index.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
-import type { AuditEventTable } from '../store/schema.js';
+import type { AuditEventTable, Database } from '../store/schema.js';
 import type { NewStreamEvent } from './stream.js';
 
 export interface AdminEvent {
@@ -26,9 +31,7 @@ export interface StreamSink {
 }
 
 export interface AuditLogOptions {
-  /** Longest a queued event waits before its batch is written (default 100 ms). */
-  flushMs?: number;
-  /** A batch this large is written at once (default 500). */
+  /** Rows per INSERT statement of one group (default 500). */
   maxBatch?: number;
   /** Queued events kept while the store is failing; past it the oldest are dropped and counted (default 10 000). */
   maxPending?: number;
@@ -43,19 +46,24 @@ export interface AuditLogOptions {
 interface Queued {
   row: AuditRow;
   announce: NewStreamEvent | undefined;
+  /** Settles the `enqueue` promise: when the row is committed (or dropped). */
+  committed: () => void;
 }
 
-const FLUSH_MS = 100;
 const MAX_BATCH = 500;
 const MAX_PENDING = 10_000;
 const RETRY_MS = 1000;
 
 export class AuditLog {
   private pending: Queued[] = [];
+  /** Set while waiting to retry a group the store refused. */
   private timer: NodeJS.Timeout | undefined;
+  /** Set while a group commit is scheduled for the next turn of the event loop. */
+  private scheduled: NodeJS.Immediate | undefined;
+  /** True while a group commit is writing: rows queued meanwhile wait for the next group. */
+  private committing = false;
   private flushing: Promise<void> = Promise.resolve();
   private events: StreamSink | undefined;
-  private readonly flushMs: number;
   private readonly maxBatch: number;
   private readonly maxPending: number;
   private readonly retryMs: number;
@@ -68,7 +76,6 @@ export class AuditLog {
     private readonly store: Store,
     options: AuditLogOptions = {},
   ) {
-    this.flushMs = options.flushMs ?? FLUSH_MS;
     this.maxBatch = options.maxBatch ?? MAX_BATCH;
     this.maxPending = options.maxPending ?? MAX_PENDING;
     this.retryMs = options.retryMs ?? RETRY_MS;
@@ -86,24 +93,28 @@ export class AuditLog {
     this.events = events;
   }
 
-  /** A control-plane change: written before the caller answers. */
-  async recordAdmin(event: AdminEvent): Promise<void> {
-    await this.store.db.insertInto('audit_events').values(this.adminRow(event)).execute();
+  /**
+   * A control-plane change: written before the caller answers. Pass `db` (a transaction) to commit the
+   * row with the change it records, so neither is ever on disk without the other.
+   */
+  async recordAdmin(event: AdminEvent, db: Kysely<Database> = this.store.db): Promise<void> {
+    await db.insertInto('audit_events').values(this.adminRow(event)).execute();
   }
 
   /**
-   * A hot-path event: queued and written with others shortly after (never a store round trip here).
-   * `announce`, if given, is published on the event stream in one batch after the rows are written.
+   * A hot-path event, written by group commit. The promise resolves once the row is committed (SQLite
+   * WAL with `synchronous = NORMAL`, PostgreSQL `synchronous_commit = off`: both survive a crash of
+   * this process) — await it before answering the call the row records. It never rejects: a write the
+   * store refused is reported (`onError`) and retried, and the promise waits for the retry; only a row
+   * dropped from a full queue (`maxPending`, while the store keeps failing) resolves uncommitted, and
+   * is counted in `dropped`. `announce`, if given, is published on the event stream after its group.
    */
-  enqueue(row: AuditRow, announce?: NewStreamEvent): void {
-    this.pending.push({ row, announce });
-    if (this.pending.length > this.maxPending) {
-      const excess = this.pending.length - this.maxPending;
-      this.pending.splice(0, excess);
-      this.dropped += excess;
-    }
-    if (this.pending.length >= this.maxBatch) this.flushInBackground();
-    else this.timer ??= setTimeout(() => this.flushInBackground(), this.flushMs);
+  enqueue(row: AuditRow, announce?: NewStreamEvent): Promise<void> {
+    return new Promise<void>((committed) => {
+      this.pending.push({ row, announce, committed });
+      this.dropExcess();
+      this.scheduleCommit();
+    });
   }
 
   /** Events queued and not yet handed to the store. */
@@ -115,6 +126,8 @@ export class AuditLog {
   async flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
     const batches: Queued[][] = [];
     while (this.pending.length > 0) batches.push(this.pending.splice(0, this.maxBatch));
     const mine = this.flushing.then(async () => {
@@ -137,6 +150,32 @@ export class AuditLog {
     this.flush().catch(() => undefined); // `write` has reported it and re-queued the rows
   }
 
+  /**
+   * One group per turn of the event loop, one at a time: the rows queued while a group is being written
+   * form the next group, written as soon as it is committed. Nothing here while a retry is waiting.
+   */
+  private scheduleCommit(): void {
+    if (this.committing || this.scheduled || this.timer) return;
+    this.scheduled = setImmediate(() => {
+      this.scheduled = undefined;
+      this.committing = true;
+      this.flush()
+        .catch(() => undefined) // `write` has reported it, re-queued the rows and set the retry
+        .finally(() => {
+          this.committing = false;
+          if (this.pending.length > 0) this.scheduleCommit();
+        });
+    });
+  }
+
+  /** Past `maxPending` the oldest rows are dropped (counted), and their callers released. */
+  private dropExcess(): void {
+    if (this.pending.length <= this.maxPending) return;
+    const excess = this.pending.splice(0, this.pending.length - this.maxPending);
+    this.dropped += excess.length;
+    for (const q of excess) q.committed();
+  }
+
   private async write(batch: Queued[]): Promise<void> {
     try {
       // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
@@ -147,19 +186,17 @@ export class AuditLog {
           .execute(),
       );
     } catch (error) {
-      // Put the rows back in front (bounded) and retry later: a store outage delays the trail, not loses it.
+      // Put the rows back in front (bounded) and retry later: a store outage delays the trail (and the
+      // answers waiting for it), never loses it.
       this.pending = batch.concat(this.pending);
-      if (this.pending.length > this.maxPending) {
-        const excess = this.pending.length - this.maxPending;
-        this.pending.splice(0, excess);
-        this.dropped += excess;
-      }
+      this.dropExcess();
       this.onError(error, { rows: batch.length, requeued: true });
       if (this.timer) clearTimeout(this.timer);
       // Unref'd: a retry must not keep a process alive whose store is gone (shutdown flushes explicitly).
       this.timer = setTimeout(() => this.flushInBackground(), this.retryMs).unref();
       throw error;
     }
+    for (const q of batch) q.committed();
     const announcements = batch.flatMap((q) => (q.announce ? [q.announce] : []));
     if (announcements.length > 0 && this.events) {
       try {

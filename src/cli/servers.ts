@@ -149,6 +149,43 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
     );
   }
 
+  withClientFlags(
+    servers.command('pins').description("A server's tool pins: state, and the pending hash of each quarantined tool."),
+  )
+    .argument('<id>')
+    .action(async (id: string, flags: Flags) => {
+      const answer = await clientOf(flags).request<{
+        pins: { tool: string; kind?: string; state: string; reason: string | null; pendingHash: string | null }[];
+      }>('GET', `/api/mcp/servers/${encodeURIComponent(id)}/pins?limit=${PAGE}`);
+      if (flags.json) return printJson(answer);
+      print(
+        table(
+          ['tool', 'kind', 'state', 'reason', 'pending hash'],
+          answer.pins.map((p) => [p.tool, p.kind ?? 'tool', p.state, p.reason ?? '-', p.pendingHash ?? '-']),
+        ),
+      );
+    });
+
+  withClientFlags(
+    servers
+      .command('pin-approve')
+      .description(
+        'Approve the quarantined definition you reviewed (its pending hash, from `servers pins`); refused when it changed again.',
+      )
+      .argument('<id>')
+      .argument('<tool>')
+      .argument('<pendingHash>')
+      .option('--prompt', '<tool> names a prompt'),
+  ).action(async (id: string, tool: string, pendingHash: string, flags: Flags & { prompt?: boolean }) => {
+    const answer = await clientOf(flags).request<{ approved: string; policyVersion: number }>(
+      'POST',
+      `/api/mcp/servers/${encodeURIComponent(id)}/pins/${encodeURIComponent(tool)}/approve`,
+      { pendingHash, ...(flags.prompt ? { kind: 'prompt' } : {}) },
+    );
+    if (flags.json) return printJson(answer);
+    print(`pinned ${tool} on ${id} (${pendingHash.slice(0, 12)}…, policy version ${answer.policyVersion})`);
+  });
+
   withClientFlags(servers.command('remove').description('Uninstall a server.').argument('<id>')).action(
     async (id: string, flags: Flags) => {
       const answer = await clientOf(flags).request('DELETE', `/api/mcp/servers/${encodeURIComponent(id)}`);

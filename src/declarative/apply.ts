@@ -16,7 +16,7 @@ import { applyServers, planServers } from './servers.js';
 import { applySettings, planSettings } from './settings.js';
 import { applyTokens, planTokens } from './tokens.js';
 
-export type DeclarativeTarget = Pick<Gateway, 'registry' | 'settings' | 'tokens' | 'audit' | 'events'>;
+export type DeclarativeTarget = Pick<Gateway, 'registry' | 'settings' | 'tokens' | 'audit' | 'events' | 'approvals'>;
 
 export interface ApplyOptions {
   /** Remove servers and config tokens the file's sections omit. */

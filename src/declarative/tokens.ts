@@ -3,7 +3,7 @@
  * was rotated, so the old one is revoked; only `prune` revokes a config token the file no longer names. Tokens
  * from other sources (the bootstrap admin, the API, the CLI) are never changed.
  */
-
+import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
@@ -14,7 +14,7 @@ import type { DeclaredToken } from './load.js';
 import { formatPath } from './paths.js';
 import type { KindReport } from './report.js';
 
-export interface TokenDeps {
+export interface TokenDeps extends RevocationDeps {
   tokens: TokenStore;
   audit: AuditLog;
   events: EventHub;
@@ -83,6 +83,7 @@ export async function applyTokens(
   const revoke = async (record: TokenRecord) => {
     if (!(await tokens.revoke(record.id))) return;
     await audit.recordAdmin({ action: 'token.revoke', actor, data: { id: record.id, source: 'config' } });
+    await revokePrincipal(deps, record.id, actor, 'The token was revoked (configuration).');
     await events.publish('token.changed', { id: record.id, change: 'revoked' });
   };
   for (const step of plan.entries) {

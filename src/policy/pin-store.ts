@@ -9,17 +9,32 @@ import type { Kysely, Transaction } from 'kysely';
 import { GatehouseError } from '../errors.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ToolPinTable } from '../store/schema.js';
-import { pinHash, pinnedDefinition, schemaTooLarge, type ToolDefinition } from './pins.js';
+import {
+  CURRENT_PIN_SCHEME,
+  itemPinHash,
+  type PinKind,
+  type PinnableItem,
+  pinnedItem,
+  schemaTooLarge,
+  type ToolDefinition,
+} from './pins.js';
 
 export type QuarantineReason = 'changed' | 'new' | 'schema_too_large';
 
 export interface PinChange {
+  /** Set for every kind but `tool`. */
+  kind?: PinKind;
+  /** The item's name (a tool's or a prompt's). */
   tool: string;
   change: 'pinned' | 'quarantined' | 'released';
   reason?: QuarantineReason;
 }
 
 export interface PinView {
+  kind: PinKind;
+  /** The field-set version the pin compares on. */
+  scheme: number;
+  /** The item's name (a tool's or a prompt's). */
   tool: string;
   state: 'pinned' | 'quarantined';
   reason: QuarantineReason | null;
@@ -34,6 +49,8 @@ export interface PinView {
 
 export function toPinView(row: ToolPinTable): PinView {
   return {
+    kind: row.kind as PinKind,
+    scheme: Number(row.scheme),
     tool: row.tool_name,
     state: row.state as PinView['state'],
     reason: (row.reason as QuarantineReason | null) ?? null,
@@ -47,34 +64,44 @@ export function toPinView(row: ToolPinTable): PinView {
   };
 }
 
-/** Compares a handshake's tools with the pins and records what changed, inside the caller's transaction. */
+/**
+ * Compares a handshake's items of one kind (tools by default, or prompts) with their pins and records what
+ * changed, inside the caller's transaction. Each pin is compared on the field set of its own scheme.
+ * `trustNewTools` lets new tools in unreviewed; it never applies to prompts.
+ */
 export async function reconcilePins(
   trx: Transaction<Database>,
   serverId: string,
-  tools: readonly ToolDefinition[],
-  options: { firstHandshake: boolean; trustNewTools: boolean },
+  items: readonly (ToolDefinition | PinnableItem)[],
+  options: { firstHandshake: boolean; trustNewTools: boolean; kind?: PinKind },
 ): Promise<PinChange[]> {
+  const kind = options.kind ?? 'tool';
+  const ofKind = kind === 'tool' ? {} : { kind };
   const at = nowIso();
   const existing = new Map(
-    (await trx.selectFrom('tool_pins').selectAll().where('server_id', '=', serverId).execute()).map((r) => [
-      r.tool_name,
-      r,
-    ]),
+    (
+      await trx.selectFrom('tool_pins').selectAll().where('server_id', '=', serverId).where('kind', '=', kind).execute()
+    ).map((r) => [r.tool_name, r]),
   );
   const changes: PinChange[] = [];
-  for (const tool of tools) {
-    const definition = JSON.stringify(pinnedDefinition(tool));
-    const hash = pinHash(tool);
-    const tooLarge = schemaTooLarge(tool);
-    const row = existing.get(tool.name);
+  for (const listed of items) {
+    const item = listed as PinnableItem;
+    const tool = { name: item.name };
+    const row = existing.get(item.name);
+    const scheme = row ? Number(row.scheme) : CURRENT_PIN_SCHEME;
+    const definition = JSON.stringify(pinnedItem(item, kind, scheme));
+    const hash = itemPinHash(item, kind, scheme);
+    const tooLarge = kind === 'tool' && schemaTooLarge(listed as ToolDefinition);
     if (!row) {
-      const trusted = options.firstHandshake || options.trustNewTools;
+      const trusted = options.firstHandshake || (kind === 'tool' && options.trustNewTools);
       const quarantine: QuarantineReason | null = tooLarge ? 'schema_too_large' : trusted ? null : 'new';
       await trx
         .insertInto('tool_pins')
         .values({
           server_id: serverId,
+          kind,
           tool_name: tool.name,
+          scheme,
           pin_hash: quarantine ? '' : hash,
           definition: quarantine ? 'null' : definition,
           state: quarantine ? 'quarantined' : 'pinned',
@@ -88,8 +115,8 @@ export async function reconcilePins(
         .execute();
       changes.push(
         quarantine
-          ? { tool: tool.name, change: 'quarantined', reason: quarantine }
-          : { tool: tool.name, change: 'pinned' },
+          ? { ...ofKind, tool: tool.name, change: 'quarantined', reason: quarantine }
+          : { ...ofKind, tool: tool.name, change: 'pinned' },
       );
       continue;
     }
@@ -100,9 +127,10 @@ export async function reconcilePins(
           .updateTable('tool_pins')
           .set({ state: 'pinned', reason: null, pending_hash: null, pending_definition: null, updated_at: at })
           .where('server_id', '=', serverId)
+          .where('kind', '=', kind)
           .where('tool_name', '=', tool.name)
           .execute();
-        changes.push({ tool: tool.name, change: 'released' });
+        changes.push({ ...ofKind, tool: tool.name, change: 'released' });
       }
       continue;
     }
@@ -116,33 +144,42 @@ export async function reconcilePins(
       .updateTable('tool_pins')
       .set({ state: 'quarantined', reason, pending_hash: hash, pending_definition: definition, updated_at: at })
       .where('server_id', '=', serverId)
+      .where('kind', '=', kind)
       .where('tool_name', '=', tool.name)
       .execute();
-    changes.push({ tool: tool.name, change: 'quarantined', reason });
+    changes.push({ ...ofKind, tool: tool.name, change: 'quarantined', reason });
   }
   return changes;
 }
 
+/** A server's pins of every kind (tools first, then prompts, …), by name. */
 export async function listPins(db: Kysely<Database>, serverId: string): Promise<PinView[]> {
   const rows = await db
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .orderBy('kind', 'desc')
     .orderBy('tool_name')
     .execute();
   return rows.map(toPinView);
 }
 
-/** Pin states keyed by tool name, for the verdicts of one server. */
+/** Tool pin states keyed by tool name, for the verdicts of one server. */
 export async function pinStates(db: Kysely<Database>, serverId: string): Promise<Map<string, PinView>> {
-  return new Map((await listPins(db, serverId)).map((p) => [p.tool, p]));
+  return new Map((await listPins(db, serverId)).filter((p) => p.kind === 'tool').map((p) => [p.tool, p]));
 }
 
-export async function getPin(db: Kysely<Database>, serverId: string, tool: string): Promise<PinView | undefined> {
+export async function getPin(
+  db: Kysely<Database>,
+  serverId: string,
+  tool: string,
+  kind: PinKind = 'tool',
+): Promise<PinView | undefined> {
   const row = await db
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .where('kind', '=', kind)
     .where('tool_name', '=', tool)
     .executeTakeFirst();
   return row ? toPinView(row) : undefined;
@@ -158,6 +195,7 @@ export async function listPinsPage(
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .orderBy('kind', 'desc')
     .orderBy('tool_name')
     .limit(page.limit)
     .offset(page.offset)
@@ -181,23 +219,30 @@ export interface PinApproval {
 
 /**
  * An operator's approval of a quarantined tool, inside the caller's transaction: the pending definition
- * becomes the pin. Refused (409 `conflict`) when nothing is pending, when the pending hash is not the one
- * the operator reviewed (`expectedHash`), or when the schema is over the compile limits.
+ * becomes the pin. Refused (409) when nothing is pending or the schema is over the compile limits
+ * (`conflict`), and when the pending hash is not the one the operator reviewed (`expectedHash`:
+ * `pin.changed`, carrying the hash now pending).
  */
 export async function approvePin(
   trx: Transaction<Database>,
   serverId: string,
   tool: string,
-  options: { approvedBy: string; expectedHash?: string | undefined },
+  options: { approvedBy: string; expectedHash: string; kind?: PinKind },
 ): Promise<PinApproval> {
+  const kind = options.kind ?? 'tool';
   const row = await trx
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .where('kind', '=', kind)
     .where('tool_name', '=', tool)
     .executeTakeFirst();
   if (!row) {
-    throw new GatehouseError('not_found', `Server "${serverId}" has no tool "${tool}".`, { server: serverId, tool });
+    throw new GatehouseError('not_found', `Server "${serverId}" has no ${kind} "${tool}".`, {
+      server: serverId,
+      tool,
+      kind,
+    });
   }
   if (row.state !== 'quarantined' || !row.pending_hash || !row.pending_definition) {
     throw new GatehouseError('conflict', `Tool "${tool}" has no pending definition to approve.`, {
@@ -206,15 +251,15 @@ export async function approvePin(
       state: row.state,
     });
   }
-  if (options.expectedHash !== undefined && options.expectedHash !== row.pending_hash) {
+  if (options.expectedHash !== row.pending_hash) {
     throw new GatehouseError(
-      'conflict',
+      'pin.changed',
       `Tool "${tool}" changed again since it was reviewed; review the new definition before approving.`,
       { server: serverId, tool, pendingHash: row.pending_hash },
     );
   }
   const pending = parseJson<ToolDefinition | null>(row.pending_definition, null);
-  if (!pending || row.reason === 'schema_too_large' || schemaTooLarge(pending)) {
+  if (!pending || row.reason === 'schema_too_large' || (kind === 'tool' && schemaTooLarge(pending))) {
     throw new GatehouseError(
       'conflict',
       `Tool "${tool}" has a schema over the size or depth limit; it cannot be approved.`,
@@ -234,6 +279,7 @@ export async function approvePin(
       approved_by: options.approvedBy,
     })
     .where('server_id', '=', serverId)
+    .where('kind', '=', kind)
     .where('tool_name', '=', tool)
     .where('pending_hash', '=', row.pending_hash)
     .executeTakeFirst();

@@ -1,7 +1,9 @@
 /**
- * Tool pins: the SHA-256 of the RFC 8785 canonical JSON of the fields that
- * define what a tool does. A later handshake that sees a different hash
- * quarantines the tool until an operator approves the new definition.
+ * Pins: the SHA-256 of the RFC 8785 canonical JSON of the fields that define
+ * what an item does — a tool, a prompt (later a resource). A later handshake
+ * that sees a different hash quarantines the item until an operator approves
+ * the new definition. Each pin records the scheme (field-set version) it was
+ * made with and is always compared on that scheme's fields.
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
@@ -17,16 +19,46 @@ export interface ToolDefinition {
 
 export const PINNED_FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const;
 
+/** What a pin holds. */
+export type PinKind = 'tool' | 'prompt' | 'resource';
+export const PIN_KINDS: readonly PinKind[] = ['tool', 'prompt', 'resource'];
+
+/** The scheme new pins are made with. A later scheme adds fields; a pin keeps comparing on its own. */
+export const CURRENT_PIN_SCHEME = 1;
+
+/** The pinned fields per kind and scheme (resources are pinned from a later issue on). */
+const SCHEME_FIELDS: Record<number, Partial<Record<PinKind, readonly string[]>>> = {
+  1: { tool: PINNED_FIELDS, prompt: ['name', 'title', 'description', 'arguments'] },
+};
+
+/** A listed item as the upstream sent it (a tool, a prompt, …): only its name is assumed. */
+export type PinnableItem = { name: string } & Record<string, unknown>;
+
+function fieldsOf(kind: PinKind, scheme: number): readonly string[] {
+  const fields = SCHEME_FIELDS[scheme]?.[kind];
+  if (!fields) throw new Error(`No pin scheme ${scheme} for ${kind}s.`);
+  return fields;
+}
+
+/** The pinned part of an item, dropping everything else the upstream sent (`_meta`, icons, …). */
+export function pinnedItem(item: PinnableItem, kind: PinKind, scheme = CURRENT_PIN_SCHEME): Record<string, unknown> {
+  const picked: Record<string, unknown> = {};
+  for (const field of fieldsOf(kind, scheme)) if (item[field] !== undefined) picked[field] = item[field];
+  return picked;
+}
+
+export function itemPinHash(item: PinnableItem, kind: PinKind, scheme = CURRENT_PIN_SCHEME): string {
+  const canonical = canonicalize(pinnedItem(item, kind, scheme)) ?? '';
+  return createHash('sha256').update(canonical, 'utf8').digest('hex');
+}
+
 /** The pinned part of a tool, dropping everything else the upstream sent (`_meta`, icons, …). */
 export function pinnedDefinition(tool: ToolDefinition): ToolDefinition {
-  const picked: Record<string, unknown> = {};
-  for (const field of PINNED_FIELDS) if (tool[field] !== undefined) picked[field] = tool[field];
-  return picked as unknown as ToolDefinition;
+  return pinnedItem(tool as unknown as PinnableItem, 'tool') as unknown as ToolDefinition;
 }
 
 export function pinHash(tool: ToolDefinition): string {
-  const canonical = canonicalize(pinnedDefinition(tool)) ?? '';
-  return createHash('sha256').update(canonical, 'utf8').digest('hex');
+  return itemPinHash(tool as unknown as PinnableItem, 'tool');
 }
 
 export const MAX_SCHEMA_BYTES = 64 * 1024;

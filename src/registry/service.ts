@@ -8,6 +8,7 @@ import type { EventHub } from '../audit/stream.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
+import type { PinnableItem } from '../policy/pins.js';
 import { assertToolPolicy, classifyTool, type ToolPolicy } from '../policy/tool-policy.js';
 import { type ToolVerdict, toolVerdict } from '../policy/verdicts.js';
 import type { Store } from '../store/db.js';
@@ -217,10 +218,12 @@ export class Registry {
         r.discovered_resources = JSON.stringify(result.resources);
       },
       async (trx, r: ServerTable) => {
-        pinChanges = await reconcilePins(trx, id, result.tools, {
-          firstHandshake: r.pinned_at === null,
-          trustNewTools: r.trust_new_tools === 1,
-        });
+        const pinning = { firstHandshake: r.pinned_at === null, trustNewTools: r.trust_new_tools === 1 };
+        pinChanges = [
+          ...(await reconcilePins(trx, id, result.tools, pinning)),
+          // Prompts are pinned like tools: a changed or new one waits for review, unlisted and unserved.
+          ...(await reconcilePins(trx, id, promptItems(result.prompts), { ...pinning, kind: 'prompt' })),
+        ];
         if (r.pinned_at === null)
           await trx.updateTable('servers').set({ pinned_at: nowIso() }).where('id', '=', id).execute();
       },
@@ -261,13 +264,18 @@ export class Registry {
     for (const q of quarantined) {
       // Its own audit event, as an approval has: who was using the tool needs to find when it was pulled.
       await this.audit.recordAdmin({
-        action: 'tool.quarantine',
+        action: `${q.kind ?? 'tool'}.quarantine`,
         actor: undefined,
         serverId: id,
         tool: q.tool,
-        data: { reason: q.reason, handshake: action, ...trigger },
+        data: { reason: q.reason, handshake: action, ...(q.kind ? { kind: q.kind } : {}), ...trigger },
       });
-      await this.events.publish('tool.quarantined', { server: id, tool: q.tool, reason: q.reason });
+      await this.events.publish('tool.quarantined', {
+        server: id,
+        tool: q.tool,
+        reason: q.reason,
+        ...(q.kind ? { kind: q.kind } : {}),
+      });
     }
     return answer();
   }
@@ -308,4 +316,11 @@ export class Registry {
     await this.serverEvent(id, 'config', `${action} by ${actor?.name ?? 'system'}`, { action });
     await this.events.publish('server.changed', { id, change: action });
   }
+}
+
+/** The prompts of a handshake that can be pinned: objects with a string name (anything else is never served). */
+function promptItems(prompts: readonly unknown[]): PinnableItem[] {
+  return prompts.filter(
+    (p): p is PinnableItem => p !== null && typeof p === 'object' && typeof (p as { name?: unknown }).name === 'string',
+  );
 }

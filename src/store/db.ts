@@ -67,8 +67,8 @@ export interface Store {
    */
   version(topic: ChangeTopic): string;
   /**
-   * Runs writes whose commit need not wait for the disk (the audit trail's batches, already held in
-   * memory up to 100 ms): SQLite `synchronous = NORMAL` on the one connection for their duration (the
+   * Runs writes whose commit need not wait for the disk (the audit trail's call rows, committed by group
+   * before their calls are answered): SQLite `synchronous = NORMAL` on the one connection for their duration (the
    * WAL reaches the disk with the next synced commit or checkpoint), PostgreSQL `synchronous_commit
    * = off` for their transaction. Both stay crash-consistent; only a power cut can lose them. Every
    * other write keeps waiting for the disk, and none of this blocks the event loop on an fsync.
@@ -92,9 +92,49 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** How long a statement waits for another connection's write lock before it fails. */
+const SQLITE_BUSY_WAIT_MS = 10_000;
+
+const sleepMs = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs a statement, and while the file is locked by another connection (`SQLITE_BUSY`), again after
+ * short asynchronous waits. better-sqlite3's own busy timeout waits synchronously, freezing the event
+ * loop: the connection holding the lock could then never finish a transaction that spans several
+ * turns of it (two handles in one process) and every request of this process would stall meanwhile.
+ */
+async function patiently<T>(run: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + SQLITE_BUSY_WAIT_MS;
+  for (let wait = 1; ; wait = Math.min(wait * 2, 50)) {
+    try {
+      return await run();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() >= deadline) throw error;
+    }
+    await sleepMs(wait);
+  }
+}
+
 /** better-sqlite3's driver, but transactions take the write lock up front (`BEGIN IMMEDIATE`), so two
- * processes writing the same file wait for each other (busy_timeout) instead of failing on lock upgrade. */
+ * processes writing the same file wait for each other instead of failing on lock upgrade, and a locked
+ * file is waited for without blocking the event loop (`patiently`). */
 class ImmediateSqliteDriver extends SqliteDriver {
+  private readonly patient = new WeakMap<DatabaseConnection, DatabaseConnection>();
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    let wrapped = this.patient.get(connection);
+    if (!wrapped) {
+      wrapped = {
+        executeQuery: (query) => patiently(() => connection.executeQuery(query)),
+        streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
+      };
+      this.patient.set(connection, wrapped);
+    }
+    return wrapped;
+  }
+
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('begin immediate'));
   }
@@ -130,7 +170,7 @@ function openSqlite(dataDir: string): Store {
   const file = join(dataDir, 'gatehouse.db');
   let raw: SqliteDatabase.Database;
   try {
-    raw = new SqliteDatabase(file, { timeout: 10_000 });
+    raw = new SqliteDatabase(file, { timeout: SQLITE_BUSY_WAIT_MS });
   } catch (error) {
     throw new GatehouseError('internal_error', `Cannot open the SQLite store at ${file}.`, undefined, { cause: error });
   }
@@ -138,6 +178,9 @@ function openSqlite(dataDir: string): Store {
   // FULL: a commit is on disk before it is acknowledged, so not even a power cut loses an acknowledged write.
   raw.pragma('synchronous = FULL');
   raw.pragma('foreign_keys = ON');
+  // Opened (nothing else runs yet): from now on no synchronous busy wait; a locked file is waited for
+  // asynchronously (`patiently`).
+  raw.pragma('busy_timeout = 0');
   const db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect(raw) });
   // Prepared once (`raw.pragma()` would prepare a statement per call), and read once per turn of the event
   // loop: a request asks for several topics' versions in a row, and a commit by another process is not

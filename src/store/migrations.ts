@@ -205,6 +205,46 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 6,
+    name: 'pins: a kind (tool | prompt | resource) and a scheme version per pin (issue 15, prompts pinned)',
+    async up(db, kind) {
+      // Existing pins are tool pins of scheme 1; a prompt may share a tool's name, so the key gains the kind.
+      if (kind === 'postgres') {
+        await sql`alter table tool_pins add column kind text not null default 'tool'`.execute(db);
+        await sql`alter table tool_pins add column scheme integer not null default 1`.execute(db);
+        await sql`alter table tool_pins drop constraint tool_pins_pk`.execute(db);
+        await sql`alter table tool_pins add constraint tool_pins_pk primary key (server_id, kind, tool_name)`.execute(
+          db,
+        );
+        return;
+      }
+      // SQLite cannot change a primary key in place: rebuild the table.
+      await db.schema
+        .createTable('tool_pins_next')
+        .addColumn('server_id', 'text', (c) => c.notNull().references('servers.id').onDelete('cascade'))
+        .addColumn('kind', 'text', (c) => c.notNull().defaultTo('tool'))
+        .addColumn('tool_name', 'text', (c) => c.notNull())
+        .addColumn('scheme', 'integer', (c) => c.notNull().defaultTo(1))
+        .addColumn('pin_hash', 'text', (c) => c.notNull())
+        .addColumn('definition', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('reason', 'text')
+        .addColumn('pending_hash', 'text')
+        .addColumn('pending_definition', 'text')
+        .addColumn('first_seen_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('approved_by', 'text')
+        .addPrimaryKeyConstraint('tool_pins_pk', ['server_id', 'kind', 'tool_name'])
+        .execute();
+      await sql`insert into tool_pins_next (server_id, kind, tool_name, scheme, pin_hash, definition, state, reason,
+        pending_hash, pending_definition, first_seen_at, updated_at, approved_by)
+        select server_id, 'tool', tool_name, 1, pin_hash, definition, state, reason, pending_hash, pending_definition,
+        first_seen_at, updated_at, approved_by from tool_pins`.execute(db);
+      await db.schema.dropTable('tool_pins').execute();
+      await sql`alter table tool_pins_next rename to tool_pins`.execute(db);
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

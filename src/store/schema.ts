@@ -80,7 +80,12 @@ export interface ServerTable {
 
 export interface ToolPinTable {
   server_id: string;
+  /** What is pinned: `tool`, `prompt` or `resource` (default `tool`). */
+  kind: string;
+  /** The item's name (a tool's, a prompt's, …), unique per server and kind. */
   tool_name: string;
+  /** The field-set version the pin was made with (1 today; see `src/policy/pins.ts`). */
+  scheme: number;
   pin_hash: string;
   definition: string;
   /** `pinned` or `quarantined`. */

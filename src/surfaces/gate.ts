@@ -80,7 +80,8 @@ export interface SurfaceCall {
 export interface GatePorts {
   settings: SettingsService;
   approvals: Pick<ApprovalQueue, 'create' | 'status'>;
-  audit(event: CallEvent): void;
+  /** Resolves once the call's audit row is committed (never rejects): awaited before the answer leaves. */
+  audit(event: CallEvent): Promise<void>;
   /** The per-token call limits (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
   limiter?:
     | { acquire(principal: TokenPrincipal, defaultPerMinute: number): (() => void) | Promise<() => void> }
@@ -180,13 +181,13 @@ export class Gate {
       });
 
     if (!('tool' in resolution)) {
-      audit(resolution.verdict, 'unknown_tool');
+      await audit(resolution.verdict, 'unknown_tool');
       throw unknownTool(call.name);
     }
     const { verdict } = resolution;
     if (verdict === 'blocked' || verdict === 'quarantined') {
       const error = verdictRefusal(call.name, verdict, resolution.reason);
-      audit(verdict, error.code);
+      await audit(verdict, error.code);
       return this.refusal(error);
     }
 
@@ -205,15 +206,15 @@ export class Gate {
       }
       const ran = await call.run();
       if ('approval' in ran) return await this.queue(call, resolution, ran.approval, ran.message, audit);
-      audit('allow', ran.outcome, { result: ran.audited ?? ran.answer });
+      await audit('allow', ran.outcome, { result: ran.audited ?? ran.answer });
       return ran.answer;
     } catch (error) {
       const known = findGatehouseError(error);
       if (!known) {
-        audit(verdict, 'internal_error');
+        await audit(verdict, 'internal_error');
         throw error;
       }
-      audit(verdict, known.code);
+      await audit(verdict, known.code);
       const refusal = this.refuse(known);
       if (refusal) return refusal;
       throw error;
@@ -269,7 +270,7 @@ export class Gate {
     resolution: Extract<Resolution, { tool: string }>,
     card: ApprovalCard,
     message: string,
-    audit: (verdict: CallVerdict, outcome: CallOutcome, extra?: { approvalId?: string }) => void,
+    audit: (verdict: CallVerdict, outcome: CallOutcome, extra?: { approvalId?: string }) => Promise<void>,
   ): Promise<CallToolResult> {
     const approval = await this.ports.approvals.create({
       surface: this.surface,
@@ -282,7 +283,7 @@ export class Gate {
       policyVersion: card.policyVersion,
       detail: card.detail,
     });
-    audit('gated', 'pending_approval', { approvalId: approval.id });
+    await audit('gated', 'pending_approval', { approvalId: approval.id });
     return pendingAnswer(approval.id, message);
   }
 }

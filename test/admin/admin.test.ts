@@ -297,7 +297,7 @@ describe('admin surface on test routes', () => {
       grants,
       settings,
       approvals,
-      audit: () => {},
+      audit: async () => {},
     });
     await app.listen({ host: '127.0.0.1', port: 0 });
     const client = new Client({ name: 'route-agent', version: '1.0.0' });

@@ -311,7 +311,11 @@ describeEachStore('approval and pin routes', (target) => {
       pendingHash: 'f'.repeat(64),
     });
     expect(stale.status).toBe(409);
-    expect(stale.body.error).toMatchObject({ code: 'conflict', pendingHash: changed.pendingHash });
+    expect(stale.body.error).toMatchObject({ code: 'pin.changed', pendingHash: changed.pendingHash });
+    // No hash at all is refused: the operator must name what it reviewed.
+    const blind = await call('POST', '/api/mcp/servers/files/pins/write_file/approve', alice, {});
+    expect(blind.status).toBe(400);
+    expect(blind.body.error.code).toBe('validation_error');
     expect((await call('POST', '/api/mcp/servers/files/pins/write_file/approve', agentCaller)).status).toBe(403);
 
     const approved = await call('POST', '/api/mcp/servers/files/pins/write_file/approve', alice, {
@@ -336,7 +340,9 @@ describeEachStore('approval and pin routes', (target) => {
     // The next handshake sees the approved definition: nothing changes, nothing is quarantined.
     expect(await handshake('files', tools())).toEqual([]);
 
-    const twice = await call('POST', '/api/mcp/servers/files/pins/write_file/approve', alice);
+    const twice = await call('POST', '/api/mcp/servers/files/pins/write_file/approve', alice, {
+      pendingHash: changed.pendingHash,
+    });
     expect(twice.status).toBe(409);
     expect(twice.body.error.code).toBe('conflict');
 
@@ -367,10 +373,14 @@ describeEachStore('approval and pin routes', (target) => {
   it('answers 404 for an unknown server or tool', async () => {
     const unknown = await call('GET', '/api/mcp/servers/nope/pins', alice);
     expect(unknown).toMatchObject({ status: 404, body: { error: { code: 'mcp.not_found' } } });
-    const approveUnknown = await call('POST', '/api/mcp/servers/nope/pins/x/approve', alice);
+    const approveUnknown = await call('POST', '/api/mcp/servers/nope/pins/x/approve', alice, {
+      pendingHash: 'a'.repeat(64),
+    });
     expect(approveUnknown).toMatchObject({ status: 404, body: { error: { code: 'mcp.not_found' } } });
     await installServer('one');
-    const noTool = await call('POST', '/api/mcp/servers/one/pins/ghost/approve', alice);
+    const noTool = await call('POST', '/api/mcp/servers/one/pins/ghost/approve', alice, {
+      pendingHash: 'a'.repeat(64),
+    });
     expect(noTool).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
     const noPins = await call('GET', '/api/mcp/servers/one/pins', alice);
     expect(noPins.body).toEqual({ pins: [], count: 0, total: 0 });

@@ -348,9 +348,13 @@ describeEachStore('agent hub', (target) => {
     // A tool that first appears after the first handshake is quarantined as new…
     expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().verdicts.progress).toBe('quarantined');
     // …until an operator approves its definition.
-    expect((await gw.request('POST', '/api/mcp/servers/files/pins/progress/approve', { body: {} })).statusCode).toBe(
-      200,
-    );
+    const pending = (await gw.request('GET', '/api/mcp/servers/files/pins'))
+      .json()
+      .pins.find((p: { tool: string }) => p.tool === 'progress').pendingHash;
+    expect(
+      (await gw.request('POST', '/api/mcp/servers/files/pins/progress/approve', { body: { pendingHash: pending } }))
+        .statusCode,
+    ).toBe(200);
     const client = await connect(agent.token, 'legacy');
     const seen: number[] = [];
     const result = await client.callTool(

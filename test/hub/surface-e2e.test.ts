@@ -475,7 +475,12 @@ describeEachStore('hub surface end to end', (target) => {
       deep_ok: 'allow',
     });
     // An operator cannot approve a schema over the limits.
-    const approve = await s.gw.request('POST', '/api/mcp/servers/files/pins/wide/approve', { body: {} });
+    const widePin = (await s.gw.request('GET', '/api/mcp/servers/files/pins'))
+      .json()
+      .pins.find((p: { tool: string }) => p.tool === 'wide');
+    const approve = await s.gw.request('POST', '/api/mcp/servers/files/pins/wide/approve', {
+      body: { pendingHash: widePin.pendingHash },
+    });
     expect(approve.statusCode).toBe(409);
     expect(approve.json().error).toMatchObject({ code: 'conflict', reason: 'schema_too_large' });
 

@@ -211,7 +211,7 @@ describe('memory engine unavailable', () => {
       authenticate: tokenAuthenticator(live.store, tokens),
       routes: [],
     });
-    createMemorySurface({ config, app, engine, settings, approvals, audit: () => {} });
+    createMemorySurface({ config, app, engine, settings, approvals, audit: async () => {} });
     await gone.store.close();
     const created = await tokens.create({ role: 'agent', name: 'alice', source: 'api' });
     await app.listen({ host: '127.0.0.1', port: 0 });

@@ -42,7 +42,9 @@ describe('the gate', () => {
       {
         settings: new SettingsService(store),
         approvals: harness.queue,
-        audit: (event) => events.push(event),
+        audit: async (event) => {
+          events.push(event);
+        },
         limiter, // one budget per token, shared by every surface (as the gateway wires it)
       },
       { surface, wrappedArgs, upstream: surface === 'hub' },

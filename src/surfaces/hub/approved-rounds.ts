@@ -42,7 +42,7 @@ export function storedOutcome(outcome: UpstreamOutcome): unknown {
  * the arguments: `requestBytes` says so).
  */
 export async function runAuditedRound(
-  audit: (record: CallEvent) => void,
+  audit: (record: CallEvent) => Promise<void>,
   approval: ApprovalView,
   client: CallEvent['client'],
   run: () => Promise<UpstreamOutcome>,
@@ -67,11 +67,11 @@ export async function runAuditedRound(
   try {
     outcome = await run();
   } catch (error) {
-    record(error instanceof GatehouseError ? error.code : 'internal_error');
+    await record(error instanceof GatehouseError ? error.code : 'internal_error');
     throw error;
   }
-  if (needsInput(outcome)) record('input_required', storedOutcome(outcome));
-  else record(outcome.isError ? 'tool_error' : 'ok', outcome);
+  if (needsInput(outcome)) await record('input_required', storedOutcome(outcome));
+  else await record(outcome.isError ? 'tool_error' : 'ok', outcome);
   return outcome;
 }
 
@@ -96,7 +96,8 @@ export interface ApprovedRoundsDeps {
     inputCapabilities: Record<string, unknown> | undefined,
     signal: AbortSignal,
   ): Promise<UpstreamOutcome>;
-  audit(record: CallEvent): void;
+  /** Resolves once the round's audit row is committed: awaited before the round's answer leaves. */
+  audit(record: CallEvent): Promise<void>;
 }
 
 export class ApprovedRounds {

@@ -156,7 +156,20 @@ export class HubRegistry {
       this.store.db.selectFrom('tool_pins').selectAll().execute(),
     ]);
     const pinsByServer = new Map<string, Map<string, PinView>>();
+    /** Prompts whose pin is in force (`pinned`), per server: only they are listed and served. */
+    const pinnedPrompts = new Map<string, Set<string>>();
     for (const row of pinRows) {
+      if (row.kind === 'prompt') {
+        if (row.state !== 'pinned') continue;
+        let names = pinnedPrompts.get(row.server_id);
+        if (!names) {
+          names = new Set();
+          pinnedPrompts.set(row.server_id, names);
+        }
+        names.add(row.tool_name);
+        continue;
+      }
+      if (row.kind !== 'tool') continue;
       let pins = pinsByServer.get(row.server_id);
       if (!pins) {
         pins = new Map();
@@ -189,7 +202,9 @@ export class HubRegistry {
         tools.set(tool.exposed, tool);
         toolsByName.set(tool.name, tool);
       }
-      const promptList = detail.discoveredPrompts as Prompt[];
+      // A prompt without a pin in force (new, changed, never pinned) is quarantined: neither listed nor served.
+      const approvedPrompts = pinnedPrompts.get(row.id);
+      const promptList = (detail.discoveredPrompts as Prompt[]).filter((p) => approvedPrompts?.has(p.name));
       const promptNames = exposeNames(
         row.id,
         promptList.map((p) => p.name),

@@ -83,7 +83,7 @@ export function Approvals() {
       )}
       <div className="cards">
         {quarantine.data?.map((q) => (
-          <QuarantineCard key={`${q.serverId}/${q.tool}`} item={q} onDecided={refreshQuarantine} />
+          <QuarantineCard key={`${q.serverId}/${q.kind ?? 'tool'}/${q.tool}`} item={q} onDecided={refreshQuarantine} />
         ))}
       </div>
 
@@ -238,7 +238,8 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
     try {
       await api(`/api/mcp/servers/${enc(item.serverId)}/pins/${enc(item.tool)}/approve`, {
         method: 'POST',
-        body: item.pendingHash ? { pendingHash: item.pendingHash } : {},
+        // The hash of the definition shown here: if it changed again meanwhile, the gateway refuses (409).
+        body: { pendingHash: item.pendingHash, ...(item.kind === 'prompt' ? { kind: 'prompt' } : {}) },
       });
       setDone(true);
       onDecided();
@@ -247,19 +248,30 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
       setBusy(false);
     }
   };
-  const titleId = `q-${item.serverId}-${item.tool}`;
+  const kind = item.kind ?? 'tool';
+  const titleId = `q-${item.serverId}-${kind}-${item.tool}`;
   return (
-    <article className="card quarantine" aria-labelledby={titleId} data-quarantine={`${item.serverId}/${item.tool}`}>
+    <article
+      className="card quarantine"
+      aria-labelledby={titleId}
+      data-quarantine={`${item.serverId}/${item.tool}`}
+      data-kind={kind}
+    >
       <header className="row spread">
         <h3 id={titleId} className="mono">
           {item.serverId}/{item.tool}
         </h3>
+        <span className="tag">{kind}</span>
         <span className="tag pin-quarantined">quarantined: {item.reason ?? 'changed'}</span>
       </header>
       <p className="muted">
-        {item.reason === 'new'
-          ? 'This tool appeared after the server was pinned. Agents cannot call it until it is approved.'
-          : 'This tool’s definition changed since it was pinned. Agents cannot call it until the new definition is approved.'}{' '}
+        {kind === 'prompt'
+          ? item.reason === 'new'
+            ? 'This prompt appeared after the server was pinned. Agents do not see it until it is approved.'
+            : 'This prompt’s definition changed since it was pinned. Agents do not see it until the new definition is approved.'
+          : item.reason === 'new'
+            ? 'This tool appeared after the server was pinned. Agents cannot call it until it is approved.'
+            : 'This tool’s definition changed since it was pinned. Agents cannot call it until the new definition is approved.'}{' '}
         Server: {item.serverName} · since {when(item.updatedAt)}
       </p>
       {item.flags && item.flags.length > 0 && (

@@ -168,6 +168,8 @@ export interface HiddenContentFlag {
   count: number;
 }
 export interface Pin {
+  /** What is pinned: a tool or a prompt (later a resource). */
+  kind?: 'tool' | 'prompt' | 'resource';
   tool: string;
   state: 'pinned' | 'quarantined';
   reason: 'changed' | 'new' | 'schema_too_large' | null;
