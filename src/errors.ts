@@ -136,6 +136,20 @@ export const ERROR_CATALOGUE = {
 
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
+
+  // Holes closed by the trust core (issue 15)
+  'tool.unsafe_schema': {
+    status: 403,
+    mcp: 'result',
+    message:
+      'The tool’s input schema has a pattern the linear-time engine cannot run (lookaround or backreference); the tool is quarantined.',
+  },
+  'tool.arguments_too_complex': {
+    status: 400,
+    mcp: 'result',
+    message:
+      'Checking these arguments against the tool’s schema (patterns, uniqueItems) would hold the gateway too long; send smaller arguments.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -224,6 +224,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           ).n,
         ),
     });
+    registry.onSchemaRefused = (reason) => metrics.schemasRefused.inc({ reason });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     const limiter = new CallLimiter();
     const hub = createHub({

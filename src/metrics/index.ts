@@ -68,6 +68,7 @@ export class Metrics {
   readonly hubFastRequests: Counter;
   readonly poolConnections: Gauge;
   readonly approvalsPending: Gauge;
+  readonly schemasRefused: Counter<'reason'>;
   private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
 
   constructor(options: MetricsOptions = {}) {
@@ -108,6 +109,12 @@ export class Metrics {
         const value = await read(sources().approvalsPending);
         if (value !== undefined) this.set(value);
       },
+    });
+    this.schemasRefused = new Counter({
+      name: 'gatehouse_schemas_refused_total',
+      help: 'Tools quarantined at a handshake because their schema is refused (schema_too_large, unsafe_schema).',
+      labelNames: ['reason'] as const,
+      registers: [this.registry],
     });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }

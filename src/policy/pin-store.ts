@@ -3,15 +3,16 @@
  * later handshakes compare and never re-pin: a changed definition is
  * quarantined (`changed`), a tool that first appears later is quarantined
  * (`new`) unless the server trusts new tools, an oversized schema is
- * quarantined (`schema_too_large`). Only an operator's approval re-pins.
+ * quarantined (`schema_too_large`), and so is one with a pattern the linear-time engine cannot run
+ * (`unsafe_schema`). Only an operator's approval re-pins.
  */
 import type { Kysely, Transaction } from 'kysely';
 import { GatehouseError } from '../errors.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ToolPinTable } from '../store/schema.js';
-import { pinHash, pinnedDefinition, schemaTooLarge, type ToolDefinition } from './pins.js';
+import { pinHash, pinnedDefinition, schemaRefusal, type ToolDefinition } from './pins.js';
 
-export type QuarantineReason = 'changed' | 'new' | 'schema_too_large';
+export type QuarantineReason = 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema';
 
 export interface PinChange {
   tool: string;
@@ -65,11 +66,11 @@ export async function reconcilePins(
   for (const tool of tools) {
     const definition = JSON.stringify(pinnedDefinition(tool));
     const hash = pinHash(tool);
-    const tooLarge = schemaTooLarge(tool);
+    const refused = schemaRefusal(tool);
     const row = existing.get(tool.name);
     if (!row) {
       const trusted = options.firstHandshake || options.trustNewTools;
-      const quarantine: QuarantineReason | null = tooLarge ? 'schema_too_large' : trusted ? null : 'new';
+      const quarantine: QuarantineReason | null = refused ?? (trusted ? null : 'new');
       await trx
         .insertInto('tool_pins')
         .values({
@@ -93,7 +94,7 @@ export async function reconcilePins(
       );
       continue;
     }
-    if (hash === row.pin_hash && !tooLarge) {
+    if (hash === row.pin_hash && !refused) {
       // Matches what was approved (again): nothing pending any more.
       if (row.state !== 'pinned') {
         await trx
@@ -106,9 +107,9 @@ export async function reconcilePins(
       }
       continue;
     }
-    if (row.state === 'quarantined' && row.pending_hash === hash) continue; // already waiting for review
-    const reason: QuarantineReason = tooLarge
-      ? 'schema_too_large'
+    if (row.state === 'quarantined' && row.pending_hash === hash && (!refused || row.reason === refused)) continue; // already waiting for review
+    const reason: QuarantineReason = refused
+      ? refused
       : row.pin_hash
         ? 'changed'
         : ((row.reason as QuarantineReason) ?? 'new');
@@ -214,7 +215,15 @@ export async function approvePin(
     );
   }
   const pending = parseJson<ToolDefinition | null>(row.pending_definition, null);
-  if (!pending || row.reason === 'schema_too_large' || schemaTooLarge(pending)) {
+  const refused = pending ? schemaRefusal(pending) : 'schema_too_large';
+  if (refused === 'unsafe_schema') {
+    throw new GatehouseError(
+      'conflict',
+      `Tool "${tool}" has a pattern the linear-time engine cannot run (lookaround or backreference); it cannot be approved.`,
+      { server: serverId, tool, reason: 'unsafe_schema' },
+    );
+  }
+  if (!pending || row.reason === 'schema_too_large' || refused) {
     throw new GatehouseError(
       'conflict',
       `Tool "${tool}" has a schema over the size or depth limit; it cannot be approved.`,

@@ -61,6 +61,9 @@ export function verdictsFor(
 }
 
 export class Registry {
+  /** Told of every tool a handshake quarantines for its schema (the gateway counts them on /metrics). */
+  onSchemaRefused: ((reason: 'schema_too_large' | 'unsafe_schema') => void) | undefined;
+
   constructor(
     private readonly store: Store,
     readonly records: ServerStore,
@@ -272,6 +275,7 @@ export class Registry {
         data: { reason: q.reason, handshake: action, ...trigger },
       });
       await this.events.publish('tool.quarantined', { server: id, tool: q.tool, reason: q.reason });
+      if (q.reason === 'schema_too_large' || q.reason === 'unsafe_schema') this.onSchemaRefused?.(q.reason);
     }
     return answer();
   }

@@ -85,7 +85,7 @@ export interface ToolPinTable {
   definition: string;
   /** `pinned` or `quarantined`. */
   state: string;
-  /** Why it is quarantined: `changed`, `new`, `schema_too_large`. */
+  /** Why it is quarantined: `changed`, `new`, `schema_too_large`, `unsafe_schema`. */
   reason: string | null;
   pending_hash: string | null;
   pending_definition: string | null;

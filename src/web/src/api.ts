@@ -170,7 +170,7 @@ export interface HiddenContentFlag {
 export interface Pin {
   tool: string;
   state: 'pinned' | 'quarantined';
-  reason: 'changed' | 'new' | 'schema_too_large' | null;
+  reason: 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema' | null;
   pinHash: string | null;
   pendingHash: string | null;
   definition: { description?: string } | null;
