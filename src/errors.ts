@@ -144,6 +144,11 @@ export const ERROR_CATALOGUE = {
     message:
       'The tool’s input schema has a pattern the linear-time engine cannot run (lookaround or backreference); the tool is quarantined.',
   },
+  bad_host: {
+    status: 400,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The Host header must be a host name or address with an optional port (no userinfo, path or spaces).',
+  },
   'tool.arguments_too_complex': {
     status: 400,
     mcp: 'result',

@@ -72,6 +72,9 @@ interface Grant {
   scope: EndpointScope;
 }
 
+/** A Host header as RFC 9110 allows it: a name or an IP literal, then an optional port; nothing else. */
+const HOST_SYNTAX = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]+)(?::\d{1,5})?$/;
+
 function hostnameOf(hostHeader: string): string {
   try {
     return new URL(`http://${hostHeader}`).hostname.toLowerCase();
@@ -232,8 +235,11 @@ export class McpEndpoint {
       }
       if (!allowed) throw new GatehouseError('forbidden', 'This Origin may not use the MCP endpoint.');
     }
+    const host = request.headers.host ?? '';
+    // `evil.com@localhost` would parse as host `localhost`: userinfo, paths and the like are refused first.
+    if (!HOST_SYNTAX.test(host)) throw new GatehouseError('bad_host');
     if (loopback) {
-      const hostname = hostnameOf(request.headers.host ?? '');
+      const hostname = hostnameOf(host);
       if (!LOOPBACK_HOSTNAMES.has(hostname) && !this.options.allowedHosts.includes(hostname)) {
         throw new GatehouseError('forbidden', 'This Host may not use the MCP endpoint (DNS-rebinding defence).');
       }
