@@ -177,6 +177,8 @@ export class HubRegistry {
       const tools = new Map<string, HubTool>();
       const toolsByName = new Map<string, HubTool>();
       for (const definition of detail.discoveredTools) {
+        const exposed = names.get(definition.name);
+        if (exposed === undefined) continue; // a collision no re-hashing resolved: left out, never shadowed
         const pin = pins.get(definition.name);
         const policyVerdict = classifyTool(detail.toolPolicy, definition.name);
         const verdict: ToolVerdict =
@@ -184,7 +186,7 @@ export class HubRegistry {
             ? 'quarantined'
             : policyVerdict;
         const tool: HubTool = {
-          exposed: names.get(definition.name) as string,
+          exposed,
           serverId: row.id,
           name: definition.name,
           definition,
@@ -202,7 +204,8 @@ export class HubRegistry {
       );
       const prompts = new Map<string, HubPrompt>();
       for (const prompt of promptList) {
-        const exposed = promptNames.get(prompt.name) as string;
+        const exposed = promptNames.get(prompt.name);
+        if (exposed === undefined) continue;
         prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
       }
       servers.set(row.id, {
