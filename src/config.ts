@@ -357,6 +357,20 @@ export const SETTINGS = {
     default: false,
     description: 'Allow the language-model endpoint on a private or loopback address (a local model server).',
   },
+  requestTimeoutMs: {
+    env: 'GATEHOUSE_REQUEST_TIMEOUT_MS',
+    flag: 'request-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 30_000,
+    description: 'Longest time a client may take to send one whole request (headers and body); then 408.',
+  },
+  headersTimeoutMs: {
+    env: 'GATEHOUSE_HEADERS_TIMEOUT_MS',
+    flag: 'headers-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 10_000,
+    description: 'Longest time a client may take to send a request’s headers (at most the request timeout).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -399,6 +413,8 @@ export interface Config {
   readonly llmKey: string | undefined;
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
+  readonly requestTimeoutMs: number;
+  readonly headersTimeoutMs: number;
   readonly nodeEnv: string;
 }
 

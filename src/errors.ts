@@ -149,6 +149,11 @@ export const ERROR_CATALOGUE = {
     mcp: JSONRPC_INVALID_PARAMS,
     message: 'The Host header must be a host name or address with an optional port (no userinfo, path or spaces).',
   },
+  request_timeout: {
+    status: 408,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The request (headers and body) was not received within the request timeout.',
+  },
   'tool.arguments_too_complex': {
     status: 400,
     mcp: 'result',

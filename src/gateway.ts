@@ -287,6 +287,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       logger,
       grants,
+      onRequestTimeout: () => metrics.requestTimeouts.inc(),
       authenticate: tokenAuthenticator(store, tokens),
       routes: [
         ...systemRoutes({

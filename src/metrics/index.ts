@@ -69,6 +69,7 @@ export class Metrics {
   readonly poolConnections: Gauge;
   readonly approvalsPending: Gauge;
   readonly schemasRefused: Counter<'reason'>;
+  readonly requestTimeouts: Counter;
   private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
 
   constructor(options: MetricsOptions = {}) {
@@ -114,6 +115,11 @@ export class Metrics {
       name: 'gatehouse_schemas_refused_total',
       help: 'Tools quarantined at a handshake because their schema is refused (schema_too_large, unsafe_schema).',
       labelNames: ['reason'] as const,
+      registers: [this.registry],
+    });
+    this.requestTimeouts = new Counter({
+      name: 'gatehouse_http_request_timeouts_total',
+      help: 'Requests whose client did not send headers and body within GATEHOUSE_REQUEST_TIMEOUT_MS (answered 408).',
       registers: [this.registry],
     });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
