@@ -154,6 +154,12 @@ export const ERROR_CATALOGUE = {
     mcp: JSONRPC_INVALID_PARAMS,
     message: 'The request (headers and body) was not received within the request timeout.',
   },
+  'policy.relative_path': {
+    status: 403,
+    mcp: 'result',
+    message:
+      'A path argument is relative (or starts with ~) and this server would resolve it on its own; give an absolute path inside the workspace.',
+  },
   'tool.arguments_too_complex': {
     status: 400,
     mcp: 'result',
