@@ -160,6 +160,12 @@ export const ERROR_CATALOGUE = {
     message:
       'A path argument is relative (or starts with ~) and this server would resolve it on its own; give an absolute path inside the workspace.',
   },
+  session_limit: {
+    status: 429,
+    mcp: 'result',
+    message:
+      'The gateway holds as many sessions as it may; retry later (or use the 2026-07-28 protocol, which needs none).',
+  },
   'tool.arguments_too_complex': {
     status: 400,
     mcp: 'result',

@@ -240,6 +240,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       audit: (record) => callAuditor.record(record),
       stateCodec: createHubStateCodec(key),
       onFastRequest: () => metrics.hubFastRequests.inc(),
+      onSessionEvicted: () => metrics.sessionEvictions.inc(),
     });
 
     const capabilities = async (): Promise<Capability[]> => [

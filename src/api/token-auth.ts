@@ -12,6 +12,8 @@ import { type Authenticator, bearerToken, type Principal } from './auth.js';
 export interface TokenPrincipal extends Principal {
   rateLimit: number | null;
   maxConcurrent: number | null;
+  /** Its own cap on live 2025-era sessions (null: `hub.maxSessionsPerToken`). */
+  maxSessions?: number | null;
 }
 
 function toPrincipal(record: TokenRecord): TokenPrincipal {
@@ -22,6 +24,7 @@ function toPrincipal(record: TokenRecord): TokenPrincipal {
     groups: record.groups,
     rateLimit: record.rateLimit,
     maxConcurrent: record.maxConcurrent,
+    maxSessions: record.maxSessions,
   };
 }
 

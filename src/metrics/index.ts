@@ -70,6 +70,7 @@ export class Metrics {
   readonly approvalsPending: Gauge;
   readonly schemasRefused: Counter<'reason'>;
   readonly requestTimeouts: Counter;
+  readonly sessionEvictions: Counter;
   private sources: { poolConnections?: GaugeSource | undefined; approvalsPending?: GaugeSource | undefined };
 
   constructor(options: MetricsOptions = {}) {
@@ -120,6 +121,11 @@ export class Metrics {
     this.requestTimeouts = new Counter({
       name: 'gatehouse_http_request_timeouts_total',
       help: 'Requests whose client did not send headers and body within GATEHOUSE_REQUEST_TIMEOUT_MS (answered 408).',
+      registers: [this.registry],
+    });
+    this.sessionEvictions = new Counter({
+      name: 'gatehouse_session_evictions_total',
+      help: 'Hub 2025-era sessions closed to make room for a new one of the same token (per-token cap or backstop).',
       registers: [this.registry],
     });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });

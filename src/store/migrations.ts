@@ -192,6 +192,13 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'memory: units, documents, history, directives, mental models, operations, full-text search',
     up: (db, kind) => memoryMigration(db, kind),
   },
+  {
+    version: 5,
+    name: 'trust core: tokens.max_sessions (a token’s own cap on live sessions)',
+    async up(db) {
+      await db.schema.alterTable('tokens').addColumn('max_sessions', 'integer').execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

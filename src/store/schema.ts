@@ -30,6 +30,8 @@ export interface TokenTable {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** The token's own cap on live sessions; null: the platform setting `hub.maxSessionsPerToken`. */
+  max_sessions: number | null;
 }
 
 export interface SettingTable {

@@ -25,6 +25,7 @@ export const LOCAL_PRINCIPAL: TokenPrincipal = {
   groups: ['default'],
   rateLimit: null,
   maxConcurrent: null,
+  maxSessions: null,
 };
 
 const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
@@ -56,7 +57,16 @@ export interface McpEndpointOptions {
     session: SessionView | undefined,
   ): FastAnswer | undefined;
   sessionIdleMs?: number;
+  /** The backstop over every token's 2025-era sessions (default 10,000). */
   maxSessions?: number;
+  /**
+   * Admits the opening of a 2025-era session by `principal`: counts it against the token's rate limit
+   * (throws `rate_limited`) and answers its session cap (the token's `maxSessions`, else
+   * `hub.maxSessionsPerToken`). Without it, a cap of 100 and no rate check.
+   */
+  admitSession?(principal: TokenPrincipal): Promise<{ maxPerToken: number }>;
+  /** Told of every session closed to make room for another of the same token. */
+  onSessionEvicted?(): void;
 }
 
 export interface FastAnswer {
@@ -93,6 +103,7 @@ export class McpEndpoint {
       idleMs: options.sessionIdleMs ?? 30 * 60_000,
       maxSessions: options.maxSessions ?? 10_000,
       maxRequestBodySize: options.maxBodySize,
+      onEvicted: () => options.onSessionEvicted?.(),
     });
     this.modern = createMcpHandler(
       (ctx) => {
@@ -111,8 +122,18 @@ export class McpEndpoint {
           const parsedBody = handlerOptions?.parsedBody;
           if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: options.maxBodySize })) {
             const owner = ownerOf(grant.principal, grant.scope);
-            return this.sessions.handle(request, { authInfo, parsedBody }, owner, () =>
-              options.buildServer(grant.principal, grant.scope),
+            return this.sessions.handle(
+              request,
+              { authInfo, parsedBody },
+              owner,
+              () => options.buildServer(grant.principal, grant.scope),
+              {
+                tokenId: grant.principal.id,
+                admit: async () =>
+                  options.admitSession
+                    ? options.admitSession(grant.principal)
+                    : { maxPerToken: grant.principal.maxSessions ?? 100 },
+              },
             );
           }
           return this.modern.fetch(request, { authInfo, ...(parsedBody !== undefined ? { parsedBody } : {}) });
