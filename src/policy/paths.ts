@@ -47,18 +47,18 @@ export interface PathPolicy {
   transport?: string | undefined;
 }
 
-const escape = (name: string, message: string) =>
+const escapeRefusal = (name: string, message: string) =>
   new GatehouseError('policy.path_escape', `Argument "${name}" ${message}`, { path: name });
 
 /** Checks one path value against the roots; `name` is where it was found (for the message). */
 function checkPath(roots: readonly string[], relativeBase: string | undefined, name: string, value: string): void {
-  if (value.includes('\0')) throw escape(name, 'must be a path string.');
+  if (value.includes('\0')) throw escapeRefusal(name, 'must be a path string.');
   let path = value;
   if (/^file:/i.test(path)) {
     try {
       path = fileURLToPath(path);
     } catch {
-      throw escape(name, 'is a file: URI that does not name a local path.');
+      throw escapeRefusal(name, 'is a file: URI that does not name a local path.');
     }
   }
   if (path === '~' || path.startsWith('~/') || path.startsWith('~')) {
@@ -76,7 +76,7 @@ function checkPath(roots: readonly string[], relativeBase: string | undefined, n
     );
   }
   const target = realLocation(isAbsolute(path) ? resolve(path) : resolve(relativeBase as string, path));
-  if (!roots.some((root) => inside(root, target))) throw escape(name, 'points outside the allowed workspace.');
+  if (!roots.some((root) => inside(root, target))) throw escapeRefusal(name, 'points outside the allowed workspace.');
 }
 
 /**
@@ -101,7 +101,7 @@ export function assertPathsInside(policy: PathPolicy, args: Record<string, unkno
         pending.push({ value: child, name: name ? `${name}.${key}` : key, isPath: names.has(key) });
       }
     } else if (isPath && value !== undefined && value !== null) {
-      throw escape(name, 'must be a path string.');
+      throw escapeRefusal(name, 'must be a path string.');
     }
   }
 }
