@@ -61,7 +61,7 @@ function checkPath(roots: readonly string[], relativeBase: string | undefined, n
       throw escapeRefusal(name, 'is a file: URI that does not name a local path.');
     }
   }
-  if (path === '~' || path.startsWith('~/') || path.startsWith('~')) {
+  if (path.startsWith('~')) {
     throw new GatehouseError(
       'policy.relative_path',
       `Argument "${name}" starts with ~, which only the upstream can expand; give an absolute path inside the workspace.`,
