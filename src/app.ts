@@ -4,7 +4,8 @@
  * envelope `{"error": {"code", "message", ...}}`.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Duplex } from 'node:stream';
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { GRANT_HEADER, type SurfaceGrants } from './api/grants.js';
 import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
@@ -13,12 +14,20 @@ import type { Authenticator } from './identity/index.js';
 import type { Logger } from './logging.js';
 
 export interface AppParts {
-  config: Pick<Config, 'maxBodySize'>;
+  config: Pick<Config, 'maxBodySize'> & Partial<Pick<Config, 'requestTimeoutMs' | 'headersTimeoutMs'>>;
   logger: Logger;
   authenticate: Authenticator;
   routes: readonly RouteDeclaration[];
   /** Surface grants the auth hook redeems (the admin surface's in-process calls). */
   grants?: SurfaceGrants;
+  /** Told of every request whose client took longer than the request timeout to send it (counted on /metrics). */
+  onRequestTimeout?: () => void;
+}
+
+/** Whether a request announces a body (a length above zero, or chunked). */
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** Every route the app serves, as registered: the admin surface walks this table. */
@@ -51,10 +60,51 @@ function toGatehouseError(error: FastifyError): GatehouseError {
   return new GatehouseError('internal_error');
 }
 
+/**
+ * A body nobody may send is refused before it is read: a request without a principal that carries one,
+ * to a route that needs a token (or to an MCP endpoint with a token that failed — only a request without
+ * any Authorization can be the local client of `GATEHOUSE_HUB_AUTH=none`).
+ */
+function refuseEarly(request: FastifyRequest): GatehouseError | undefined {
+  if (request.principal !== undefined || !hasBody(request)) return undefined;
+  const config = request.routeOptions.config as { gatehouse?: RouteDeclaration; mcpEndpoint?: boolean } | undefined;
+  if (config?.mcpEndpoint)
+    return request.headers.authorization === undefined ? undefined : new GatehouseError('unauthorized');
+  const access = config?.gatehouse?.access;
+  return access === undefined || access === 'public' ? undefined : new GatehouseError('unauthorized');
+}
+
 export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
+  const requestTimeoutMs = parts.config.requestTimeoutMs ?? 30_000;
+  const headersTimeoutMs = Math.min(parts.config.headersTimeoutMs ?? 10_000, requestTimeoutMs);
   const app = Fastify({
     loggerInstance: parts.logger as FastifyBaseLogger,
     bodyLimit: parts.config.maxBodySize,
+    // A client trickling its headers or body holds a socket and a parser: both are bounded. Node checks
+    // them every `connectionsCheckingInterval` (30 s by default: far too coarse for these bounds).
+    requestTimeout: requestTimeoutMs,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(headersTimeoutMs / 2))),
+    },
+    clientErrorHandler(error: NodeJS.ErrnoException, socket: Duplex) {
+      if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+        parts.onRequestTimeout?.();
+        parts.logger.info({ code: 'request_timeout' }, 'request refused');
+        if (socket.writable) {
+          const body = JSON.stringify(new GatehouseError('request_timeout').toBody());
+          socket.write(
+            `HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+          );
+        }
+        socket.destroy();
+        return;
+      }
+      if (error.code !== 'ECONNRESET' && !socket.destroyed && socket.writable) {
+        socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      }
+      socket.destroy();
+    },
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     genReqId: () => randomUUID(),
@@ -87,13 +137,19 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       return done();
     }
     const principal = parts.authenticate(request);
+    const settle = () => {
+      const refusal = refuseEarly(request);
+      // The body is never read: the connection closes after the answer instead of draining it.
+      if (refusal) reply.header('connection', 'close');
+      done(refusal);
+    };
     if (!(principal instanceof Promise)) {
       request.principal = principal;
-      return done();
+      return settle();
     }
     principal.then((found) => {
       request.principal = found;
-      done();
+      settle();
     }, done);
   });
 

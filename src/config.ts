@@ -373,6 +373,20 @@ export const SETTINGS = {
     description:
       'Most tools, prompts or resources in one page of a hub list (tools/list, prompts/list, resources/list); longer lists are paged with a stable cursor.',
   },
+  requestTimeoutMs: {
+    env: 'GATEHOUSE_REQUEST_TIMEOUT_MS',
+    flag: 'request-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 30_000,
+    description: 'Longest time a client may take to send one whole request (headers and body); then 408.',
+  },
+  headersTimeoutMs: {
+    env: 'GATEHOUSE_HEADERS_TIMEOUT_MS',
+    flag: 'headers-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 10_000,
+    description: 'Longest time a client may take to send a request’s headers (at most the request timeout).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -417,6 +431,8 @@ export interface Config {
   readonly llmPrivateNetwork: boolean;
   readonly drainS: number;
   readonly listPageSize: number;
+  readonly requestTimeoutMs: number;
+  readonly headersTimeoutMs: number;
   readonly nodeEnv: string;
 }
 

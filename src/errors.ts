@@ -143,6 +143,41 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'The definition changed again since it was reviewed; review the new one before approving.',
   },
+  // Holes closed by the trust core (issue 15)
+  'tool.unsafe_schema': {
+    status: 403,
+    mcp: 'result',
+    message:
+      'The tool’s input schema has a pattern the linear-time engine cannot run (lookaround or backreference); the tool is quarantined.',
+  },
+  bad_host: {
+    status: 400,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The Host header must be a host name or address with an optional port (no userinfo, path or spaces).',
+  },
+  request_timeout: {
+    status: 408,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The request (headers and body) was not received within the request timeout.',
+  },
+  'policy.relative_path': {
+    status: 403,
+    mcp: 'result',
+    message:
+      'A path argument is relative (or starts with ~) and this server would resolve it on its own; give an absolute path inside the workspace.',
+  },
+  session_limit: {
+    status: 429,
+    mcp: 'result',
+    message:
+      'The gateway holds as many sessions as it may; retry later (or use the 2026-07-28 protocol, which needs none).',
+  },
+  'tool.arguments_too_complex': {
+    status: 400,
+    mcp: 'result',
+    message:
+      'Checking these arguments against the tool’s schema (patterns, uniqueItems) would hold the gateway too long; send smaller arguments.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -245,6 +245,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       logger,
       onBatch: (deleted) => metrics.auditPruned.inc(deleted),
     });
+    registry.onSchemaRefused = (reason) => metrics.schemasRefused.inc({ reason });
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
@@ -261,6 +262,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       audit: (record) => callAuditor.record(record),
       stateCodec: createHubStateCodec(key),
       onFastRequest: () => metrics.hubFastRequests.inc(),
+      onSessionEvicted: () => metrics.sessionEvictions.inc(),
     });
 
     const capabilities = async (): Promise<Capability[]> => [
@@ -309,6 +311,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       logger,
       grants,
+      onRequestTimeout: () => metrics.requestTimeouts.inc(),
       authenticate: tokenAuthenticator(store, tokens),
       routes: [
         ...systemRoutes({

@@ -12,6 +12,8 @@ export const groupName = z
   .string()
   .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'group names are lower-case letters, digits, - and _');
 const limitValue = z.number().int().min(1).max(1_000_000).nullable();
+/** A token's own cap on live sessions (null: `hub.maxSessionsPerToken`). */
+const sessionCap = z.number().int().min(1).max(10_000).nullable();
 
 export const createBody = z.strictObject({
   role: z.enum(['admin', 'operator', 'agent', 'ops']),
@@ -19,17 +21,19 @@ export const createBody = z.strictObject({
   groups: z.array(groupName).max(64).optional(),
   rateLimit: limitValue.optional(),
   maxConcurrent: limitValue.optional(),
+  maxSessions: sessionCap.optional(),
 });
 const updateBody = z.strictObject({
   groups: z.array(groupName).max(64).optional(),
   rateLimit: limitValue.optional(),
   maxConcurrent: limitValue.optional(),
+  maxSessions: sessionCap.optional(),
 });
 const idParams = z.strictObject({ id: z.string().min(1).max(64) });
 
 export function publicToken(record: TokenRecord) {
-  const { id, name, role, groups, rateLimit, maxConcurrent, source, createdAt, lastUsedAt } = record;
-  return { id, name, role, groups, rateLimit, maxConcurrent, source, createdAt, lastUsedAt };
+  const { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt } = record;
+  return { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt };
 }
 
 export function tokenRoutes(

@@ -15,13 +15,17 @@ import { addServerCommands } from './servers.js';
 import { addStdioBridgeCommand } from './stdio-bridge.js';
 import { addTokenCommands } from './token.js';
 
-/** Adds one `--flag` per setting, so every setting can be given on the command line. */
+/**
+ * Adds one `--flag` per setting, so every setting can be given on the command line; a boolean gets
+ * `--flag` and `--no-flag` (so a flag can turn off what the environment or the default turns on).
+ */
 function withSettingFlags(command: Command, keys: readonly SettingKey[]): Command {
   for (const key of keys) {
     const def = SETTINGS[key];
     const isBoolean = 'default' in def && typeof def.default === 'boolean';
     const option = new Option(isBoolean ? `--${def.flag}` : `--${def.flag} <value>`, def.description);
     command.addOption(option);
+    if (isBoolean) command.addOption(new Option(`--no-${def.flag}`, `turn ${def.flag} off`));
   }
   return command;
 }
@@ -62,27 +66,8 @@ export function buildCli(): Command {
     await runConduit(configFrom(flags));
   });
 
-  const serveKeys: SettingKey[] = [
-    'host',
-    'port',
-    'dataDir',
-    'databaseUrl',
-    'secretKey',
-    'adminToken',
-    'opsEnabled',
-    'catalog',
-    'secretEnvPrefix',
-    'listTimeoutMs',
-    'callTimeoutMs',
-    'allowPrivateNetworks',
-    'allowHttp',
-    'maxBodySize',
-    'maxResponseSize',
-    'sessionMode',
-    'poolMaxSize',
-    'poolIdleMs',
-    'logLevel',
-  ];
+  // Every setting of the one schema: a new setting gets its flag here without another line.
+  const serveKeys = Object.keys(SETTINGS) as SettingKey[];
   withSettingFlags(
     program
       .command('serve')

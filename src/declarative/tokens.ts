@@ -20,7 +20,12 @@ export interface TokenDeps extends RevocationDeps {
   events: EventHub;
 }
 
-type TokenChanges = { groups?: string[]; rateLimit?: number | null; maxConcurrent?: number | null };
+type TokenChanges = {
+  groups?: string[];
+  rateLimit?: number | null;
+  maxConcurrent?: number | null;
+  maxSessions?: number | null;
+};
 
 export type TokenPlan =
   | { action: 'create'; index: number; token: DeclaredToken; revoke: TokenRecord[] }
@@ -62,6 +67,9 @@ export async function planTokens(
     if (token.rateLimit !== undefined && token.rateLimit !== holder.rateLimit) changes.rateLimit = token.rateLimit;
     if (token.maxConcurrent !== undefined && token.maxConcurrent !== holder.maxConcurrent) {
       changes.maxConcurrent = token.maxConcurrent;
+    }
+    if (token.maxSessions !== undefined && token.maxSessions !== holder.maxSessions) {
+      changes.maxSessions = token.maxSessions;
     }
     if (Object.keys(changes).length === 0 && revoke.length === 0) return { action: 'unchanged', index, token };
     return { action: 'update', index, token, id: holder.id, changes, revoke };

@@ -18,6 +18,8 @@ export interface Principal {
 export interface TokenPrincipal extends Principal {
   rateLimit: number | null;
   maxConcurrent: number | null;
+  /** Its own cap on live 2025-era sessions (null: `hub.maxSessionsPerToken`). */
+  maxSessions?: number | null;
 }
 
 /** Turns a request into a principal (or nothing). */

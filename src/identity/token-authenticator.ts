@@ -17,6 +17,7 @@ function toPrincipal(record: TokenRecord): TokenPrincipal {
     groups: record.groups,
     rateLimit: record.rateLimit,
     maxConcurrent: record.maxConcurrent,
+    maxSessions: record.maxSessions,
   };
 }
 

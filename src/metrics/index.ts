@@ -70,6 +70,9 @@ export class Metrics {
   readonly approvalsPending: Gauge;
   readonly auditRows: Gauge;
   readonly auditPruned: Counter;
+  readonly schemasRefused: Counter<'reason'>;
+  readonly requestTimeouts: Counter;
+  readonly sessionEvictions: Counter;
   private sources: {
     poolConnections?: GaugeSource | undefined;
     approvalsPending?: GaugeSource | undefined;
@@ -131,6 +134,22 @@ export class Metrics {
     this.auditPruned = new Counter({
       name: 'gatehouse_audit_events_pruned_total',
       help: 'Audit rows deleted by retention (audit.retentionDays) by this process.',
+      registers: [this.registry],
+    });
+    this.schemasRefused = new Counter({
+      name: 'gatehouse_schemas_refused_total',
+      help: 'Tools quarantined at a handshake because their schema is refused (schema_too_large, unsafe_schema).',
+      labelNames: ['reason'] as const,
+      registers: [this.registry],
+    });
+    this.requestTimeouts = new Counter({
+      name: 'gatehouse_http_request_timeouts_total',
+      help: 'Requests whose client did not send headers and body within GATEHOUSE_REQUEST_TIMEOUT_MS (answered 408).',
+      registers: [this.registry],
+    });
+    this.sessionEvictions = new Counter({
+      name: 'gatehouse_session_evictions_total',
+      help: 'Hub 2025-era sessions closed to make room for a new one of the same token (per-token cap or backstop).',
       registers: [this.registry],
     });
     if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });

@@ -3,7 +3,8 @@
  * later handshakes compare and never re-pin: a changed definition is
  * quarantined (`changed`), a tool that first appears later is quarantined
  * (`new`) unless the server trusts new tools, an oversized schema is
- * quarantined (`schema_too_large`). Only an operator's approval re-pins.
+ * quarantined (`schema_too_large`), and so is one with a pattern the linear-time engine cannot run
+ * (`unsafe_schema`). Only an operator's approval re-pins.
  */
 import type { Kysely, Transaction } from 'kysely';
 import { GatehouseError } from '../errors.js';
@@ -15,11 +16,11 @@ import {
   type PinKind,
   type PinnableItem,
   pinnedItem,
-  schemaTooLarge,
+  schemaRefusal,
   type ToolDefinition,
 } from './pins.js';
 
-export type QuarantineReason = 'changed' | 'new' | 'schema_too_large';
+export type QuarantineReason = 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema';
 
 export interface PinChange {
   /** Set for every kind but `tool`. */
@@ -91,10 +92,11 @@ export async function reconcilePins(
     const scheme = row ? Number(row.scheme) : CURRENT_PIN_SCHEME;
     const definition = JSON.stringify(pinnedItem(item, kind, scheme));
     const hash = itemPinHash(item, kind, scheme);
-    const tooLarge = kind === 'tool' && schemaTooLarge(listed as ToolDefinition);
+    // Only a tool's schemas are compiled and run: a prompt has none to refuse.
+    const refused = kind === 'tool' ? schemaRefusal(listed as ToolDefinition) : null;
     if (!row) {
       const trusted = options.firstHandshake || (kind === 'tool' && options.trustNewTools);
-      const quarantine: QuarantineReason | null = tooLarge ? 'schema_too_large' : trusted ? null : 'new';
+      const quarantine: QuarantineReason | null = refused ?? (trusted ? null : 'new');
       await trx
         .insertInto('tool_pins')
         .values({
@@ -120,7 +122,7 @@ export async function reconcilePins(
       );
       continue;
     }
-    if (hash === row.pin_hash && !tooLarge) {
+    if (hash === row.pin_hash && !refused) {
       // Matches what was approved (again): nothing pending any more.
       if (row.state !== 'pinned') {
         await trx
@@ -134,9 +136,9 @@ export async function reconcilePins(
       }
       continue;
     }
-    if (row.state === 'quarantined' && row.pending_hash === hash) continue; // already waiting for review
-    const reason: QuarantineReason = tooLarge
-      ? 'schema_too_large'
+    if (row.state === 'quarantined' && row.pending_hash === hash && (!refused || row.reason === refused)) continue; // already waiting for review
+    const reason: QuarantineReason = refused
+      ? refused
       : row.pin_hash
         ? 'changed'
         : ((row.reason as QuarantineReason) ?? 'new');
@@ -259,7 +261,15 @@ export async function approvePin(
     );
   }
   const pending = parseJson<ToolDefinition | null>(row.pending_definition, null);
-  if (!pending || row.reason === 'schema_too_large' || (kind === 'tool' && schemaTooLarge(pending))) {
+  const refused = !pending ? 'schema_too_large' : kind === 'tool' ? schemaRefusal(pending) : null;
+  if (refused === 'unsafe_schema') {
+    throw new GatehouseError(
+      'conflict',
+      `Tool "${tool}" has a pattern the linear-time engine cannot run (lookaround or backreference); it cannot be approved.`,
+      { server: serverId, tool, reason: 'unsafe_schema' },
+    );
+  }
+  if (!pending || row.reason === 'schema_too_large' || refused) {
     throw new GatehouseError(
       'conflict',
       `Tool "${tool}" has a schema over the size or depth limit; it cannot be approved.`,

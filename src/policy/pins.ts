@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
+import { unsafePatterns } from './schema-safety.js';
 
 export interface ToolDefinition {
   name: string;
@@ -82,4 +83,14 @@ export function schemaTooLarge(tool: ToolDefinition): boolean {
     if (depthOf(schema, MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH) return true;
   }
   return false;
+}
+
+/**
+ * Why a tool's schemas are refused before anything compiles them: over the size or depth limit
+ * (`schema_too_large`), or with a pattern RE2 cannot run (`unsafe_schema`); null when they are fine.
+ */
+export function schemaRefusal(tool: ToolDefinition): 'schema_too_large' | 'unsafe_schema' | null {
+  if (schemaTooLarge(tool)) return 'schema_too_large';
+  if (unsafePatterns(tool.inputSchema, tool.outputSchema).length > 0) return 'unsafe_schema';
+  return null;
 }

@@ -58,6 +58,9 @@ export function verdictsFor(
 }
 
 export class Registry {
+  /** Told of every tool a handshake quarantines for its schema (the gateway counts them on /metrics). */
+  onSchemaRefused: ((reason: 'schema_too_large' | 'unsafe_schema') => void) | undefined;
+
   constructor(
     private readonly store: Store,
     readonly records: ServerStore,
@@ -276,6 +279,7 @@ export class Registry {
         reason: q.reason,
         ...(q.kind ? { kind: q.kind } : {}),
       });
+      if (q.reason === 'schema_too_large' || q.reason === 'unsafe_schema') this.onSchemaRefused?.(q.reason);
     }
     return answer();
   }

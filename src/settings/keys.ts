@@ -46,6 +46,12 @@ export const SETTING_KEYS = {
     default: 90,
     description: 'Audit rows older than this many days are deleted in the background (0: kept for ever).',
   },
+  'hub.maxSessionsPerToken': {
+    schema: z.number().int().min(1).max(10_000),
+    default: 100,
+    description:
+      'Live 2025-era sessions per token on each MCP surface unless the token sets its own; opening one more closes that token’s oldest.',
+  },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 
 export type SettingName = keyof typeof SETTING_KEYS;

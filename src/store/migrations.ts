@@ -245,6 +245,13 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`alter table tool_pins_next rename to tool_pins`.execute(db);
     },
   },
+  {
+    version: 7,
+    name: 'trust core: tokens.max_sessions (a token’s own cap on live sessions)',
+    async up(db) {
+      await db.schema.alterTable('tokens').addColumn('max_sessions', 'integer').execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

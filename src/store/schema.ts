@@ -30,6 +30,8 @@ export interface TokenTable {
   created_at: string;
   last_used_at: string | null;
   revoked_at: string | null;
+  /** The token's own cap on live sessions; null: the platform setting `hub.maxSessionsPerToken`. */
+  max_sessions: number | null;
 }
 
 export interface SettingTable {
@@ -90,7 +92,7 @@ export interface ToolPinTable {
   definition: string;
   /** `pinned` or `quarantined`. */
   state: string;
-  /** Why it is quarantined: `changed`, `new`, `schema_too_large`. */
+  /** Why it is quarantined: `changed`, `new`, `schema_too_large`, `unsafe_schema`. */
   reason: string | null;
   pending_hash: string | null;
   pending_definition: string | null;

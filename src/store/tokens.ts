@@ -13,6 +13,7 @@ export interface TokenRecord {
   groups: string[];
   rateLimit: number | null;
   maxConcurrent: number | null;
+  maxSessions: number | null;
   source: string;
   createdAt: string;
   lastUsedAt: string | null;
@@ -25,6 +26,7 @@ export interface NewToken {
   groups?: readonly string[] | undefined;
   rateLimit?: number | null | undefined;
   maxConcurrent?: number | null | undefined;
+  maxSessions?: number | null | undefined;
   source: 'bootstrap' | 'api' | 'cli' | 'config';
   /** Use this token instead of generating one (bootstrap from GATEHOUSE_ADMIN_TOKEN, declarative config). */
   token?: string | undefined;
@@ -40,6 +42,7 @@ function toRecord(row: TokenTable): TokenRecord {
     groups: parseJson<string[]>(row.groups, []),
     rateLimit: row.rate_limit,
     maxConcurrent: row.max_concurrent,
+    maxSessions: row.max_sessions ?? null,
     source: row.source,
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
@@ -63,6 +66,7 @@ export class TokenStore {
       hash: input.hash ?? hashToken(token as string),
       rate_limit: input.rateLimit ?? null,
       max_concurrent: input.maxConcurrent ?? null,
+      max_sessions: input.maxSessions ?? null,
       source: input.source,
       created_at: nowIso(),
       last_used_at: null,
@@ -114,11 +118,17 @@ export class TokenStore {
 
   async update(
     id: string,
-    changes: { rateLimit?: number | null; maxConcurrent?: number | null; groups?: readonly string[] },
+    changes: {
+      rateLimit?: number | null;
+      maxConcurrent?: number | null;
+      maxSessions?: number | null;
+      groups?: readonly string[];
+    },
   ): Promise<TokenRecord | undefined> {
     const values: Partial<TokenTable> = {};
     if (changes.rateLimit !== undefined) values.rate_limit = changes.rateLimit;
     if (changes.maxConcurrent !== undefined) values.max_concurrent = changes.maxConcurrent;
+    if (changes.maxSessions !== undefined) values.max_sessions = changes.maxSessions;
     if (changes.groups !== undefined) values.groups = JSON.stringify(changes.groups);
     if (Object.keys(values).length > 0) {
       await this.store.db

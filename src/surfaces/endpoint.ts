@@ -25,6 +25,7 @@ export const LOCAL_PRINCIPAL: TokenPrincipal = {
   groups: ['default'],
   rateLimit: null,
   maxConcurrent: null,
+  maxSessions: null,
 };
 
 const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
@@ -56,7 +57,16 @@ export interface McpEndpointOptions {
     session: SessionView | undefined,
   ): FastAnswer | undefined;
   sessionIdleMs?: number;
+  /** The backstop over every token's 2025-era sessions (default 10,000). */
   maxSessions?: number;
+  /**
+   * Admits the opening of a 2025-era session by `principal`: counts it against the token's rate limit
+   * (throws `rate_limited`) and answers its session cap (the token's `maxSessions`, else
+   * `hub.maxSessionsPerToken`). Without it, a cap of 100 and no rate check.
+   */
+  admitSession?(principal: TokenPrincipal): Promise<{ maxPerToken: number }>;
+  /** Told of every session closed to make room for another of the same token. */
+  onSessionEvicted?(): void;
 }
 
 export interface FastAnswer {
@@ -71,6 +81,9 @@ interface Grant {
   principal: TokenPrincipal;
   scope: EndpointScope;
 }
+
+/** A Host header as RFC 9110 allows it: a name or an IP literal, then an optional port; nothing else. */
+const HOST_SYNTAX = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]+)(?::\d{1,5})?$/;
 
 function hostnameOf(hostHeader: string): string {
   try {
@@ -90,6 +103,7 @@ export class McpEndpoint {
       idleMs: options.sessionIdleMs ?? 30 * 60_000,
       maxSessions: options.maxSessions ?? 10_000,
       maxRequestBodySize: options.maxBodySize,
+      onEvicted: () => options.onSessionEvicted?.(),
     });
     this.modern = createMcpHandler(
       (ctx) => {
@@ -108,8 +122,18 @@ export class McpEndpoint {
           const parsedBody = handlerOptions?.parsedBody;
           if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: options.maxBodySize })) {
             const owner = ownerOf(grant.principal, grant.scope);
-            return this.sessions.handle(request, { authInfo, parsedBody }, owner, () =>
-              options.buildServer(grant.principal, grant.scope),
+            return this.sessions.handle(
+              request,
+              { authInfo, parsedBody },
+              owner,
+              () => options.buildServer(grant.principal, grant.scope),
+              {
+                tokenId: grant.principal.id,
+                admit: async () =>
+                  options.admitSession
+                    ? options.admitSession(grant.principal)
+                    : { maxPerToken: grant.principal.maxSessions ?? 100 },
+              },
             );
           }
           return this.modern.fetch(request, { authInfo, ...(parsedBody !== undefined ? { parsedBody } : {}) });
@@ -232,8 +256,11 @@ export class McpEndpoint {
       }
       if (!allowed) throw new GatehouseError('forbidden', 'This Origin may not use the MCP endpoint.');
     }
+    const host = request.headers.host ?? '';
+    // `evil.com@localhost` would parse as host `localhost`: userinfo, paths and the like are refused first.
+    if (!HOST_SYNTAX.test(host)) throw new GatehouseError('bad_host');
     if (loopback) {
-      const hostname = hostnameOf(request.headers.host ?? '');
+      const hostname = hostnameOf(host);
       if (!LOOPBACK_HOSTNAMES.has(hostname) && !this.options.allowedHosts.includes(hostname)) {
         throw new GatehouseError('forbidden', 'This Host may not use the MCP endpoint (DNS-rebinding defence).');
       }

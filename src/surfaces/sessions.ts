@@ -2,16 +2,22 @@
  * 2025-era sessions (initialize + `Mcp-Session-Id`). Each session is bound to
  * the token and scope that opened it: another token presenting that id gets
  * the same 404 as an id that never existed. Idle sessions are closed, and the
- * number of sessions is bounded.
+ * number of sessions is bounded per token (`hub.maxSessionsPerToken`, or the
+ * token's own `maxSessions`) and in all (a backstop): a token at its cap loses
+ * its own oldest session, never another token's; when the backstop is full a
+ * token with no session to give up is refused (`session_limit`).
  */
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
+import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   server: Server;
   owner: string;
+  /** The token that opened it: caps and evictions count per token. */
+  tokenId: string;
   lastSeen: number;
   /** Requests of this session served outside the SDK (the hub's fast path), by JSON-RPC id. */
   fastCalls: Map<string | number, AbortController>;
@@ -26,8 +32,30 @@ export interface SessionView {
 
 export interface LegacySessionOptions {
   idleMs: number;
+  /** The backstop over every token. */
   maxSessions: number;
   maxRequestBodySize: number;
+  /** Told of every session closed to make room for another (counted on /metrics). */
+  onEvicted?: (() => void) | undefined;
+}
+
+/** What opening a session needs to know of its token, asked only when an `initialize` opens one. */
+export interface SessionAdmission {
+  tokenId: string;
+  /** Reads the token's cap and admits the opening against its rate limit (throws `rate_limited`). */
+  admit(): Promise<{ maxPerToken: number }>;
+}
+
+/** A refusal as the JSON-RPC error answer of the `initialize` it refuses, with the catalogue's status. */
+function refusal(error: GatehouseError): Response {
+  return new Response(
+    JSON.stringify({
+      jsonrpc: '2.0',
+      error: { code: -32000, message: error.message, data: error.toBody().error },
+      id: null,
+    }),
+    { status: ERROR_CATALOGUE[error.code].status, headers: { 'content-type': 'application/json' } },
+  );
 }
 
 function jsonRpcError(status: number, code: number, message: string): Response {
@@ -48,6 +76,8 @@ function isInitialize(body: unknown): boolean {
 
 export class LegacySessions {
   private readonly sessions = new Map<string, Session>();
+  /** Session ids by the token that opened them. */
+  private readonly byToken = new Map<string, Set<string>>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly options: LegacySessionOptions) {
@@ -76,6 +106,7 @@ export class LegacySessions {
     options: { authInfo: AuthInfo; parsedBody: unknown },
     owner: string,
     build: () => Server,
+    admission: SessionAdmission,
   ): Promise<Response> {
     const sessionId = request.headers.get('mcp-session-id');
     if (sessionId) {
@@ -87,7 +118,28 @@ export class LegacySessions {
     if (request.method !== 'POST' || !isInitialize(options.parsedBody)) {
       return jsonRpcError(400, -32000, 'Bad Request: No valid session ID provided');
     }
-    if (this.sessions.size >= this.options.maxSessions) this.evictOldest();
+    let cap: { maxPerToken: number };
+    try {
+      cap = await admission.admit();
+    } catch (error) {
+      const typed = findGatehouseError(error);
+      if (typed) return refusal(typed);
+      throw error;
+    }
+    const mine = this.byToken.get(admission.tokenId)?.size ?? 0;
+    if (mine >= cap.maxPerToken) this.evictOldestOf(admission.tokenId);
+    else if (this.sessions.size >= this.options.maxSessions) {
+      // The backstop: room is made only from this token's own sessions, never another's.
+      if (mine === 0) {
+        return refusal(
+          new GatehouseError(
+            'session_limit',
+            `The gateway holds its maximum of ${this.options.maxSessions} sessions; retry later.`,
+          ),
+        );
+      }
+      this.evictOldestOf(admission.tokenId);
+    }
     const server = build();
     // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
     const fastCalls = new Map<string | number, AbortController>();
@@ -99,15 +151,25 @@ export class LegacySessions {
       sessionIdGenerator: () => randomUUID(),
       maxRequestBodySize: this.options.maxRequestBodySize,
       onsessioninitialized: (id) => {
-        this.sessions.set(id, { transport, server, owner, lastSeen: Date.now(), fastCalls });
+        this.sessions.set(id, {
+          transport,
+          server,
+          owner,
+          tokenId: admission.tokenId,
+          lastSeen: Date.now(),
+          fastCalls,
+        });
+        const ids = this.byToken.get(admission.tokenId) ?? new Set<string>();
+        ids.add(id);
+        this.byToken.set(admission.tokenId, ids);
       },
       onsessionclosed: (id) => {
-        this.sessions.delete(id);
+        this.forget(id);
         cancelFastCalls();
       },
     });
     transport.onclose = () => {
-      if (transport.sessionId) this.sessions.delete(transport.sessionId);
+      if (transport.sessionId) this.forget(transport.sessionId);
       cancelFastCalls();
     };
     await server.connect(transport);
@@ -127,6 +189,7 @@ export class LegacySessions {
     clearInterval(this.sweeper);
     const all = [...this.sessions.values()];
     this.sessions.clear();
+    this.byToken.clear();
     await Promise.all(all.map((s) => s.transport.close().catch(() => {})));
   }
 
@@ -134,18 +197,36 @@ export class LegacySessions {
     const cutoff = Date.now() - this.options.idleMs;
     for (const [id, session] of this.sessions) {
       if (session.lastSeen < cutoff) {
-        this.sessions.delete(id);
+        this.forget(id);
         void session.transport.close().catch(() => {});
       }
     }
   }
 
-  private evictOldest(): void {
+  /** How many live sessions `tokenId` holds. */
+  countOf(tokenId: string): number {
+    return this.byToken.get(tokenId)?.size ?? 0;
+  }
+
+  private forget(id: string): void {
+    const session = this.sessions.get(id);
+    if (!session) return;
+    this.sessions.delete(id);
+    const ids = this.byToken.get(session.tokenId);
+    ids?.delete(id);
+    if (ids?.size === 0) this.byToken.delete(session.tokenId);
+  }
+
+  private evictOldestOf(tokenId: string): void {
     let oldest: [string, Session] | undefined;
-    for (const entry of this.sessions) if (!oldest || entry[1].lastSeen < oldest[1].lastSeen) oldest = entry;
+    for (const id of this.byToken.get(tokenId) ?? []) {
+      const session = this.sessions.get(id);
+      if (session && (!oldest || session.lastSeen < oldest[1].lastSeen)) oldest = [id, session];
+    }
     if (oldest) {
-      this.sessions.delete(oldest[0]);
+      this.forget(oldest[0]);
       void oldest[1].transport.close().catch(() => {});
+      this.options.onEvicted?.();
     }
   }
 }

@@ -309,11 +309,16 @@ describeEachStore('agent hub', (target) => {
       expect(set.json().server.workspaceRoots).toEqual([root]);
       const client = await connect(agent.token, 'modern');
       const callsBefore = upstream.log.count('tools/call');
-      const ok = await client.callTool({ name: 'files__read_file', arguments: { path: 'notes/a.txt' } });
-      expect(ok.content).toEqual([{ type: 'text', text: 'contents of notes/a.txt' }]);
-      for (const path of ['../etc/passwd', '/etc/passwd', 'escape/secret.txt', 'a/../../b']) {
+      const ok = await client.callTool({ name: 'files__read_file', arguments: { path: `${root}/notes/a.txt` } });
+      expect(ok.content).toEqual([{ type: 'text', text: `contents of ${root}/notes/a.txt` }]);
+      for (const path of [`${root}/../etc/passwd`, '/etc/passwd', `${root}/escape/secret.txt`, `${root}/a/../../b`]) {
         const refused = await client.callTool({ name: 'files__read_file', arguments: { path } });
         expect(structured(refused)).toMatchObject({ status: 'error', error: { code: 'policy.path_escape' } });
+      }
+      // An HTTP upstream resolves relative paths (and ~) from its own working directory: refused.
+      for (const path of ['notes/a.txt', 'etc/passwd', '~/.bashrc']) {
+        const refused = await client.callTool({ name: 'files__read_file', arguments: { path } });
+        expect(structured(refused)).toMatchObject({ status: 'error', error: { code: 'policy.relative_path' } });
       }
       expect(upstream.log.count('tools/call') - callsBefore).toBe(1);
     } finally {

@@ -541,14 +541,21 @@ describeEachStore('hub surface end to end', (target) => {
       error: { code: 'policy.path_escape', path: argument },
     });
 
-    // The custom name is sandboxed, a string or each element of a list.
-    expect(structured(await copy({ source: '../outside.txt' }))).toMatchObject(escapeRefusal('source'));
+    // The custom name is sandboxed, a string or each element of a list. (An HTTP server resolves relative
+    // paths from a working directory Gatehouse does not set, so paths here are absolute.)
+    expect(structured(await copy({ source: `${root}/../outside.txt` }))).toMatchObject(escapeRefusal('source'));
     expect(structured(await copy({ source: '/etc/passwd' }))).toMatchObject(escapeRefusal('source'));
-    expect(structured(await copy({ source: ['in/a.txt', 'in/../../b.txt'] }))).toMatchObject(escapeRefusal('source'));
+    expect(structured(await copy({ source: [`${root}/in/a.txt`, `${root}/in/../../b.txt`] }))).toMatchObject(
+      escapeRefusal('source'),
+    );
+    expect(structured(await copy({ source: 'in/a.txt' }))).toMatchObject({
+      status: 'error',
+      error: { code: 'policy.relative_path', path: 'source' },
+    });
     expect(s.upstream.log.count('tools/call')).toBe(0);
     // …and the default names are no longer the ones checked: `path` goes through as given.
-    expect((await copy({ source: 'in/a.txt', path: '/etc/passwd' })).content).toEqual([
-      { type: 'text', text: 'copied "in/a.txt" to /etc/passwd' },
+    expect((await copy({ source: `${root}/in/a.txt`, path: '/etc/passwd' })).content).toEqual([
+      { type: 'text', text: `copied "${root}/in/a.txt" to /etc/passwd` },
     ]);
     expect(s.upstream.log.count('tools/call')).toBe(1);
 
@@ -556,9 +563,11 @@ describeEachStore('hub surface end to end', (target) => {
     const restored = await s.gw.request('PATCH', '/api/mcp/servers/files/config', { body: { pathArgs: null } });
     expect(restored.statusCode).toBe(200);
     expect(restored.json().server.pathArgs).toBeUndefined();
-    expect(structured(await copy({ source: 'in/a.txt', path: '/etc/passwd' }))).toMatchObject(escapeRefusal('path'));
-    expect((await copy({ source: '../outside.txt', path: 'in/b.txt' })).content).toEqual([
-      { type: 'text', text: 'copied "../outside.txt" to in/b.txt' },
+    expect(structured(await copy({ source: `${root}/in/a.txt`, path: '/etc/passwd' }))).toMatchObject(
+      escapeRefusal('path'),
+    );
+    expect((await copy({ source: '../outside.txt', path: `${root}/in/b.txt` })).content).toEqual([
+      { type: 'text', text: `copied "../outside.txt" to ${root}/in/b.txt` },
     ]);
     expect(s.upstream.log.count('tools/call')).toBe(2);
   });

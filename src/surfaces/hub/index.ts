@@ -52,6 +52,8 @@ export interface HubDeps {
   stateCodec: HubStateCodec;
   /** Counts a request served by the fast path (`fast-path.ts`). */
   onFastRequest?: () => void;
+  /** Counts a 2025-era session closed to make room for another of the same token. */
+  onSessionEvicted?: () => void;
 }
 
 export interface Hub {
@@ -124,6 +126,14 @@ export function createHub(deps: HubDeps): Hub {
     scopeVisible: async (scope, principal) =>
       scope.kind === 'aggregate' || (await registry.snapshot()).server(scope.serverId, principal.groups) !== undefined,
     buildServer,
+    // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).
+    admitSession: async (principal) => {
+      const settings = await deps.settings.current();
+      const release = await deps.limiter?.acquire(principal, settings['hub.rateLimit']);
+      release?.();
+      return { maxPerToken: principal.maxSessions ?? settings['hub.maxSessionsPerToken'] };
+    },
+    onSessionEvicted: () => deps.onSessionEvicted?.(),
     ...(deps.config.hubFastPath
       ? {
           fastPath: (request, principal, scope, session) => {

@@ -11,37 +11,62 @@ import { createHash } from 'node:crypto';
 export const SEPARATOR = '__';
 const ALLOWED = /^[A-Za-z0-9_.-]+$/;
 
-function shortHash(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 8);
+function shortHash(text: string, round: number): string {
+  // Round 0 is the plain hash of the original; a later round salts it, so a name chosen to equal
+  // another's hashed form cannot keep matching it.
+  return createHash('sha256')
+    .update(round === 0 ? text : `${round}:${text}`, 'utf8')
+    .digest('hex')
+    .slice(0, 8);
 }
 
-function hashed(serverId: string, original: string, max: number): string {
+function hashed(serverId: string, original: string, max: number, round = 0): string {
   const safe = original.replace(/[^A-Za-z0-9_.-]/g, '_');
   const prefix = `${serverId}${SEPARATOR}`;
-  const suffix = `-${shortHash(original)}`;
+  const suffix = `-${shortHash(original, round)}`;
   return prefix + safe.slice(0, Math.max(0, max - prefix.length - suffix.length)) + suffix;
 }
 
+/** Past this many rounds of re-hashing, the originals still colliding are left out (never shadowed). */
+const MAX_ROUNDS = 32;
+
 /**
  * Exposed names for one server's items (tools or prompts), deterministic for a given set of originals.
- * Returns original → exposed.
+ * Returns original → exposed. Every party to a collision is hashed, then re-hashed with a salted round
+ * for as long as any two exposed names are equal — including a plain name that equals another item's
+ * hashed form — so the result is always one name per original, each name one original's.
  */
 export function exposeNames(serverId: string, originals: readonly string[], max: number): Map<string, string> {
-  const plain = new Map<string, string>();
-  for (const original of originals) {
+  const rounds = new Map<string, number>();
+  const current = new Map<string, string>();
+  for (const original of [...new Set(originals)].sort()) {
     const candidate = `${serverId}${SEPARATOR}${original}`;
-    plain.set(
+    current.set(
       original,
       ALLOWED.test(original) && candidate.length <= max ? candidate : hashed(serverId, original, max),
     );
+    rounds.set(original, -1);
   }
-  // Collisions (two originals → one name): every party to it gets the hashed form.
-  const byName = new Map<string, string[]>();
-  for (const [original, exposed] of plain) byName.set(exposed, [...(byName.get(exposed) ?? []), original]);
+  for (let pass = 0; pass <= MAX_ROUNDS; pass++) {
+    const byName = new Map<string, string[]>();
+    for (const [original, exposed] of current) byName.set(exposed, [...(byName.get(exposed) ?? []), original]);
+    const colliding = [...byName.values()].filter((group) => group.length > 1).flat();
+    if (colliding.length === 0) break;
+    for (const original of colliding) {
+      if (pass === MAX_ROUNDS) {
+        current.delete(original);
+        continue;
+      }
+      const round = (rounds.get(original) ?? -1) + 1;
+      rounds.set(original, round);
+      current.set(original, hashed(serverId, original, max, round));
+    }
+  }
+  // Back in the caller's order.
   const result = new Map<string, string>();
-  for (const [exposed, originals_] of byName) {
-    if (originals_.length === 1) result.set(originals_[0] as string, exposed);
-    else for (const original of originals_) result.set(original, hashed(serverId, original, max));
+  for (const original of originals) {
+    const exposed = current.get(original);
+    if (exposed !== undefined) result.set(original, exposed);
   }
   return result;
 }

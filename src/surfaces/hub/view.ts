@@ -189,10 +189,12 @@ export class HubRegistry {
       const tools = new Map<string, HubTool>();
       const toolsByName = new Map<string, HubTool>();
       for (const definition of detail.discoveredTools) {
+        const exposed = names.get(definition.name);
+        if (exposed === undefined) continue; // a collision no re-hashing resolved: left out, never shadowed
         const pin = pins.get(definition.name);
         const verdict = toolVerdict(classifyTool(detail.toolPolicy, definition.name), pin);
         const tool: HubTool = {
-          exposed: names.get(definition.name) as string,
+          exposed,
           serverId: row.id,
           name: definition.name,
           definition,
@@ -212,7 +214,8 @@ export class HubRegistry {
       );
       const prompts = new Map<string, HubPrompt>();
       for (const prompt of promptList) {
-        const exposed = promptNames.get(prompt.name) as string;
+        const exposed = promptNames.get(prompt.name);
+        if (exposed === undefined) continue;
         prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
       }
       servers.set(row.id, {
