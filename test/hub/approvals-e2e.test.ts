@@ -414,7 +414,8 @@ describeEachStore('approvals and audit end to end', (target) => {
       expect(configured.statusCode).toBe(200);
       const client = await connect(agent.token, 'modern');
       // Inside the workspace when asked…
-      const id = await gatedCall(client, 'current/notes.txt');
+      // An HTTP upstream resolves relative paths on its own, so the path is given absolute.
+      const id = await gatedCall(client, join(root, 'current/notes.txt'));
       // …and pointing outside by the time an operator approves.
       unlinkSync(join(root, 'current'));
       symlinkSync(outside, join(root, 'current'));

@@ -102,7 +102,12 @@ describe('hostile upstream schemas', () => {
       /gatehouse_schemas_refused_total\{reason="unsafe_schema"\} 2/,
     );
 
-    const approve = await s.gw.request('POST', '/api/mcp/servers/files/pins/lookahead/approve', { body: {} });
+    // Approving takes the hash the operator reviewed; even with it, an unsafe schema cannot be approved.
+    const listed = (await s.gw.request('GET', '/api/mcp/servers/files/pins')).json();
+    const reviewed = (listed.pins as { tool: string; pendingHash: string }[]).find((p) => p.tool === 'lookahead');
+    const approve = await s.gw.request('POST', '/api/mcp/servers/files/pins/lookahead/approve', {
+      body: { pendingHash: reviewed?.pendingHash },
+    });
     expect(approve.statusCode).toBe(409);
     expect(approve.json().error).toMatchObject({ code: 'conflict', reason: 'unsafe_schema' });
 
