@@ -357,6 +357,22 @@ export const SETTINGS = {
     default: false,
     description: 'Allow the language-model endpoint on a private or loopback address (a local model server).',
   },
+  stdioSandbox: {
+    env: 'GATEHOUSE_STDIO_SANDBOX',
+    flag: 'stdio-sandbox',
+    schema: z.enum(['on', 'off']),
+    default: 'on',
+    description:
+      'Run every stdio server in a bubblewrap sandbox (Linux). on: a stdio server does not start where bwrap is missing; off: children run unsandboxed, as the gateway.',
+  },
+  stdioSandboxUidBase: {
+    env: 'GATEHOUSE_STDIO_SANDBOX_UID_BASE',
+    flag: 'stdio-sandbox-uid-base',
+    schema: z.coerce.number().int().min(1000).max(2_000_000_000),
+    default: 200_000,
+    description:
+      'When the gateway runs as root: each sandboxed stdio server runs as uid and gid base + its slot (numeric, no /etc/passwd entry).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -399,6 +415,8 @@ export interface Config {
   readonly llmKey: string | undefined;
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
+  readonly stdioSandbox: 'on' | 'off';
+  readonly stdioSandboxUidBase: number;
   readonly nodeEnv: string;
 }
 

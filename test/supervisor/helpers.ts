@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { expect } from 'vitest';
-import { fixtureSpec, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
+import { FIXTURE_SANDBOX, fixtureSpec, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import type { StoreTarget } from '../helpers/stores.js';
 
@@ -50,7 +50,16 @@ export async function startHarness(target: StoreTarget, env: Record<string, stri
   const installManifest = async (id: string, command: string, args: string[], extra: Record<string, unknown>) => {
     const response = await gw.request('POST', '/api/mcp/install', {
       body: {
-        manifest: { id, name: id, transport: 'stdio', command, args, toolPolicy: { defaultTier: 'allow' }, ...extra },
+        manifest: {
+          id,
+          name: id,
+          transport: 'stdio',
+          command,
+          args,
+          toolPolicy: { defaultTier: 'allow' },
+          sandbox: FIXTURE_SANDBOX,
+          ...extra,
+        },
       },
     });
     expect(response.statusCode, response.body).toBe(201);

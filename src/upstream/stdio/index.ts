@@ -14,6 +14,7 @@ export {
   descendantsOf,
   listDescendants,
   listGroupPids,
+  namespacePids,
   type ProcStat,
   parseProcStat,
   procAvailable,
@@ -22,6 +23,16 @@ export {
   procStartTime,
   readProcStat,
 } from './proc.js';
+export {
+  findBwrap,
+  resolveOnPath,
+  SANDBOX_HOME,
+  type SandboxLimits,
+  type SandboxNetwork,
+  type SandboxOptions,
+  sandboxUnavailable,
+  uidDropAvailable,
+} from './sandbox.js';
 export { type OrphanReapResult, type OrphanRecord, reapOrphanGroup } from './reap.js';
 export {
   type ExitInfo,
