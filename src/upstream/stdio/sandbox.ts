@@ -159,21 +159,45 @@ export function sandboxLaunch(
   const o: string[] = ['--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', 'mcp'];
   if (sandbox.network === 'none') o.push('--unshare-net');
   const mounted: string[] = [];
+  /** Folders that exist in the sandbox's root: created, or mount points. */
+  const present = new Set<string>(['/']);
+  // bubblewrap makes missing parents of a mount point 0700 (root's): make them 0755 first.
+  const parents = (path: string) => {
+    const chain: string[] = [];
+    for (let dir = dirname(path); !present.has(dir) && dir !== dirname(dir); dir = dirname(dir)) chain.unshift(dir);
+    for (const dir of chain) {
+      present.add(dir);
+      // Inside a host folder already mounted it exists; elsewhere (root, a tmpfs) it is made here.
+      if (!mounted.some((m) => within(dir, m))) o.push('--perms', '0755', '--dir', dir);
+    }
+  };
+  const mount = (kind: '--ro-bind' | '--bind', source: string, dest: string) => {
+    parents(dest);
+    o.push(kind, source, dest);
+    present.add(dest);
+  };
   const roBind = (path: string) => {
     if (!existsSync(path)) return;
-    o.push('--ro-bind', path, path);
+    mount('--ro-bind', path, path);
     mounted.push(path);
   };
   for (const dir of SYSTEM_DIRS) {
     if (!existsSync(dir)) continue;
     const real = realOrSelf(dir);
     // Merged /usr: /bin → usr/bin is a symlink; recreate it rather than bind a second copy.
-    if (real !== dir) o.push('--symlink', relative(dirname(dir), real), dir);
-    else roBind(dir);
+    if (real !== dir) {
+      o.push('--symlink', relative(dirname(dir), real), dir);
+      present.add(dir);
+    } else roBind(dir);
   }
   roBind('/etc');
   o.push('--proc', '/proc', '--dev', '/dev');
-  for (const dir of ['/tmp', '/run', '/home', '/root', homedir()]) o.push('--perms', '1777', '--tmpfs', dir);
+  present.add('/proc').add('/dev');
+  for (const dir of new Set(['/tmp', '/run', '/home', '/root', homedir()])) {
+    parents(dir);
+    o.push('--perms', '1777', '--tmpfs', dir);
+    present.add(dir);
+  }
   for (const file of ETC_SECRETS) if (existsSync(`/etc/${file}`)) o.push('--ro-bind', '/dev/null', `/etc/${file}`);
   for (const dir of ETC_SECRET_DIRS) if (existsSync(`/etc/${dir}`)) o.push('--tmpfs', `/etc/${dir}`);
 
@@ -186,9 +210,9 @@ export function sandboxLaunch(
     } catch {}
   }
   for (const path of sandbox.readOnlyPaths) roBind(path);
-  o.push('--bind', sandbox.stateDir, SANDBOX_HOME);
+  mount('--bind', sandbox.stateDir, SANDBOX_HOME);
   for (const root of sandbox.workspaceRoots) {
-    o.push('--bind', root, root);
+    mount('--bind', root, root);
     mounted.push(root);
   }
 
