@@ -19,6 +19,9 @@ export const FAST_SUPERVISOR_ENV = {
   GATEHOUSE_STDIO_RESTART_BASE_MS: '50',
   GATEHOUSE_STDIO_MAX_RESTARTS: '2',
   GATEHOUSE_STDIO_MAX_LINE_BYTES: '1mb',
+  // A sandboxed tsx fixture compiles afresh in each new sandbox (its /tmp cache is new): slow on a busy host.
+  GATEHOUSE_LIST_TIMEOUT_MS: '20000',
+  GATEHOUSE_CALL_TIMEOUT_MS: '20000',
 };
 
 export interface Harness {

@@ -374,6 +374,25 @@ class ChildHandle implements StdioChild {
     return [...this.stderrTail];
   }
 
+  /**
+   * SIGTERM to the group. In a sandbox, not to bubblewrap's two processes: the outer one would die
+   * at once and, with `--die-with-parent`, take the server down by SIGKILL with no grace; the server
+   * gets the SIGTERM, and bubblewrap ends when it does.
+   */
+  private terminateGroup(): void {
+    if (!this.sandboxed) {
+      signalGroup(this.pgid, 'SIGTERM');
+      return;
+    }
+    const depth = namespacePids(process.pid)?.length ?? 1;
+    for (const pid of listGroupPids(this.pgid)) {
+      if (pid === this.pid) continue;
+      const ns = namespacePids(pid);
+      if (ns && ns.length === depth + 1 && ns[ns.length - 1] === 1) continue; // bubblewrap's init
+      signalProcess(pid, 'SIGTERM');
+    }
+  }
+
   serverPid(): number | undefined {
     if (!this.sandboxed) return this.pid;
     if (this.innerPid !== undefined && processAlive(this.innerPid)) return this.innerPid;
@@ -426,7 +445,7 @@ class ChildHandle implements StdioChild {
     } catch {}
     let members = this.groupMembers();
     if (members.length > 0 || !this.childExited) {
-      signalGroup(this.pgid, 'SIGTERM');
+      this.terminateGroup();
       this.signalEscapees('SIGTERM');
       members = await this.waitForGroup(() => this.killAt);
       if (members.length > 0 || !this.childExited || this.liveEscapees().length > 0) {
