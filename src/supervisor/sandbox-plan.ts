@@ -29,6 +29,8 @@ export interface SandboxPlannerOptions {
   settings: SettingsService;
   /** Host paths never shown to a child (besides the data folder and the working directory). */
   hidden?: readonly string[];
+  /** Where bubblewrap is (default: looked up once on this host); a seam for the no-bubblewrap case. */
+  findBwrap?: () => string | undefined;
 }
 
 /** How a child was (or will be) run; what `/process` shows. */
@@ -79,7 +81,7 @@ export class SandboxPlanner {
     const settings = await this.options.settings.current();
     assertCommandAllowed(command, settings['stdio.allowedCommands']);
     if (this.options.mode === 'off' || options.sandbox?.mode === 'off') return { sandbox: undefined, view: undefined };
-    const bwrap = findBwrap();
+    const bwrap = (this.options.findBwrap ?? findBwrap)();
     if (!bwrap) throw sandboxUnavailable(id);
     const uid = process.getuid?.() === 0 && uidDropAvailable() ? this.options.uidBase + this.slotOf(id) : undefined;
     const stateDir = this.stateFolder(id, uid);
