@@ -46,8 +46,9 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
   });
 
   afterEach(async () => {
-    const leftovers = await cleanUp([], h.markers);
+    const markers = [...h.markers];
     await h.close();
+    const leftovers = await cleanUp([], markers);
     for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
     expect(leftovers).toEqual({});
   });
@@ -129,7 +130,6 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
         home: '/home/mcp/allowed.txt',
       },
       connect: { host: base.hostname, port: Number(base.port) },
-      forkCount: 100,
       escapee: true,
     });
 
@@ -169,12 +169,17 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     expect(report.kill_gateway).toMatchObject({ ok: false, error: 'ESRCH' });
     // Network "host": the control case of the "none" test below.
     expect(report.connect).toMatchObject({ ok: true, value: 'connected' });
+    expect(report.escapee?.ok).toBe(true);
+    // The setsid grandchild lives, for now.
+    expect(pidsWithMarker(marker).length).toBe(2);
+
     if (ROOT) {
-      const bomb = report.fork_bomb?.value as { started: number; error: string | null };
+      // A fork bomb stops at the process limit of the server's own uid (the server may not survive it).
+      const bombed = await attack('hostile', { forkCount: 100 });
+      const bomb = bombed.fork_bomb?.value as { started: number; error: string | null };
       expect(bomb.started).toBeLessThan(64);
       expect(bomb.error).toBe('EAGAIN');
     }
-    expect(report.escapee?.ok).toBe(true);
 
     // The gateway kept serving, and the victim too.
     expect((await h.gw.request('GET', '/api/mcp/servers')).statusCode).toBe(200);
@@ -182,7 +187,6 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     expect(textOf(await victim.callTool({ name: 'echo', arguments: { text: 'still here' } }))).toBe('still here');
 
     // The setsid grandchild dies with the sandbox.
-    expect(pidsWithMarker(marker).length).toBeGreaterThanOrEqual(2);
     expect((await h.gw.request('POST', '/api/mcp/servers/hostile/stop')).statusCode).toBe(200);
     expect(await waitFor(() => pidsWithMarker(marker, { wrappers: true }).length === 0, 5000)).toBe(true);
 
