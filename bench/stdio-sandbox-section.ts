@@ -64,8 +64,8 @@ export async function stdioSandboxSection(): Promise<string> {
     if (!response.ok) throw new Error(`${method} ${route}: HTTP ${response.status} ${text.slice(0, 500)}`);
     return JSON.parse(text) as T;
   };
-  const firstCall: Record<string, number[]> = {};
-  const load: Record<string, Record<number, LoadReport>> = {};
+  const firstCall: Record<string, number[]> = { sandboxed: [], unsandboxed: [] };
+  const load: Record<string, Record<number, LoadReport>> = { sandboxed: {}, unsandboxed: {} };
   try {
     const { token } = await rest<{ token: string }>('POST', '/api/tokens', {
       role: 'agent',
@@ -105,7 +105,7 @@ export async function stdioSandboxSection(): Promise<string> {
         await rest('POST', `/api/mcp/servers/${id}/start`);
         await oneCall(id);
         const ms = performance.now() - t0;
-        if (round > 0) (firstCall[id] ??= []).push(ms);
+        if (round > 0) firstCall[id]?.push(ms);
       }
     }
     for (const { id } of SUBJECTS) {
@@ -125,7 +125,8 @@ export async function stdioSandboxSection(): Promise<string> {
           'duration-ms': DURATION_MS,
           'warmup-ms': WARMUP_MS,
         });
-        (load[id] ??= {})[c] = report;
+        const reports = load[id];
+        if (reports) reports[c] = report;
         process.stderr.write(
           `${num(report.callsPerS, 0)} calls/s, p50 ${num(report.p50Ms, 2)} ms${report.errors ? `, ${report.errors} errors (${report.firstError})` : ''}\n`,
         );

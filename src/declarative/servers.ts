@@ -97,7 +97,12 @@ async function installOrDiff(
   try {
     const { sandbox, ...fields } = entry;
     await registry.install(
-      { ...fields, description: entry.description ?? null, sourceKind: 'config', ...(sandbox && { options: { sandbox } }) },
+      {
+        ...fields,
+        description: entry.description ?? null,
+        sourceKind: 'config',
+        ...(sandbox && { options: { sandbox } }),
+      },
       actor,
     );
     return undefined;

@@ -10,12 +10,7 @@ import { join, resolve } from 'node:path';
 import { assertCommandAllowed } from '../policy/commands.js';
 import type { ServerOptions } from '../registry/records.js';
 import type { SettingsService } from '../settings/service.js';
-import {
-  findBwrap,
-  type SandboxOptions,
-  sandboxUnavailable,
-  uidDropAvailable,
-} from '../upstream/stdio/index.js';
+import { findBwrap, type SandboxOptions, sandboxUnavailable, uidDropAvailable } from '../upstream/stdio/index.js';
 
 export const STATE_DIR = 'stdio-state';
 const SLOTS_FILE = 'slots.json';

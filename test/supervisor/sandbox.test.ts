@@ -27,7 +27,7 @@ import {
 } from '../fixtures/stdio/index.js';
 import { TEST_ADMIN_TOKEN } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { type Harness, PLAIN_SERVER, startHarness, textOf } from './helpers.js';
+import { type Harness, startHarness, textOf } from './helpers.js';
 
 const HOSTILE = fileURLToPath(new URL('../fixtures/stdio/hostile-server.mjs', import.meta.url));
 const HOST = fileURLToPath(new URL('../fixtures/stdio/gateway-host.ts', import.meta.url));

@@ -23,6 +23,7 @@ export {
   procStartTime,
   readProcStat,
 } from './proc.js';
+export { type OrphanReapResult, type OrphanRecord, reapOrphanGroup } from './reap.js';
 export {
   findBwrap,
   resolveOnPath,
@@ -33,7 +34,6 @@ export {
   sandboxUnavailable,
   uidDropAvailable,
 } from './sandbox.js';
-export { type OrphanReapResult, type OrphanRecord, reapOrphanGroup } from './reap.js';
 export {
   type ExitInfo,
   type ExitReason,
