@@ -5,7 +5,7 @@
  * root: `GATEHOUSE_STDIO_SANDBOX_UID_BASE` + a slot kept in `stdio-state/slots.json`, so one
  * server's process limit never starves another's), its limits, network and mounts.
  */
-import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { assertCommandAllowed } from '../policy/commands.js';
 import type { ServerOptions } from '../registry/records.js';
@@ -39,6 +39,20 @@ export interface SandboxView {
 export interface Launch {
   sandbox: SandboxOptions | undefined;
   view: SandboxView | undefined;
+  /** Workspace roots the child's uid cannot write (it may still read them). */
+  unwritableRoots: string[];
+}
+
+/** Whether `uid` (its own group, no supplementary groups) may write into `folder`. */
+function writableBy(folder: string, uid: number): boolean {
+  try {
+    const stat = statSync(folder);
+    if (stat.uid === uid) return (stat.mode & 0o300) === 0o300;
+    if (stat.gid === uid) return (stat.mode & 0o030) === 0o030;
+    return (stat.mode & 0o003) === 0o003;
+  } catch {
+    return false;
+  }
 }
 
 /** The state of the sandbox on this host, for `doctor` and the process route. */
@@ -75,7 +89,9 @@ export class SandboxPlanner {
   async prepare(id: string, command: string, options: ServerOptions): Promise<Launch> {
     const settings = await this.options.settings.current();
     assertCommandAllowed(command, settings['stdio.allowedCommands']);
-    if (this.options.mode === 'off' || options.sandbox?.mode === 'off') return { sandbox: undefined, view: undefined };
+    if (this.options.mode === 'off' || options.sandbox?.mode === 'off') {
+      return { sandbox: undefined, view: undefined, unwritableRoots: [] };
+    }
     const bwrap = (this.options.findBwrap ?? findBwrap)();
     if (!bwrap) throw sandboxUnavailable(id);
     const uid = process.getuid?.() === 0 && uidDropAvailable() ? this.options.uidBase + this.slotOf(id) : undefined;
@@ -99,6 +115,7 @@ export class SandboxPlanner {
     };
     return {
       sandbox,
+      unwritableRoots: uid === undefined ? [] : workspaceRoots.filter((root) => !writableBy(root, uid)),
       view: {
         network,
         uid: uid ?? null,

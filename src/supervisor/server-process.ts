@@ -167,6 +167,14 @@ export class ServerProcess {
         this.refused = true;
         throw error;
       }
+      if (launch.unwritableRoots.length > 0) {
+        this.sup.note(
+          this.id,
+          'sandbox',
+          `Its uid ${launch.view?.uid} cannot write the workspace root${launch.unwritableRoots.length > 1 ? 's' : ''} ${launch.unwritableRoots.join(', ')} (read-only for it); chown or chmod the folder to let it write.`,
+          { unwritableRoots: launch.unwritableRoots, uid: launch.view?.uid },
+        );
+      }
       const redact = redactor(Object.values(connection.env));
       const era = rememberedEra(row);
       const onExit = (info: ExitInfo) => {

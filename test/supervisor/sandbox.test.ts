@@ -195,9 +195,21 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
   });
 
   it('with network "none" a connection fails inside the sandbox', SLOW, async () => {
-    await installHostile('offline', { network: 'none' });
+    // A workspace root its uid cannot write (root's, mode 0700) is said on its log at start.
+    const root = mkdtempSync(join(tmpdir(), 'gh-sandbox-closed-'));
+    folders.push(root);
+    await installHostile('offline', { network: 'none' }, [root]);
     const view = (await h.gw.request('GET', '/api/mcp/servers/offline/process')).json().process;
     expect(view.sandbox.network).toBe('none');
+    if (ROOT) {
+      const logs = (await h.gw.request('GET', '/api/mcp/servers/offline/logs')).json();
+      expect(
+        logs.events.some(
+          (e: { kind: string; message: string }) =>
+            e.kind === 'sandbox' && e.message.includes(`cannot write the workspace root ${root}`),
+        ),
+      ).toBe(true);
+    }
     const base = new URL(h.base);
     const report = await attack('offline', { connect: { host: base.hostname, port: Number(base.port) } });
     expect(report.connect?.ok).toBe(false);
