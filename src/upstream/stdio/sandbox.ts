@@ -219,8 +219,10 @@ export function sandboxLaunch(
   // What must never be seen, wherever it lies under something mounted above.
   for (const path of sandbox.hidden) {
     if (!mounted.some((m) => within(path, m) && m !== path) && !mounted.includes(path)) continue;
-    // An explicit read-only path inside a hidden folder (a fixture in the working tree) stays visible.
+    // An explicit read-only path inside a hidden folder (a fixture in the working tree) stays visible,
+    // and so does the command itself or a whole system folder (a gateway started in /usr or /etc).
     if (sandbox.readOnlyPaths.some((r) => within(r, path) && r !== path)) continue;
+    if (within(resolvedCommand, path) || [...SYSTEM_DIRS, '/etc'].includes(path)) continue;
     let isDir = false;
     try {
       isDir = statSync(path).isDirectory();
