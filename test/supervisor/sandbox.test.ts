@@ -5,8 +5,7 @@
  * it. `stdio.allowedCommands` refuses a command at install, configure and start.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +17,6 @@ import { findBwrap } from '../../src/upstream/stdio/index.js';
 import {
   cleanUp,
   FIXTURE_READ_ONLY_PATHS,
-  FIXTURE_SANDBOX,
   jsonOf,
   newMarker,
   pidsWithMarker,
@@ -330,19 +328,29 @@ describe.skipIf(!BWRAP)('a sandboxed child and a gateway killed by SIGKILL', () 
   });
 });
 
-/** Real third-party servers, when installed as devDependencies (they are skipped otherwise). */
-const requireHere = createRequire(import.meta.url);
-function packageEntry(name: string): string | undefined {
+/** The project whose node_modules hold them (the real folder behind the worktree's link). */
+const PROJECT = dirname(FIXTURE_READ_ONLY_PATHS[FIXTURE_READ_ONLY_PATHS.length - 1] as string);
+
+/** Real third-party servers, when installed as devDependencies (they are skipped otherwise): their bin. */
+function packageBin(name: string): string | undefined {
+  const folder = join(PROJECT, 'node_modules', name);
   try {
-    return requireHere.resolve(name);
+    const manifest = JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as { bin?: unknown };
+    const bin = typeof manifest.bin === 'string' ? manifest.bin : Object.values(manifest.bin ?? {})[0];
+    return typeof bin === 'string' ? join(folder, bin) : undefined;
   } catch {
     return undefined;
   }
 }
-const FILESYSTEM = packageEntry('@modelcontextprotocol/server-filesystem');
-const MEMORY = packageEntry('@modelcontextprotocol/server-memory');
-/** The project whose node_modules hold them (the real folder behind the worktree's link). */
-const PROJECT = dirname(FIXTURE_READ_ONLY_PATHS[FIXTURE_READ_ONLY_PATHS.length - 1] as string);
+const FILESYSTEM = packageBin('@modelcontextprotocol/server-filesystem');
+const MEMORY = packageBin('@modelcontextprotocol/server-memory');
+if (!FILESYSTEM || !MEMORY) {
+  process.stderr.write(
+    'sandbox.test: @modelcontextprotocol/server-filesystem and/or server-memory are not installed; their tests are skipped\n',
+  );
+}
+/** The memory server keeps its graph in its HOME, the state folder (its package folder is read-only). */
+const MEMORY_ENV = { MEMORY_FILE_PATH: '/home/mcp/memory.jsonl' };
 
 describe.skipIf(!BWRAP)('real third-party servers, sandboxed', () => {
   let h: Harness;
@@ -355,7 +363,14 @@ describe.skipIf(!BWRAP)('real third-party servers, sandboxed', () => {
     for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
   });
 
-  const install = async (id: string, command: string, args: string[], roots: string[] = []) => {
+  const install = async (
+    id: string,
+    command: string,
+    args: string[],
+    roots: string[] = [],
+    env: Record<string, string> = {},
+    readOnlyPaths: string[] = [],
+  ) => {
     const response = await h.gw.request('POST', '/api/mcp/install', {
       body: {
         manifest: {
@@ -365,7 +380,8 @@ describe.skipIf(!BWRAP)('real third-party servers, sandboxed', () => {
           command,
           args,
           toolPolicy: { defaultTier: 'allow' },
-          sandbox: FIXTURE_SANDBOX,
+          env,
+          sandbox: { readOnlyPaths: [...FIXTURE_READ_ONLY_PATHS, ...readOnlyPaths] },
         },
       },
     });
@@ -391,7 +407,7 @@ describe.skipIf(!BWRAP)('real third-party servers, sandboxed', () => {
   });
 
   it.skipIf(!MEMORY)('@modelcontextprotocol/server-memory keeps its graph in its state folder', SLOW, async () => {
-    await install('memory', process.execPath, [MEMORY as string]);
+    await install('memory', process.execPath, [MEMORY as string], [], MEMORY_ENV);
     const agent = await h.agent('memory');
     await agent.callTool({
       name: 'create_entities',
@@ -399,11 +415,20 @@ describe.skipIf(!BWRAP)('real third-party servers, sandboxed', () => {
     });
     const graph = await agent.callTool({ name: 'read_graph', arguments: {} });
     expect(JSON.stringify(graph)).toContain('sandboxed');
+    // Written where it may write: its state folder on the host.
+    expect(existsSync(join(h.gw.dataDir, 'stdio-state', 'memory', 'memory.jsonl'))).toBe(true);
   });
 
   it.skipIf(!MEMORY)('npx runs a locally installed package, network "host", nothing downloaded', SLOW, async () => {
     // `--prefix` points npx at the project whose node_modules hold the package (mounted read-only).
-    await install('npx-memory', 'npx', ['--prefix', PROJECT, '--no-install', '@modelcontextprotocol/server-memory']);
+    await install(
+      'npx-memory',
+      'npx',
+      ['--prefix', PROJECT, '--no', '@modelcontextprotocol/server-memory'],
+      [],
+      MEMORY_ENV,
+      [join(PROJECT, 'package.json')],
+    );
     const agent = await h.agent('npx-memory');
     const graph = await agent.callTool({ name: 'read_graph', arguments: {} });
     expect(graph.isError).not.toBe(true);
