@@ -3,7 +3,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { listen } from '../fixtures/http.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
-import { fixtureSpec, newMarker, pidsWithMarker } from '../fixtures/stdio/index.js';
+import { FIXTURE_SANDBOX, fixtureSpec, newMarker, pidsWithMarker } from '../fixtures/stdio/index.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -112,6 +112,7 @@ describeEachStore('server registry', (target) => {
           command: spec.command,
           args: spec.args,
           env: { FIXTURE_TOKEN: 'stdio-secret-value' },
+          sandbox: FIXTURE_SANDBOX,
         },
       },
     });
