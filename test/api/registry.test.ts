@@ -23,7 +23,8 @@ describeEachStore('server registry', (target) => {
 
   beforeEach(async () => {
     mutableDescription = 'first version';
-    gw = await startTestGateway(target);
+    // A sandboxed tsx fixture compiles afresh in its new sandbox (its /tmp is its own): slow on a busy host.
+    gw = await startTestGateway(target, { GATEHOUSE_LIST_TIMEOUT_MS: '20000' });
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'], register });
   });
   afterEach(async () => {
