@@ -8,6 +8,7 @@ import { conduitSection } from './conduit-section.js';
 import { hubSection } from './hub-section.js';
 import { memorySection } from './memory-section.js';
 import { schemasSection } from './schemas-section.js';
+import { stdioSandboxSection } from './stdio-sandbox-section.js';
 import { stdioSection } from './stdio-section.js';
 
 const SECTIONS: Record<string, () => Promise<string>> = {
@@ -16,6 +17,7 @@ const SECTIONS: Record<string, () => Promise<string>> = {
   memory: memorySection,
   stdio: stdioSection,
   schemas: schemasSection,
+  'stdio-sandbox': stdioSandboxSection,
 };
 /** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
 const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);

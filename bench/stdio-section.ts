@@ -18,7 +18,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from '../test/fixtures/http.js';
@@ -29,6 +29,10 @@ import type { FirstCallReport } from './stdio-first-call.js';
 import { loadLine, machineLine, num, ratio, renderTable, verdict } from './table.js';
 
 const PLAIN_SERVER = path.join(REPO_DIR, 'test/fixtures/stdio/plain-server.mjs');
+/** The fixture's packages: the repository's node_modules and, when it is a link, where it points. */
+export const FIXTURE_MODULES = [
+  ...new Set([path.join(REPO_DIR, 'node_modules'), realpathSync(path.join(REPO_DIR, 'node_modules'))]),
+];
 const ERAS = [
   { era: 'legacy', label: '2025 (sessions)' },
   { era: 'modern', label: '2026-07-28' },
@@ -240,6 +244,8 @@ async function startGatehouse(): Promise<Subject> {
         command: process.execPath,
         args: [PLAIN_SERVER],
         toolPolicy: { allow: ['echo'] },
+        // Sandboxed by default: it must see the packages it imports (the working tree is not mounted).
+        sandbox: { readOnlyPaths: FIXTURE_MODULES },
       },
     });
     const started = await rest<{ process: { state: string } }>('POST', '/api/mcp/servers/bench-stdio/start');

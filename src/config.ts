@@ -387,6 +387,22 @@ export const SETTINGS = {
     default: 10_000,
     description: 'Longest time a client may take to send a request’s headers (at most the request timeout).',
   },
+  stdioSandbox: {
+    env: 'GATEHOUSE_STDIO_SANDBOX',
+    flag: 'stdio-sandbox',
+    schema: z.enum(['on', 'off']),
+    default: 'on',
+    description:
+      'Run every stdio server in a bubblewrap sandbox (Linux). on: a stdio server does not start where bwrap is missing; off: children run unsandboxed, as the gateway.',
+  },
+  stdioSandboxUidBase: {
+    env: 'GATEHOUSE_STDIO_SANDBOX_UID_BASE',
+    flag: 'stdio-sandbox-uid-base',
+    schema: z.coerce.number().int().min(1000).max(2_000_000_000),
+    default: 200_000,
+    description:
+      'When the gateway runs as root: each sandboxed stdio server runs as uid and gid base + its slot (numeric, no /etc/passwd entry).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -433,6 +449,8 @@ export interface Config {
   readonly listPageSize: number;
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
+  readonly stdioSandbox: 'on' | 'off';
+  readonly stdioSandboxUidBase: number;
   readonly nodeEnv: string;
 }
 

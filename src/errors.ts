@@ -134,6 +134,19 @@ export const ERROR_CATALOGUE = {
     message: 'The operation is not in a state that allows this.',
   },
 
+  // The stdio sandbox
+  'stdio.command_not_allowed': {
+    status: 403,
+    mcp: 'result',
+    message: 'The command is not in the platform setting stdio.allowedCommands.',
+  },
+  'stdio.sandbox_unavailable': {
+    status: 503,
+    mcp: 'result',
+    message:
+      'bubblewrap (bwrap) is not installed, so stdio servers cannot be sandboxed; install it (apt-get install bubblewrap) or set GATEHOUSE_STDIO_SANDBOX=off.',
+  },
+
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
 

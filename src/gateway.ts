@@ -37,20 +37,22 @@ import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
+import { assertCommandAllowed } from './policy/commands.js';
 import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
 import { Readiness } from './readiness.js';
 import { loadCatalog } from './registry/catalog.js';
 import { createHandshaker } from './registry/handshake.js';
 import { ListWatchers, type ListWatchTimings } from './registry/list-watch.js';
-import { ServerStore } from './registry/records.js';
+import { type ServerOptions, ServerStore } from './registry/records.js';
 import { Registry } from './registry/service.js';
 import { StateProbe } from './registry/state.js';
 import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
-import { nowIso } from './store/json.js';
+import { nowIso, parseJson } from './store/json.js';
 import { TokenStore } from './store/tokens.js';
+import { SandboxPlanner } from './supervisor/sandbox-plan.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
@@ -67,6 +69,8 @@ export interface GatewayDeps {
   resolver?: Resolver;
   /** Test seam: the list watches' debounce, reconnect and ping intervals. */
   listWatchTimings?: Partial<ListWatchTimings>;
+  /** Host paths no stdio child may see besides the data folder and the working directory (the config file). */
+  hiddenPaths?: string[];
 }
 
 export interface Gateway {
@@ -166,8 +170,18 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       else if (++window.lines > STDERR_LINES_PER_MINUTE) return;
       void registry.serverEvent(id, kind, line).catch(() => {});
     };
+    const planner = new SandboxPlanner({
+      mode: config.stdioSandbox,
+      uidBase: config.stdioSandboxUidBase,
+      dataDir: config.dataDir,
+      settings,
+      hidden: deps.hiddenPaths ?? [],
+    });
     const handshaker = createHandshaker({
       poolFor,
+      // A child started for a test is checked and sandboxed exactly as a supervised one.
+      sandboxFor: async (row, command) =>
+        (await planner.prepare(row.id, command, parseJson<ServerOptions>(row.options, {}))).sandbox,
       timeoutMs: config.listTimeoutMs,
       onStderr: onChildOutput,
       // A running supervised server is tested over its own connection, not a second process.
@@ -180,6 +194,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       events,
       handshaker,
       probe,
+      async (command) => assertCommandAllowed(command, (await settings.current())['stdio.allowedCommands']),
     );
     const supervisor: StdioSupervisor = new StdioSupervisor({
       records: registry.records,
@@ -198,6 +213,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       maxRestarts: config.stdioMaxRestarts,
       connectTimeoutMs: config.listTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
+      planner,
     });
 
     const listWatchers = new ListWatchers({

@@ -29,6 +29,23 @@ const argList = z.array(z.string().max(4096)).max(256);
 const command = z.string().min(1).max(1024);
 const exposure = z.array(groupName).max(64);
 
+const absolutePath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((p) => isAbsolute(p), 'must be an absolute path');
+
+/**
+ * A stdio server's bubblewrap sandbox: `mode: "off"` runs it unsandboxed (the admin's escape hatch),
+ * `network: "none"` cuts it off the network, `readOnlyPaths` mounts more of the host read-only.
+ * Admin-only: each of them widens or narrows what the server reaches.
+ */
+const sandboxSchema = z.strictObject({
+  mode: z.enum(['on', 'off']).optional(),
+  network: z.enum(['host', 'none']).optional(),
+  readOnlyPaths: z.array(absolutePath).max(32).optional(),
+});
+
 /** Header names are checked like the conduit's (no transport-owned headers); values may be env references. */
 const checkHeaderNames = (headers: Record<string, unknown>, ctx: z.RefinementCtx) => {
   const names = Object.fromEntries(Object.keys(headers).map((k) => [k, 'x']));
@@ -53,12 +70,16 @@ export const manifestSchema = z
     trustNewTools: z.boolean().optional(),
     exposure: exposure.optional(),
     toolPolicy: toolPolicySchema.optional(),
+    sandbox: sandboxSchema.optional(),
   })
   .superRefine((m, ctx) => {
     if (m.transport === 'streamable-http' && !m.url)
       ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for streamable-http' });
     if (m.transport === 'stdio' && !m.command)
       ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for stdio' });
+    if (m.transport !== 'stdio' && m.sandbox) {
+      ctx.addIssue({ code: 'custom', path: ['sandbox'], message: 'only stdio servers run in a sandbox' });
+    }
     if (m.transport === 'stdio' && (m.url || m.headers || m.auth)) {
       ctx.addIssue({ code: 'custom', path: ['transport'], message: 'stdio servers take command, args and env' });
     }
@@ -96,21 +117,13 @@ const configBody = z.strictObject({
   /** Arguments the path sandbox checks (default path, file, dir, directory); null restores the default. */
   pathArgs: z.array(z.string().min(1).max(128)).max(32).nullable().optional(),
   /** Folders path arguments must stay inside; null removes the sandbox. */
-  workspaceRoots: z
-    .array(
-      z
-        .string()
-        .min(1)
-        .max(4096)
-        .refine((p) => isAbsolute(p), 'must be an absolute path'),
-    )
-    .max(32)
-    .nullable()
-    .optional(),
+  workspaceRoots: z.array(absolutePath).max(32).nullable().optional(),
   /** stdio: start the server on its first call instead of at boot; null restores the default (false). */
   lazyStart: z.boolean().nullable().optional(),
   /** stdio: stop the server after this many seconds without a call; null or 0 never. */
   idleShutdownS: z.number().int().min(0).max(604_800).nullable().optional(),
+  /** stdio, admin only: the sandbox (mode, network, readOnlyPaths), replaced whole; null restores the default. */
+  sandbox: sandboxSchema.nullable().optional(),
 });
 
 /**
@@ -129,6 +142,7 @@ const CONFIG_FIELD_TIERS: Readonly<Record<keyof z.input<typeof configBody>, Tier
   pathArgs: 'gated',
   trustNewTools: 'gated',
   privateNetwork: 'gated',
+  sandbox: 'gated', // off, its network, what it may read: what a stdio child can reach
   enabled: 'autonomousWrite',
   lazyStart: 'autonomousWrite',
   idleShutdownS: 'autonomousWrite',
@@ -150,9 +164,11 @@ function showConfigBody(body: Record<string, unknown>): Record<string, unknown> 
 
 /** Splits the config body into record fields and the per-server options (sandbox, later lifecycle). */
 function toConfigPatch(body: z.output<typeof configBody>): ConfigPatch {
-  const { pathArgs, workspaceRoots, lazyStart, idleShutdownS, ...rest } = body;
+  const { pathArgs, workspaceRoots, lazyStart, idleShutdownS, sandbox, ...rest } = body;
   const options = Object.fromEntries(
-    Object.entries({ pathArgs, workspaceRoots, lazyStart, idleShutdownS }).filter(([, value]) => value !== undefined),
+    Object.entries({ pathArgs, workspaceRoots, lazyStart, idleShutdownS, sandbox }).filter(
+      ([, value]) => value !== undefined,
+    ),
   );
   return Object.keys(options).length > 0 ? { ...rest, options } : rest;
 }
@@ -220,8 +236,13 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
           if (body.manifest.privateNetwork && principal?.role !== 'admin') {
             throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
           }
-          const { id, ...rest } = body.manifest;
-          input = { ...rest, id: body.id ?? id ?? deriveServerId(rest.name), sourceKind: 'manifest' };
+          const { id, sandbox, ...rest } = body.manifest;
+          input = {
+            ...rest,
+            id: body.id ?? id ?? deriveServerId(rest.name),
+            sourceKind: 'manifest',
+            ...(sandbox && { options: { sandbox } }),
+          };
         } else if (body.preset) {
           input = { ...fromManifest(catalog.toManifest(catalog.preset(body.preset)), body.id), sourceKind: 'preset' };
         } else {
@@ -249,7 +270,7 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       method: 'PATCH',
       url: '/api/mcp/servers/:id/config',
       summary:
-        'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools, pathArgs, workspaceRoots, lazyStart, idleShutdownS; null removes a key.',
+        'Sparse change of env, headers, enabled, url, command, args, auth, privateNetwork, trustNewTools, pathArgs, workspaceRoots, lazyStart, idleShutdownS, sandbox (admin only); null removes a key.',
       scope: 'servers',
       access: MANAGERS,
       mcp: {

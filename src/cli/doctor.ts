@@ -26,6 +26,7 @@ import { isSettingName, SETTING_KEYS } from '../settings/keys.js';
 import { redactUrl } from '../store/db.js';
 import { LATEST_MIGRATION } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
+import { sandboxCheck } from './doctor-sandbox.js';
 
 export type Level = 'ok' | 'warn' | 'fail';
 
@@ -430,6 +431,7 @@ export async function runDoctor(config: Config): Promise<{ location: string; che
       status: 'ok',
       detail: `${store.kind === 'sqlite' ? 'SQLite' : 'PostgreSQL'} at ${store.location}`,
     });
+    checks.push(sandboxCheck(config));
     const migrations = await migrationCheck(store);
     checks.push(migrations.check);
     if (kind === 'sqlite') {

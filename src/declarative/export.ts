@@ -63,6 +63,7 @@ export function exportServers(
     } else {
       entry.command = server.command;
       entry.args = server.args;
+      if (server.sandbox && Object.keys(server.sandbox).length > 0) entry.sandbox = server.sandbox;
     }
     if (Object.keys(server.env).length > 0) entry.env = refMap('env', server.env);
     entry.enabled = server.enabled;

@@ -95,7 +95,16 @@ async function installOrDiff(
   warnings: string[],
 ): Promise<ServerDiff | undefined> {
   try {
-    await registry.install({ ...entry, description: entry.description ?? null, sourceKind: 'config' }, actor);
+    const { sandbox, ...fields } = entry;
+    await registry.install(
+      {
+        ...fields,
+        description: entry.description ?? null,
+        sourceKind: 'config',
+        ...(sandbox && { options: { sandbox } }),
+      },
+      actor,
+    );
     return undefined;
   } catch (error) {
     if (!isGatehouseError(error) || error.code !== 'mcp.already_installed') throw error;
@@ -189,6 +198,11 @@ export function diffServer(
 
   for (const flag of ['enabled', 'privateNetwork', 'trustNewTools'] as const) {
     if (entry[flag] !== undefined && entry[flag] !== current[flag]) patch[flag] = entry[flag];
+  }
+
+  // A stated sandbox is the whole sandbox.
+  if (entry.sandbox !== undefined && !isDeepStrictEqual(entry.sandbox, current.sandbox ?? {})) {
+    patch.options = { sandbox: entry.sandbox };
   }
 
   const toolPolicy =

@@ -8,7 +8,7 @@ import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontext
 import { GatehouseError } from '../errors.js';
 import type { ServerTable } from '../store/schema.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
-import { connectStdio, stdioError } from '../upstream/stdio/index.js';
+import { connectStdio, type SandboxOptions, stdioError } from '../upstream/stdio/index.js';
 import type { Connection, DiscoveredTool } from './records.js';
 
 export interface HandshakeResult {
@@ -95,6 +95,8 @@ export interface HandshakerOptions {
   timeoutMs: number;
   /** Where a stdio child's stderr lines go (already redacted). */
   onStderr?: (serverId: string, line: string) => void;
+  /** Checks a stdio server's command and gives its sandbox (undefined: unsandboxed); throws when it may not run. */
+  sandboxFor?: (row: ServerTable, command: string) => Promise<SandboxOptions | undefined>;
   /** Runs `fn` on the supervised connection of a running stdio server; undefined when it is not running. */
   supervised?: <T>(
     serverId: string,
@@ -111,6 +113,7 @@ async function stdioHandshake(
   const redact = redactor(Object.values(connection.env));
   const deadline = AbortSignal.timeout(options.timeoutMs);
   const era = rememberedEra(row);
+  const sandbox = await options.sandboxFor?.(row, connection.command);
   const {
     client,
     child,
@@ -122,6 +125,7 @@ async function stdioHandshake(
       env: connection.env,
       label: row.id,
       onStderrLine: (line) => options.onStderr?.(row.id, redact(line)),
+      sandbox,
     },
     { timeoutMs: options.timeoutMs, signal: deadline, ...(era ? { era } : {}) },
   );

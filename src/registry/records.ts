@@ -46,6 +46,15 @@ export interface ServerOptions {
   workspaceRoots?: string[];
   lazyStart?: boolean;
   idleShutdownS?: number | null;
+  /** stdio: the bubblewrap sandbox of its child (absent: on, network host). Admin-only to change. */
+  sandbox?: ServerSandbox;
+}
+
+/** A stdio server's sandbox: `mode: "off"` is the admin's escape hatch; `readOnlyPaths` widen what it sees. */
+export interface ServerSandbox {
+  mode?: 'on' | 'off';
+  network?: 'host' | 'none';
+  readOnlyPaths?: string[];
 }
 
 export interface NewServer {

@@ -68,9 +68,13 @@ export class Registry {
     private readonly events: EventHub,
     private readonly handshaker: Handshaker,
     private readonly probe: StateProbe,
+    /** Refuses a stdio command outside `stdio.allowedCommands` (`stdio.command_not_allowed`). */
+    private readonly checkCommand: (command: string) => Promise<void> = async () => {},
   ) {}
 
   async install(input: NewServer, actor: Principal | undefined): Promise<ServerDetail> {
+    assertSandboxChange(input.options?.sandbox, actor);
+    if (input.transport === 'stdio' && input.command) await this.checkCommand(input.command);
     const installed = await this.records.insert(input);
     await this.changed('server.install', installed.id, actor, {
       transport: installed.transport,
@@ -101,6 +105,11 @@ export class Registry {
   async configure(id: string, patch: ConfigPatch, actor: Principal | undefined): Promise<ServerDetail> {
     if (patch.privateNetwork !== undefined && actor?.role !== 'admin') {
       throw new GatehouseError('forbidden', 'Only an admin may change privateNetwork.');
+    }
+    assertSandboxChange(patch.options?.sandbox, actor);
+    if (patch.command !== undefined) {
+      const row = await this.records.getRow(id);
+      if (row.transport === 'stdio') await this.checkCommand(patch.command);
     }
     const updated = await this.records.patchConfig(id, patch);
     this.probe.forget(id);
@@ -327,4 +336,10 @@ function promptItems(prompts: readonly unknown[]): PinnableItem[] {
   return prompts.filter(
     (p): p is PinnableItem => p !== null && typeof p === 'object' && typeof (p as { name?: unknown }).name === 'string',
   );
+}
+
+/** A stdio server's sandbox (off, its network, extra read-only paths) is changed by an admin only. */
+function assertSandboxChange(sandbox: unknown, actor: Principal | undefined): void {
+  if (sandbox === undefined || actor?.role === 'admin') return;
+  throw new GatehouseError('forbidden', "Only an admin may set or change a stdio server's sandbox.");
 }

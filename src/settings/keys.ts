@@ -12,6 +12,9 @@ const access = (max: AccessLevel) =>
     message: `this scope goes no higher than "${max}"`,
   });
 
+/** Not `docker`: its socket leaves any sandbox. */
+const DEFAULT_ALLOWED_COMMANDS: string[] = ['npx', 'uvx', 'node', 'python3', 'deno', 'bunx'];
+
 export const SETTING_KEYS = {
   'mcp.hubEnabled': { schema: z.boolean(), default: true, description: 'Serve the agent hub at /mcp.' },
   'mcp.adminEnabled': { schema: z.boolean(), default: false, description: 'Serve the admin surface at /mcp/admin.' },
@@ -51,6 +54,28 @@ export const SETTING_KEYS = {
     default: 100,
     description:
       'Live 2025-era sessions per token on each MCP surface unless the token sets its own; opening one more closes that token’s oldest.',
+  },
+  'stdio.allowedCommands': {
+    schema: z.array(z.string().trim().min(1).max(1024)).max(256),
+    default: DEFAULT_ALLOWED_COMMANDS as string[],
+    description:
+      'Commands a stdio server may run: a name matches the basename of the command resolved against PATH, an absolute path matches exactly. Allowing node or python3 allows any script.',
+  },
+  'stdio.limits.dataMb': {
+    schema: z.number().int().min(64).max(1_048_576),
+    default: 4096,
+    description: 'Data size (RLIMIT_DATA, in MiB) of each sandboxed stdio server process.',
+  },
+  'stdio.limits.openFiles': {
+    schema: z.number().int().min(32).max(1_048_576),
+    default: 4096,
+    description: 'Open files (RLIMIT_NOFILE) of each sandboxed stdio server process.',
+  },
+  'stdio.limits.processes': {
+    schema: z.number().int().min(8).max(1_000_000),
+    default: 512,
+    description:
+      "Processes and threads (RLIMIT_NPROC) of each sandboxed stdio server's own uid (applied when the gateway runs as root).",
   },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 

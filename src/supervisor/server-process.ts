@@ -15,6 +15,7 @@ import type { ServerTable } from '../store/schema.js';
 import type { Deadline } from '../upstream/deadline.js';
 import { watchListChanges } from '../upstream/list-watch.js';
 import { connectStdio, type ExitInfo, type StdioChild, stdioError } from '../upstream/stdio/index.js';
+import type { Launch, SandboxView } from './sandbox-plan.js';
 import type { ProcessView, StdioSupervisor } from './supervisor.js';
 
 /** Re-opening a 2026-07-28 child's ended list subscription: first wait, cap, and how long one must last to reset. */
@@ -30,15 +31,19 @@ export interface Live {
   client: Client;
   child: StdioChild;
   fingerprint: string;
+  /** The sandbox it runs in (undefined: unsandboxed). */
+  sandbox: SandboxView | undefined;
 }
 
 /** Identity of what a child was started from, to tell whether a record change needs a restart. Never stored. */
-function fingerprintOf(command: string, args: string[], env: Record<string, string>): string {
+function fingerprintOf(command: string, args: string[], env: Record<string, string>, options: ServerOptions): string {
   const sortedEnv = Object.keys(env)
     .sort()
     .map((k) => [k, env[k]]);
+  // What the sandbox mounts and allows is part of what the child was started with.
+  const confinement = [options.sandbox ?? null, options.workspaceRoots ?? null];
   return createHash('sha256')
-    .update(JSON.stringify([command, args, sortedEnv]))
+    .update(JSON.stringify([command, args, sortedEnv, confinement]))
     .digest('hex');
 }
 
@@ -85,6 +90,8 @@ export class ServerProcess {
   /** Bumped by every stop: a start that finishes after it stops its own child. */
   private generation = 0;
   private stopping: Promise<void> | undefined;
+  /** The last start was refused before spawning (command not allowed, no sandbox): no restart. */
+  private refused = false;
 
   constructor(
     readonly id: string,
@@ -101,7 +108,10 @@ export class ServerProcess {
     return {
       id: this.id,
       state: this.current,
-      pid: child?.pid ?? null,
+      // The server's own process (inside a sandbox: the command, not bubblewrap).
+      pid: child ? (child.serverPid() ?? child.pid) : null,
+      sandboxed: this.live ? this.live.sandbox !== undefined : this.sup.wouldSandbox(this.id),
+      sandbox: this.live?.sandbox ?? null,
       startedAt: child?.startedAt.toISOString() ?? null,
       crashes: this.crashes,
       lastError: this.lastError ?? null,
@@ -145,6 +155,26 @@ export class ServerProcess {
       const connection = this.sup.options.records.connectionOf(row);
       if (connection.transport !== 'stdio') throw notStdio(this.id);
       if (generation !== this.generation) throw stoppedError(this.id);
+      let launch: Launch;
+      try {
+        launch = await this.sup.options.planner.prepare(this.id, connection.command, optionsOf(row));
+      } catch (error) {
+        // Retrying cannot help: refused until an admin changes the list or installs bubblewrap.
+        this.lastError = (error as Error).message;
+        this.sup.note(this.id, 'sandbox', `Start refused: ${(error as Error).message}`, {
+          code: (error as { code?: unknown }).code,
+        });
+        this.refused = true;
+        throw error;
+      }
+      if (launch.unwritableRoots.length > 0) {
+        this.sup.note(
+          this.id,
+          'sandbox',
+          `Its uid ${launch.view?.uid} cannot write the workspace root${launch.unwritableRoots.length > 1 ? 's' : ''} ${launch.unwritableRoots.join(', ')} (read-only for it); chown or chmod the folder to let it write.`,
+          { unwritableRoots: launch.unwritableRoots, uid: launch.view?.uid },
+        );
+      }
       const redact = redactor(Object.values(connection.env));
       const era = rememberedEra(row);
       const onExit = (info: ExitInfo) => {
@@ -163,6 +193,7 @@ export class ServerProcess {
           onNoiseLine: (line) => this.sup.options.onOutput(this.id, 'stdout', redact(line)),
           onExit,
           onSpawn: (child) => this.sup.track(child),
+          sandbox: launch.sandbox,
         },
         {
           timeoutMs: this.sup.options.connectTimeoutMs,
@@ -174,7 +205,8 @@ export class ServerProcess {
       live = {
         client: connected.client,
         child: connected.child,
-        fingerprint: fingerprintOf(connection.command, connection.args, connection.env),
+        fingerprint: fingerprintOf(connection.command, connection.args, connection.env, optionsOf(row)),
+        sandbox: launch.view,
       };
       if (generation !== this.generation) {
         // Stopped while starting: this child is not wanted.
@@ -189,6 +221,11 @@ export class ServerProcess {
       if (!this.live?.child.running) this.sup.release(this.id);
       if (generation !== this.generation) throw isGatehouseError(error) ? error : stoppedError(this.id);
       const failure = stdioError(error);
+      if (this.refused) {
+        this.refused = false;
+        this.setState('stopped');
+        throw failure;
+      }
       if (failure.code === 'mcp.not_found' || failure.code === 'stdio.not_stdio' || failure.code === 'stdio.disabled') {
         this.setState('stopped');
         throw failure;
@@ -199,9 +236,14 @@ export class ServerProcess {
     this.startAbort = undefined;
     this.idleStopped = false;
     this.setState('running', { pid: live.child.pid });
-    this.sup.note(this.id, 'process', `Started (pid ${live.child.pid}).`, {
+    const confinement = live.sandbox
+      ? ` in its sandbox (network ${live.sandbox.network}${live.sandbox.uid !== null ? `, uid ${live.sandbox.uid}` : ''})`
+      : ', unsandboxed';
+    this.sup.note(this.id, 'process', `Started (pid ${live.child.pid})${confinement}.`, {
       state: 'running',
       pid: live.child.pid,
+      sandboxed: live.sandbox !== undefined,
+      ...(live.sandbox && { network: live.sandbox.network, uid: live.sandbox.uid }),
     });
     this.scheduleIdle();
     this.handshake = (this.sup.options.onStarted?.(this.id) ?? Promise.resolve()).catch(() => {});
@@ -395,9 +437,9 @@ export class ServerProcess {
       await this.stop();
       return;
     }
-    if (fingerprintOf(connection.command, connection.args, connection.env) !== live.fingerprint) {
+    if (fingerprintOf(connection.command, connection.args, connection.env, options) !== live.fingerprint) {
       await this.stop();
-      this.sup.note(this.id, 'process', 'Restarting: its command, args or env changed.', {
+      this.sup.note(this.id, 'process', 'Restarting: its command, args, env or sandbox changed.', {
         state: 'starting',
       });
       this.crashes = 0;

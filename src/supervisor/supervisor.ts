@@ -2,15 +2,17 @@ import type { Client, PriorDiscovery } from '@modelcontextprotocol/client';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
-import type { ServerStore } from '../registry/records.js';
+import type { ServerOptions, ServerStore } from '../registry/records.js';
 import type { StdioState } from '../registry/state.js';
 import type { SettingsService } from '../settings/service.js';
+import { parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
 import { Deadline } from '../upstream/deadline.js';
 import { callInteractiveTool } from '../upstream/operations.js';
 import type { StdioChild } from '../upstream/stdio/index.js';
 import type { InteractiveCallOptions, InteractiveCallResult } from '../upstream/types.js';
 import { PidFile } from './pidfile.js';
+import type { SandboxPlanner, SandboxView } from './sandbox-plan.js';
 import { notStdio, ServerProcess } from './server-process.js';
 
 export interface SupervisorOptions {
@@ -38,6 +40,8 @@ export interface SupervisorOptions {
   /** Deadline of a start (spawn + MCP connect). */
   connectTimeoutMs: number;
   callTimeoutMs: number;
+  /** Allowed commands and the sandbox of each child. */
+  planner: SandboxPlanner;
 }
 
 /** What the process routes answer. */
@@ -51,6 +55,10 @@ export interface ProcessView {
   lastError: string | null;
   /** When the next restart is due, in `backoff`. */
   restartAt: string | null;
+  /** Whether the child runs (or, stopped, would run) inside a bubblewrap sandbox. */
+  sandboxed: boolean;
+  /** The running child's sandbox: network, uid, working directory and the limits in force. */
+  sandbox: SandboxView | null;
 }
 
 export class StdioSupervisor {
@@ -64,6 +72,8 @@ export class StdioSupervisor {
   private readonly writes = new Set<Promise<void>>();
   /** Every child this supervisor spawned whose group is not known to be reaped. */
   private readonly children = new Set<StdioChild>();
+  /** Servers whose record says `sandbox.mode: "off"`, as last read. */
+  private readonly sandboxOff = new Map<string, boolean>();
 
   constructor(readonly options: SupervisorOptions) {
     this.pidFile = new PidFile(options.dataDir);
@@ -123,8 +133,16 @@ export class StdioSupervisor {
 
   /** The process view of an installed stdio server (404 / 409 otherwise). */
   async describe(id: string): Promise<ProcessView> {
-    await this.checkStdio(id);
+    const row = await this.options.records.getRow(id);
+    if (row.transport !== 'stdio') throw notStdio(id);
+    const sandboxOff = parseJson<ServerOptions>(row.options, {}).sandbox?.mode === 'off';
+    this.sandboxOff.set(id, sandboxOff);
     return this.view(id);
+  }
+
+  /** Whether a start of the server would be sandboxed (as last seen of its record). */
+  wouldSandbox(id: string): boolean {
+    return this.options.planner.mode === 'on' && this.sandboxOff.get(id) !== true;
   }
 
   /** `POST …/start`: starts a stopped server (a fresh count of crashes) and waits until it is running. */
@@ -321,6 +339,11 @@ export class StdioSupervisor {
           if (proc) {
             await proc.stop();
             this.processes.delete(id);
+          }
+          try {
+            this.options.planner.forget(id);
+          } catch (error) {
+            this.options.logger.warn({ server: id, err: error }, 'could not remove a stdio state folder');
           }
           return;
         }

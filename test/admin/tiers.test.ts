@@ -85,6 +85,7 @@ const FIELDS: Record<string, Record<string, boolean>> = {
     pathArgs: true,
     trustNewTools: true,
     privateNetwork: true,
+    sandbox: true,
     enabled: false,
     lazyStart: false,
     idleShutdownS: false,

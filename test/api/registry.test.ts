@@ -3,7 +3,7 @@ import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { listen } from '../fixtures/http.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
-import { fixtureSpec, newMarker, pidsWithMarker } from '../fixtures/stdio/index.js';
+import { FIXTURE_SANDBOX, fixtureSpec, newMarker, pidsWithMarker } from '../fixtures/stdio/index.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
@@ -23,7 +23,8 @@ describeEachStore('server registry', (target) => {
 
   beforeEach(async () => {
     mutableDescription = 'first version';
-    gw = await startTestGateway(target);
+    // A sandboxed tsx fixture compiles afresh in its new sandbox (its /tmp is its own): slow on a busy host.
+    gw = await startTestGateway(target, { GATEHOUSE_LIST_TIMEOUT_MS: '20000' });
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'], register });
   });
   afterEach(async () => {
@@ -112,6 +113,7 @@ describeEachStore('server registry', (target) => {
           command: spec.command,
           args: spec.args,
           env: { FIXTURE_TOKEN: 'stdio-secret-value' },
+          sandbox: FIXTURE_SANDBOX,
         },
       },
     });

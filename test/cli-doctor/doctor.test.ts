@@ -74,6 +74,7 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
     expect(r.ok).toBe(true);
     expect(levels(r)).toEqual({
       store: 'ok',
+      'stdio sandbox': 'ok',
       migrations: 'ok',
       'secret key': 'ok',
       'secret key permissions': 'ok',
@@ -82,6 +83,8 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
       'server fix': 'ok',
       settings: 'ok',
     });
+    // bubblewrap is installed here; as root each server gets a uid of its own, without /etc/passwd.
+    expect(row(r, 'stdio sandbox')?.detail).toContain('bubblewrap at');
     expect(row(r, 'migrations')?.detail).toContain(`schema version ${LATEST_MIGRATION}`);
     expect(row(r, 'tokens')?.detail).toMatch(/1 admin.*1 agent|1 agent.*1 admin/);
     expect(row(r, 'server fix')?.detail).toMatch(/connected: 2 tools/);
@@ -89,7 +92,7 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
     const text = await gatehouse(['doctor', '--data-dir', dataDir]);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^ok {4}store {2,}SQLite at /m);
-    expect(text.stdout).toMatch(/0 fail, 0 warn, 8 ok/);
+    expect(text.stdout).toMatch(/0 fail, 0 warn, 9 ok/);
   });
 
   it('fails a key file other users can read, with the fix as hint, and leaves the mode alone', async () => {

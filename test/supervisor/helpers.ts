@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { expect } from 'vitest';
-import { fixtureSpec, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
+import { FIXTURE_SANDBOX, fixtureSpec, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import type { StoreTarget } from '../helpers/stores.js';
 
@@ -19,6 +19,9 @@ export const FAST_SUPERVISOR_ENV = {
   GATEHOUSE_STDIO_RESTART_BASE_MS: '50',
   GATEHOUSE_STDIO_MAX_RESTARTS: '2',
   GATEHOUSE_STDIO_MAX_LINE_BYTES: '1mb',
+  // A sandboxed tsx fixture compiles afresh in each new sandbox (its /tmp cache is new): slow on a busy host.
+  GATEHOUSE_LIST_TIMEOUT_MS: '20000',
+  GATEHOUSE_CALL_TIMEOUT_MS: '20000',
 };
 
 export interface Harness {
@@ -50,7 +53,16 @@ export async function startHarness(target: StoreTarget, env: Record<string, stri
   const installManifest = async (id: string, command: string, args: string[], extra: Record<string, unknown>) => {
     const response = await gw.request('POST', '/api/mcp/install', {
       body: {
-        manifest: { id, name: id, transport: 'stdio', command, args, toolPolicy: { defaultTier: 'allow' }, ...extra },
+        manifest: {
+          id,
+          name: id,
+          transport: 'stdio',
+          command,
+          args,
+          toolPolicy: { defaultTier: 'allow' },
+          sandbox: FIXTURE_SANDBOX,
+          ...extra,
+        },
       },
     });
     expect(response.statusCode, response.body).toBe(201);

@@ -69,6 +69,8 @@ async function openGateway(dataDir: string): Promise<Gateway> {
       GATEHOUSE_LOG_LEVEL: 'silent',
       GATEHOUSE_STDIO_GRACE_MS: '300',
       GATEHOUSE_LIST_TIMEOUT_MS: '20000',
+      // Unsandboxed on purpose: a sandboxed child dies with its gateway, so there would be no orphan to reap.
+      GATEHOUSE_STDIO_SANDBOX: 'off',
     },
   });
   const gateway = await createGateway(config);

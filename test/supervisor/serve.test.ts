@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PID_DIR } from '../../src/supervisor/pidfile.js';
 import { CLI_MAIN, runCli } from '../cli/helpers.js';
 import { freePort } from '../fixtures/http.js';
-import { cleanUp, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
+import { cleanUp, FIXTURE_SANDBOX, newMarker, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
 import { TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/gateway.js';
 import { NODE_TS } from '../helpers/processes.js';
 import { PLAIN_SERVER } from './helpers.js';
@@ -47,6 +47,7 @@ describe('gatehouse serve with stdio servers', () => {
             transport: 'stdio',
             command: process.execPath,
             args: [PLAIN_SERVER, `--gatehouse-test-marker=${declared}`],
+            sandbox: FIXTURE_SANDBOX,
           },
         ],
       }),
@@ -86,6 +87,7 @@ describe('gatehouse serve with stdio servers', () => {
         transport: 'stdio',
         command: process.execPath,
         args: [PLAIN_SERVER, `--gatehouse-test-marker=${manual}`],
+        sandbox: FIXTURE_SANDBOX,
       }),
     );
     expect((await runCli(['servers', 'add', '--manifest', manifest, '--id', 'manual'], env)).code).toBe(0);

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { processAlive } from '../../src/upstream/stdio/index.js';
-import { cleanUp, jsonOf, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
+import { cleanUp, jsonOf, nsPid, pidsWithMarker, waitFor } from '../fixtures/stdio/index.js';
 import { describeEachStore } from '../helpers/stores.js';
 import { errorOf, type Harness, startHarness, textOf } from './helpers.js';
 
@@ -46,7 +46,7 @@ describeEachStore('stdio supervisor', (target) => {
     expect(results.map(textOf)).toEqual(Array.from({ length: 20 }, (_, i) => `hello ${i}`));
     // All of them went to the one child.
     const pids = jsonOf(await agent.callTool({ name: 'pids', arguments: {} }));
-    expect(pids.pid).toBe(process.pid);
+    expect(pids.pid).toBe(nsPid(process.pid));
     expect(pidsWithMarker(marker)).toEqual([process.pid]);
 
     // A handshake while it runs uses the running child: no second process, same tools.
@@ -138,7 +138,8 @@ describeEachStore('stdio supervisor', (target) => {
     const agent = await h.agent('family');
     const { pid, grandchild } = jsonOf(await agent.callTool({ name: 'pids', arguments: {} }));
     expect(typeof grandchild).toBe('number');
-    expect(pidsWithMarker(marker).sort()).toEqual([pid as number, grandchild as number].sort());
+    // Inside the sandbox the fixture sees its namespace's pids.
+    expect(pidsWithMarker(marker).map(nsPid).sort()).toEqual([pid as number, grandchild as number].sort());
     await h.gw.request('POST', '/api/mcp/servers/family/stop');
     expect(pidsWithMarker(marker)).toEqual([]);
   });

@@ -453,6 +453,10 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: the capability gate', () => {
 
   beforeAll(async () => {
     serve = await startServe();
+    // Not one of the default stdio.allowedCommands: allowed here first.
+    await serve.rest('PATCH', '/api/settings', {
+      'stdio.allowedCommands': ['npx', 'uvx', 'node', 'python3', 'deno', 'bunx', 'local-tools-mcp'],
+    });
     const installed = await serve.rest('POST', '/api/mcp/install', {
       manifest: { name: 'Local Tools', transport: 'stdio', command: 'local-tools-mcp' },
     });

@@ -127,6 +127,9 @@ export async function startServe(options: { catalog?: string } = {}): Promise<Se
     GATEHOUSE_LOG_LEVEL: 'warn',
     GATEHOUSE_LIST_TIMEOUT_MS: '15000',
     GATEHOUSE_CALL_TIMEOUT_MS: '15000',
+    // The dashboard's catalog fixture lives in the working tree, which a sandbox does not show (and a
+    // catalog entry cannot carry a sandbox): these tests are about the dashboard, not the sandbox.
+    GATEHOUSE_STDIO_SANDBOX: 'off',
   };
   let child: ChildProcess | undefined;
   let log = '';

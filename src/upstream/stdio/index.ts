@@ -14,6 +14,7 @@ export {
   descendantsOf,
   listDescendants,
   listGroupPids,
+  namespacePids,
   type ProcStat,
   parseProcStat,
   procAvailable,
@@ -23,6 +24,16 @@ export {
   readProcStat,
 } from './proc.js';
 export { type OrphanReapResult, type OrphanRecord, reapOrphanGroup } from './reap.js';
+export {
+  findBwrap,
+  resolveOnPath,
+  SANDBOX_HOME,
+  type SandboxLimits,
+  type SandboxNetwork,
+  type SandboxOptions,
+  sandboxUnavailable,
+  uidDropAvailable,
+} from './sandbox.js';
 export {
   type ExitInfo,
   type ExitReason,

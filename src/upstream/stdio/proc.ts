@@ -185,3 +185,18 @@ export function signalProcess(pid: number, signal: NodeJS.Signals): boolean {
     return false;
   }
 }
+
+/**
+ * A process's pid in each PID namespace it belongs to, outermost first (`NSpid:` of
+ * `/proc/<pid>/status`); one entry outside any nested namespace. Undefined when it cannot be read.
+ */
+export function namespacePids(pid: number): number[] | undefined {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('NSpid:'));
+    return line?.slice(6).trim().split(/\s+/).map(Number);
+  } catch {
+    return undefined;
+  }
+}

@@ -22,7 +22,16 @@ import { type JSONRPCMessage, parseJSONRPCMessage } from '@modelcontextprotocol/
 import { GatehouseError } from '../../errors.js';
 import { childEnvironment } from './env.js';
 import { LineSplitter } from './lines.js';
-import { descendantsOf, listGroupPids, processAlive, procStartTime, signalGroup, signalProcess } from './proc.js';
+import {
+  descendantsOf,
+  listGroupPids,
+  namespacePids,
+  processAlive,
+  procStartTime,
+  signalGroup,
+  signalProcess,
+} from './proc.js';
+import { resolveOnPath, type SandboxOptions, sandboxLaunch } from './sandbox.js';
 import { StdioChildTransport } from './transport.js';
 
 export const STDIO_DEFAULTS = Object.freeze({
@@ -68,6 +77,11 @@ export interface StdioSpec {
   onExit?: (info: ExitInfo) => void;
   /** Once, as soon as the process exists (before any connect): e.g. to record it in a pid file. */
   onSpawn?: (child: StdioChild) => void;
+  /**
+   * Run the command inside this bubblewrap sandbox (`sandbox.ts`); `cwd` is then ignored (the sandbox
+   * decides). The process spawned, whose group is reaped, is then bubblewrap's.
+   */
+  sandbox?: SandboxOptions | undefined;
 }
 
 /**
@@ -98,6 +112,13 @@ export interface StdioChild {
   /** The process group (the child leads it: equal to `pid`). */
   readonly pgid: number;
   readonly startedAt: Date;
+  /** Whether it runs inside a bubblewrap sandbox (then `pid` is bubblewrap's). */
+  readonly sandboxed: boolean;
+  /**
+   * The host pid of the server's own process: `pid` unsandboxed; inside a sandbox, the command's
+   * (bubblewrap's init forks it), once it exists.
+   */
+  serverPid(): number | undefined;
   /** `/proc/<pid>/stat` field 22: with the pid, the child's identity (pids are reused). */
   readonly procStartTime: number | undefined;
   readonly transport: StdioChildTransport;
@@ -166,14 +187,32 @@ export function spawnStdio(spec: StdioSpec): Promise<StdioChild> {
   }
   let proc: ChildProcess;
   try {
-    proc = spawn(spec.command, spec.args, {
-      shell: false,
-      detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env,
-      ...(spec.cwd !== undefined && { cwd: spec.cwd }),
-      windowsHide: true,
-    });
+    if (spec.sandbox) {
+      const resolved = resolveOnPath(spec.command, env.PATH ?? '');
+      if (resolved === undefined) {
+        return Promise.reject(spawnFailed(spec, Object.assign(new Error('not found'), { code: 'ENOENT' })));
+      }
+      const launch = sandboxLaunch(resolved, spec.args, env, spec.sandbox);
+      proc = spawn(launch.command, launch.args, {
+        shell: false,
+        detached: true,
+        stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+        env,
+        windowsHide: true,
+      });
+      const options = proc.stdio[3] as NodeJS.WritableStream & { on(e: 'error', f: () => void): void };
+      options.on('error', () => {});
+      options.end(Buffer.from(launch.options.map((o) => `${o}\0`).join('')));
+    } else {
+      proc = spawn(spec.command, spec.args, {
+        shell: false,
+        detached: true,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        env,
+        ...(spec.cwd !== undefined && { cwd: spec.cwd }),
+        windowsHide: true,
+      });
+    }
   } catch (error) {
     return Promise.reject(spawnFailed(spec, error));
   }
@@ -220,7 +259,9 @@ class ChildHandle implements StdioChild {
   readonly pid: number;
   readonly pgid: number;
   readonly startedAt = new Date();
+  readonly sandboxed: boolean;
   readonly procStartTime: number | undefined;
+  private innerPid: number | undefined;
   readonly transport: StdioChildTransport;
   readonly exited: Promise<ExitInfo>;
 
@@ -257,6 +298,7 @@ class ChildHandle implements StdioChild {
     this.label = spec.label;
     this.pid = proc.pid!;
     this.pgid = this.pid;
+    this.sandboxed = spec.sandbox !== undefined;
     this.procStartTime = procStartTime(this.pid);
     this.exited = new Promise((resolve) => {
       this.resolveExited = resolve;
@@ -332,6 +374,40 @@ class ChildHandle implements StdioChild {
     return [...this.stderrTail];
   }
 
+  /**
+   * SIGTERM to the group. In a sandbox, not to bubblewrap's two processes: the outer one would die
+   * at once and, with `--die-with-parent`, take the server down by SIGKILL with no grace; the server
+   * gets the SIGTERM, and bubblewrap ends when it does.
+   */
+  private terminateGroup(): void {
+    if (!this.sandboxed) {
+      signalGroup(this.pgid, 'SIGTERM');
+      return;
+    }
+    const depth = namespacePids(process.pid)?.length ?? 1;
+    for (const pid of listGroupPids(this.pgid)) {
+      if (pid === this.pid) continue;
+      const ns = namespacePids(pid);
+      if (ns && ns.length === depth + 1 && ns[ns.length - 1] === 1) continue; // bubblewrap's init
+      signalProcess(pid, 'SIGTERM');
+    }
+  }
+
+  serverPid(): number | undefined {
+    if (!this.sandboxed) return this.pid;
+    if (this.innerPid !== undefined && processAlive(this.innerPid)) return this.innerPid;
+    // bubblewrap → its init (pid 1 of the new namespace) → the command (pid 2 there).
+    const depth = namespacePids(process.pid)?.length ?? 1;
+    for (const stat of descendantsOf(this.pid)) {
+      const ns = namespacePids(stat.pid);
+      if (ns && ns.length === depth + 1 && ns[ns.length - 1] === 2) {
+        this.innerPid = stat.pid;
+        return stat.pid;
+      }
+    }
+    return undefined;
+  }
+
   stop(graceMs = this.spec.graceMs ?? STDIO_DEFAULTS.graceMs): Promise<ExitInfo> {
     // A later stop with a shorter grace brings the SIGKILL forward; a longer one changes nothing.
     this.killAt = Math.min(this.killAt, Date.now() + Math.max(0, graceMs));
@@ -369,7 +445,7 @@ class ChildHandle implements StdioChild {
     } catch {}
     let members = this.groupMembers();
     if (members.length > 0 || !this.childExited) {
-      signalGroup(this.pgid, 'SIGTERM');
+      this.terminateGroup();
       this.signalEscapees('SIGTERM');
       members = await this.waitForGroup(() => this.killAt);
       if (members.length > 0 || !this.childExited || this.liveEscapees().length > 0) {
