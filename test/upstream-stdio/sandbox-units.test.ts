@@ -38,7 +38,7 @@ function options(p: ReturnType<typeof place>, extra: Partial<SandboxOptions> = {
 }
 
 /** The value after each occurrence of `flag`. */
-const after = (list: string[], flag: string) => list.flatMap((v, i) => (v === flag ? [list[i + 1]] : []));
+const valuesAfter = (list: string[], flag: string) => list.flatMap((v, i) => (v === flag ? [list[i + 1]] : []));
 
 describe('sandboxLaunch', () => {
   it('builds an allow-list: namespaces, read-only system folders, the state folder as HOME, the roots writable', () => {
@@ -51,10 +51,10 @@ describe('sandboxLaunch', () => {
       expect(launch.options).toContain(flag);
     }
     expect(launch.options).not.toContain('--unshare-net');
-    expect(after(launch.options, '--ro-bind')).toContain('/usr');
-    expect(after(launch.options, '--ro-bind')).not.toContain(p.dataDir);
-    expect(after(launch.options, '--bind')).toEqual([p.state, p.root]);
-    expect(after(launch.options, '--chdir')).toEqual([p.root]);
+    expect(valuesAfter(launch.options, '--ro-bind')).toContain('/usr');
+    expect(valuesAfter(launch.options, '--ro-bind')).not.toContain(p.dataDir);
+    expect(valuesAfter(launch.options, '--bind')).toEqual([p.state, p.root]);
+    expect(valuesAfter(launch.options, '--chdir')).toEqual([p.root]);
     expect(env.HOME).toBe('/home/mcp');
     // Root drops to the server's uid, with its limits, before the command runs.
     expect(launch.args).toContain('--reuid=200001');
@@ -73,14 +73,14 @@ describe('sandboxLaunch', () => {
     expect(launch.options).toContain('--unshare-net');
     expect(launch.args.some((a) => a.startsWith('--reuid'))).toBe(false);
     expect(launch.args.some((a) => a.startsWith('--nproc'))).toBe(false);
-    expect(after(launch.options, '--chdir')).toEqual(['/home/mcp']);
+    expect(valuesAfter(launch.options, '--chdir')).toEqual(['/home/mcp']);
   });
 
   it('masks the data folder when a read-only path would show it', () => {
     const p = place();
     const launch = sandboxLaunch('/usr/bin/node', [], {}, options(p, { readOnlyPaths: [p.base] }));
-    expect(after(launch.options, '--ro-bind')).toContain(p.base);
-    expect(after(launch.options, '--tmpfs')).toContain(p.dataDir);
+    expect(valuesAfter(launch.options, '--ro-bind')).toContain(p.base);
+    expect(valuesAfter(launch.options, '--tmpfs')).toContain(p.dataDir);
   });
 });
 
