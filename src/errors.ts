@@ -136,6 +136,18 @@ export const ERROR_CATALOGUE = {
 
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
+
+  // Upstream authorization (an upstream's HTTP 401; the upstream-identity issue uses these too)
+  auth_required: {
+    status: 502,
+    mcp: 'result',
+    message: 'The upstream MCP server requires authorization; configure its credentials.',
+  },
+  auth_failed: {
+    status: 502,
+    mcp: 'result',
+    message: 'The upstream MCP server refused the credentials Gatehouse sent.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

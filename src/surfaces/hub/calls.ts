@@ -12,6 +12,7 @@ import {
   type ClientCapabilities,
   type InputRequests,
   type InputRequiredResult,
+  ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { GatehouseError } from '../../errors.js';
@@ -26,8 +27,10 @@ import type {
   UpstreamInputRequired,
   UpstreamPool,
 } from '../../upstream/index.js';
+import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
+import { errorResult, isResultError } from '../results.js';
 import { assertAnswerable } from './input-requests.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
@@ -212,11 +215,21 @@ export function verifiedState(ctx: ServerContext): HubRequestState | undefined {
   return state !== null && typeof state === 'object' ? state : undefined;
 }
 
+/**
+ * The hub's refusals: the gate's, except that an upstream's own JSON-RPC error to the call reaches the
+ * agent as that protocol error (code, message, data; bounded in `map-error.ts`), as a direct client sees it.
+ */
+function hubRefusal(error: GatehouseError): CallToolResult | undefined {
+  const upstream = upstreamRpcErrorOf(error);
+  if (upstream) throw new ProtocolError(upstream.code, upstream.message, upstream.data);
+  return isResultError(error) ? errorResult(error) : undefined;
+}
+
 export class HubCalls {
   private readonly gate: Gate;
 
   constructor(private readonly ports: CallPorts) {
-    this.gate = new Gate(ports, { surface: 'hub', upstream: true });
+    this.gate = new Gate(ports, { surface: 'hub', upstream: true, refusal: hubRefusal });
   }
 
   /** `gatehouse__approval_status` on the hub, answered through `read` (the approved rounds). */

@@ -7,6 +7,7 @@ import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotoco
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
+import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
@@ -52,10 +53,16 @@ function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
 }
 
-/** Upstream failures of prompts and resources are protocol errors: there is no tool result to carry them. */
+/**
+ * Upstream failures of prompts and resources are protocol errors: there is no tool result to carry them.
+ * An upstream's own JSON-RPC error passes through as itself (bounded).
+ */
 function asProtocolError(error: unknown): unknown {
   const known = findGatehouseError(error);
-  return known ? new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`) : error;
+  if (!known) return error;
+  const upstream = upstreamRpcErrorOf(known);
+  if (upstream) return new ProtocolError(upstream.code, upstream.message, upstream.data);
+  return new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`);
 }
 
 /** Who the hub says it is (the SDK stamps it into every result's `_meta`, and so does the fast path). */

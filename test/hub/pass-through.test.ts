@@ -1,0 +1,190 @@
+/**
+ * What an upstream says reaches the agent through the hub as the upstream said it (issue 19): its own
+ * JSON-RPC errors (code, message, data), an HTTP 401 as an auth error, a tool's `icons`, `_meta` and
+ * `execution`, its `instructions` and `serverInfo` on `/mcp/s/{id}`, and resource links readable back
+ * through `/mcp`. A real gateway on loopback, SDK-built upstreams of both eras on 127.0.0.2 (public
+ * through the egress guard's test seam), SDK clients of both eras as agents.
+ */
+import type { Client } from '@modelcontextprotocol/client';
+import { type McpServer, ProtocolError, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { listen } from '../fixtures/http.js';
+import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
+import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+const ELICITATION = {
+  mode: 'url' as const,
+  elicitationId: 'sign-in-1',
+  url: 'https://auth.example/sign-in',
+  message: 'Sign in to the example service first.',
+};
+const README_URI = 'file:///docs/readme.md';
+const TOOL_ICON = { src: 'https://icons.example/tool.png', mimeType: 'image/png', sizes: ['48x48'] };
+const UPSTREAM_INSTRUCTIONS = 'Use lookup before anything else.';
+
+/** The upstream's extra tools, prompt and resource (the fixture's `echo` stays the control). */
+function register(server: McpServer): void {
+  server.registerTool('needs_sign_in', { description: 'Throws a URL elicitation error.' }, async () => {
+    throw new UrlElicitationRequiredError([ELICITATION], 'Sign-in required');
+  });
+  server.registerTool(
+    'decorated',
+    {
+      description: 'A tool with icons, _meta and execution.',
+      icons: [TOOL_ICON],
+      execution: { taskSupport: 'optional' },
+      _meta: { 'example.com/owner': 'team-a' },
+    } as Parameters<McpServer['registerTool']>[1],
+    async () => ({ content: [{ type: 'text' as const, text: 'decorated' }] }),
+  );
+  server.registerTool('link_readme', { description: 'Returns a resource link.' }, async () => ({
+    content: [{ type: 'resource_link' as const, uri: README_URI, name: 'readme', mimeType: 'text/markdown' }],
+  }));
+  server.registerPrompt('refusing', { description: 'Always refuses with its own error.' }, () => {
+    throw new ProtocolError(-32021, 'The prompt store is locked.', { retryAfterS: 5 });
+  });
+  server.registerResource('readme', README_URI, { mimeType: 'text/markdown' }, async () => ({
+    contents: [{ uri: README_URI, mimeType: 'text/markdown', text: '# Readme' }],
+  }));
+}
+
+const ERAS: Era[] = ['modern', 'legacy'];
+
+/** The protocol error a request failed with, as the agent reads it (a request that succeeds fails the test). */
+async function failure(request: Promise<unknown>): Promise<{ code: number; message: string; data?: unknown }> {
+  const error = (await request.then(
+    (result) => {
+      throw new Error(`expected a protocol error, got ${JSON.stringify(result)}`);
+    },
+    (e: unknown) => e,
+  )) as ProtocolError;
+  expect(error).toBeInstanceOf(ProtocolError);
+  return { code: error.code, message: error.message, ...(error.data !== undefined ? { data: error.data } : {}) };
+}
+const TOOLS = ['echo', 'needs_sign_in', 'decorated', 'link_readme'];
+
+describe('what an upstream says passes through the hub', { timeout: 60_000 }, () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  const clients: Client[] = [];
+
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  interface Setup {
+    gw: TestGateway;
+    base: string;
+    upstream: McpFixture;
+    token: string;
+  }
+
+  async function setup(upstreamEra: Era): Promise<Setup> {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const options = {
+      host: PUBLIC_TEST_HOST,
+      tools: ['echo'] as const,
+      register,
+      serverOptions: { instructions: UPSTREAM_INSTRUCTIONS },
+      name: 'upstream-fixture',
+    };
+    const upstream = upstreamEra === 'modern' ? await startModernServer(options) : await startLegacyServer(options);
+    cleanups.push(() => upstream.close());
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
+      201,
+    );
+    const policy = await gw.request('PATCH', '/api/mcp/servers/up/tools', {
+      body: { mode: 'all', allow: TOOLS, defaultTier: 'blocked' },
+    });
+    expect(policy.statusCode).toBe(200);
+    expect((await gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
+    const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent' } })).json();
+    return { gw, base: await gw.listen(), upstream, token };
+  }
+
+  async function connect(url: string, token: string, era: Era): Promise<Client> {
+    const client = await connectAgent(url, token, { era });
+    clients.push(client);
+    return client;
+  }
+
+  for (const upstreamEra of ERAS) {
+    for (const agentEra of ERAS) {
+      const label = `${upstreamEra} upstream, ${agentEra} agent`;
+
+      it(`passes an upstream's JSON-RPC errors through as protocol errors (${label})`, async () => {
+        const s = await setup(upstreamEra);
+        // What a client of the upstream's own era sees, asking it directly.
+        const direct = await connectAgent(s.upstream.url, null, { era: upstreamEra });
+        clients.push(direct);
+        const directCall = await failure(direct.callTool({ name: 'needs_sign_in', arguments: {} }));
+        const directPrompt = await failure(direct.getPrompt({ name: 'refusing' }));
+        expect(directPrompt).toEqual({
+          code: -32021,
+          message: expect.stringContaining('The prompt store is locked.'),
+          data: { retryAfterS: 5 },
+        });
+        if (upstreamEra === 'legacy')
+          expect(directCall).toMatchObject({ code: -32042, data: { elicitations: [ELICITATION] } });
+        else expect(directCall.code).toBeLessThan(0);
+
+        for (const [url, name, prompt] of [
+          [`${s.base}/mcp`, 'up__needs_sign_in', 'up__refusing'],
+          [`${s.base}/mcp/s/up`, 'needs_sign_in', 'refusing'],
+        ] as const) {
+          const agent = await connect(url, s.token, agentEra);
+          expect(await failure(agent.callTool({ name, arguments: {} }))).toEqual(directCall);
+          expect(await failure(agent.getPrompt({ name: prompt }))).toEqual(directPrompt);
+          // The control: the upstream's plain tool still answers.
+          const echoed = await agent.callTool({
+            name: name.replace('needs_sign_in', 'echo'),
+            arguments: { text: 'x' },
+          });
+          expect(echoed.content).toEqual([{ type: 'text', text: 'x' }]);
+        }
+      });
+    }
+  }
+
+  it('bounds what it passes on: a long message is cut, oversized data dropped', async () => {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const upstream = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      register: (server) =>
+        server.registerPrompt('verbose', { description: 'A huge error.' }, () => {
+          throw new ProtocolError(-32050, 'm'.repeat(5_000), { blob: 'd'.repeat(20_000) });
+        }),
+    });
+    cleanups.push(() => upstream.close());
+    await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } });
+    expect((await gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
+    const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent' } })).json();
+    const agent = await connect(`${await gw.listen()}/mcp`, token, 'modern');
+    const error = (await agent.getPrompt({ name: 'up__verbose' }).catch((e: unknown) => e)) as ProtocolError;
+    expect(error.code).toBe(-32050);
+    expect(error.message.length).toBeLessThan(1_200);
+    expect(error.data).toBeUndefined();
+  });
+
+  it('reports an upstream HTTP 401 as auth_required, not a protocol error', async () => {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const locked = await listen((_req, res) => {
+      res.writeHead(401, { 'www-authenticate': 'Bearer realm="example"', 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'unauthorized' }));
+    }, PUBLIC_TEST_HOST);
+    cleanups.push(() => locked.close());
+    await gw.request('POST', '/api/mcp/install', { body: { url: `${locked.origin}/mcp`, id: 'locked' } });
+    const tested = (await gw.request('POST', '/api/mcp/servers/locked/test')).json();
+    expect(tested.ok).toBe(false);
+    expect(tested.error.code).toBe('auth_required');
+    const record = (await gw.request('GET', '/api/mcp/servers/locked')).json();
+    expect(record.status).toBe('failed');
+    expect(String(record.lastError)).toMatch(/^auth_required: /);
+  });
+});
