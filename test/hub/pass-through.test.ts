@@ -149,6 +149,32 @@ describe('what an upstream says passes through the hub', { timeout: 60_000 }, ()
     }
   }
 
+  for (const upstreamEra of ERAS) {
+    for (const agentEra of ERAS) {
+      const label = `${upstreamEra} upstream, ${agentEra} agent`;
+
+      it(`lists tools with their icons and _meta; /mcp/s/{id} introduces itself as the upstream (${label})`, async () => {
+        const s = await setup(upstreamEra);
+        const aggregate = await connect(`${s.base}/mcp`, s.token, agentEra);
+        const listed = (await aggregate.listTools()).tools.find((t) => t.name === 'up__decorated');
+        // (`execution` too is passed on when an upstream's list carries it, but SDK v2 drops it on both sides.)
+        expect(listed).toMatchObject({ icons: [TOOL_ICON], _meta: { 'example.com/owner': 'team-a' } });
+        expect(aggregate.getServerVersion()?.name).toBe('gatehouse');
+
+        const single = await connect(`${s.base}/mcp/s/up`, s.token, agentEra);
+        const unprefixed = (await single.listTools()).tools.find((t) => t.name === 'decorated');
+        expect(unprefixed).toMatchObject({ icons: [TOOL_ICON], _meta: { 'example.com/owner': 'team-a' } });
+        expect(single.getServerVersion()).toMatchObject({ name: 'upstream-fixture', version: '1.0.0' });
+        const instructions = single.getInstructions() ?? '';
+        expect(instructions.startsWith(UPSTREAM_INSTRUCTIONS)).toBe(true);
+        expect(instructions).toContain('gatehouse__approval_status');
+        // A call's result names the upstream too (2026-07-28 results carry serverInfo in _meta).
+        const echoed = await single.callTool({ name: 'echo', arguments: { text: 'who' } });
+        expect(echoed.content).toEqual([{ type: 'text', text: 'who' }]);
+      });
+    }
+  }
+
   it('bounds what it passes on: a long message is cut, oversized data dropped', async () => {
     const gw = await startTestGateway(sqliteTarget);
     cleanups.push(() => gw.close());

@@ -3,7 +3,7 @@
  * (2026-07-28) or per session (2025 era) from the same factory, so both eras
  * see exactly the same tools, verdicts and answers.
  */
-import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
+import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
@@ -68,12 +68,37 @@ function asProtocolError(error: unknown): unknown {
 /** Who the hub says it is (the SDK stamps it into every result's `_meta`, and so does the fast path). */
 export const HUB_SERVER_INFO = Object.freeze({ name: 'gatehouse', version: VERSION });
 
+/** What `/mcp/s/{server}` adds to the upstream's own instructions. */
+const SINGLE_NOTE =
+  'Served through Gatehouse: a call that needs approval answers {"status":"pending_approval","approval_id",...}: ' +
+  'poll gatehouse__approval_status.';
+
+/**
+ * Who the hub says it is in this scope: Gatehouse on `/mcp`; on `/mcp/s/{server}` the upstream as it
+ * introduced itself at its last handshake (its `serverInfo`, its `instructions` with Gatehouse's note
+ * appended), so a drop-in proxy looks like the server behind it. Both paths (SDK and fast) ask here.
+ */
+export function hubIdentity(
+  snapshot: Snapshot | undefined,
+  groups: readonly string[],
+  scope: CallScope,
+): { serverInfo: Implementation; instructions: string } {
+  if (scope.kind === 'aggregate') return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };
+  const identity = snapshot?.server(scope.serverId, groups)?.identity;
+  return {
+    serverInfo: identity?.serverInfo ?? HUB_SERVER_INFO,
+    instructions: identity?.instructions ? `${identity.instructions}\n\n${SINGLE_NOTE}` : SINGLE_NOTE,
+  };
+}
+
 export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, scope: CallScope): Server {
+  // The endpoint read the snapshot for this very request (is the scope visible?) before building.
+  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope);
   const server = new Server(
-    { ...HUB_SERVER_INFO },
+    { ...identity.serverInfo },
     {
       capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
-      instructions: INSTRUCTIONS,
+      instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
       requestState: { verify: (state, ctx) => deps.stateCodec.verify(state, ctx) },
     },
