@@ -8,6 +8,7 @@
 import type { Client } from '@modelcontextprotocol/client';
 import { type McpServer, ProtocolError, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
+import { wrapResourceUri } from '../../src/surfaces/hub/names.js';
 import { listen } from '../fixtures/http.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
@@ -171,6 +172,29 @@ describe('what an upstream says passes through the hub', { timeout: 60_000 }, ()
         // A call's result names the upstream too (2026-07-28 results carry serverInfo in _meta).
         const echoed = await single.callTool({ name: 'echo', arguments: { text: 'who' } });
         expect(echoed.content).toEqual([{ type: 'text', text: 'who' }]);
+      });
+    }
+  }
+
+  for (const upstreamEra of ERAS) {
+    for (const agentEra of ERAS) {
+      const label = `${upstreamEra} upstream, ${agentEra} agent`;
+
+      it(`rewrites a tool's resource links through /mcp so they read back (${label})`, async () => {
+        const s = await setup(upstreamEra);
+        const aggregate = await connect(`${s.base}/mcp`, s.token, agentEra);
+        const linked = await aggregate.callTool({ name: 'up__link_readme', arguments: {} });
+        const link = (linked.content as { type: string; uri: string; name: string }[])[0];
+        expect(link).toMatchObject({ type: 'resource_link', name: 'readme', mimeType: 'text/markdown' });
+        expect(link?.uri).toBe(wrapResourceUri('up', README_URI));
+        const read = await aggregate.readResource({ uri: link?.uri as string });
+        expect(read.contents).toEqual([{ uri: link?.uri, mimeType: 'text/markdown', text: '# Readme' }]);
+
+        // /mcp/s/{id} is the upstream unprefixed: its links stay as they are.
+        const single = await connect(`${s.base}/mcp/s/up`, s.token, agentEra);
+        const plain = await single.callTool({ name: 'link_readme', arguments: {} });
+        expect((plain.content as { uri: string }[])[0]?.uri).toBe(README_URI);
+        expect((await single.readResource({ uri: README_URI })).contents[0]).toMatchObject({ text: '# Readme' });
       });
     }
   }

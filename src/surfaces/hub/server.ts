@@ -200,7 +200,12 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
       if (unwrapped) uri = unwrapped.uri;
     } else hub = single(snapshot);
-    if (!hub?.resources.some((r) => r.uri === uri)) throw invalidParams(`Resource ${request.params.uri} not found`);
+    // Any URI of a server the caller sees: listed resources, links a tool returned, templated ones; the
+    // upstream answers for what it does not have (its own error passes through).
+    // (A `gatehouse://` URI is the aggregate's, never an upstream's.)
+    if (!hub || uri.length === 0 || (scope.kind === 'single' && unwrapResourceUri(uri))) {
+      throw invalidParams(`Resource ${request.params.uri} not found`);
+    }
     const owner = hub;
     try {
       const result = await deps.withUpstream(
