@@ -6,9 +6,17 @@
  * through the egress guard's test seam), SDK clients of both eras as agents.
  */
 import type { Client } from '@modelcontextprotocol/client';
-import { type McpServer, ProtocolError, UrlElicitationRequiredError } from '@modelcontextprotocol/server';
+import {
+  completable,
+  type McpServer,
+  ProtocolError,
+  ResourceTemplate,
+  UriTemplate,
+  UrlElicitationRequiredError,
+} from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { wrapResourceUri } from '../../src/surfaces/hub/names.js';
+import { z } from 'zod';
+import { wrapResourceTemplate, wrapResourceUri } from '../../src/surfaces/hub/names.js';
 import { listen } from '../fixtures/http.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
@@ -23,6 +31,7 @@ const ELICITATION = {
 };
 const README_URI = 'file:///docs/readme.md';
 const TOOL_ICON = { src: 'https://icons.example/tool.png', mimeType: 'image/png', sizes: ['48x48'] };
+const DOC_TEMPLATE = 'file:///docs/{name}';
 const UPSTREAM_INSTRUCTIONS = 'Use lookup before anything else.';
 
 /** The upstream's extra tools, prompt and resource (the fixture's `echo` stays the control). */
@@ -49,6 +58,25 @@ function register(server: McpServer): void {
   server.registerResource('readme', README_URI, { mimeType: 'text/markdown' }, async () => ({
     contents: [{ uri: README_URI, mimeType: 'text/markdown', text: '# Readme' }],
   }));
+  const names = ['Ada', 'Alan', 'Grace'];
+  server.registerPrompt(
+    'greet',
+    {
+      description: 'A greeting.',
+      argsSchema: z.object({ name: completable(z.string(), (value) => names.filter((n) => n.startsWith(value))) }),
+    },
+    ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello, ${name}.` } }] }),
+  );
+  const docs = ['guide.md', 'glossary.md', 'faq.md'];
+  server.registerResource(
+    'doc',
+    new ResourceTemplate(DOC_TEMPLATE, {
+      list: undefined,
+      complete: { name: (value) => docs.filter((d) => d.startsWith(value)) },
+    }),
+    { mimeType: 'text/markdown' },
+    async (uri, variables) => ({ contents: [{ uri: uri.href, text: `doc ${String(variables.name)}` }] }),
+  );
 }
 
 const ERAS: Era[] = ['modern', 'legacy'];
@@ -195,6 +223,45 @@ describe('what an upstream says passes through the hub', { timeout: 60_000 }, ()
         const plain = await single.callTool({ name: 'link_readme', arguments: {} });
         expect((plain.content as { uri: string }[])[0]?.uri).toBe(README_URI);
         expect((await single.readResource({ uri: README_URI })).contents[0]).toMatchObject({ text: '# Readme' });
+      });
+    }
+  }
+
+  for (const upstreamEra of ERAS) {
+    for (const agentEra of ERAS) {
+      const label = `${upstreamEra} upstream, ${agentEra} agent`;
+
+      it(`aggregates resource templates, reads templated resources and routes completions (${label})`, async () => {
+        const s = await setup(upstreamEra);
+        const hub = await connect(`${s.base}/mcp`, s.token, agentEra);
+        const { resourceTemplates } = await hub.listResourceTemplates();
+        const wrapped = wrapResourceTemplate('up', DOC_TEMPLATE);
+        expect(resourceTemplates).toEqual([expect.objectContaining({ name: 'doc', uriTemplate: wrapped })]);
+        const uri = new UriTemplate(wrapped).expand({ name: 'guide.md' });
+        expect(uri).toBe(wrapResourceUri('up', 'file:///docs/guide.md'));
+        expect((await hub.readResource({ uri })).contents).toEqual([{ uri, text: 'doc guide.md' }]);
+
+        const prompt = await hub.complete({
+          ref: { type: 'ref/prompt', name: 'up__greet' },
+          argument: { name: 'name', value: 'A' },
+        });
+        expect(prompt.completion.values).toEqual(['Ada', 'Alan']);
+        const template = await hub.complete({
+          ref: { type: 'ref/resource', uri: wrapped },
+          argument: { name: 'name', value: 'g' },
+        });
+        expect(template.completion.values).toEqual(['guide.md', 'glossary.md']);
+
+        const single = await connect(`${s.base}/mcp/s/up`, s.token, agentEra);
+        expect((await single.listResourceTemplates()).resourceTemplates[0]?.uriTemplate).toBe(DOC_TEMPLATE);
+        const unprefixed = await single.complete({
+          ref: { type: 'ref/prompt', name: 'greet' },
+          argument: { name: 'name', value: 'G' },
+        });
+        expect(unprefixed.completion.values).toEqual(['Grace']);
+        expect((await single.readResource({ uri: 'file:///docs/faq.md' })).contents[0]).toMatchObject({
+          text: 'doc faq.md',
+        });
       });
     }
   }

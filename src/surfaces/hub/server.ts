@@ -12,7 +12,7 @@ import { VERSION } from '../../version.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
-import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
+import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
@@ -48,6 +48,9 @@ export interface HubServerDeps {
 const INSTRUCTIONS =
   'Gatehouse aggregates the MCP servers you may use. Tools are named <server>__<tool>. A call that needs ' +
   'approval answers {"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
+/** Templates taken from one upstream's list (its first page). */
+const MAX_TEMPLATES_PER_SERVER = 100;
 
 function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
@@ -97,7 +100,12 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
   const server = new Server(
     { ...identity.serverInfo },
     {
-      capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
+      capabilities: {
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
+        resources: { listChanged: true },
+        completions: {},
+      },
       instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
       requestState: { verify: (state, ctx) => deps.stateCodec.verify(state, ctx) },
@@ -189,7 +197,69 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     return { resources };
   });
 
-  server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
+  // Templates are asked of each upstream that has resources (they are not part of the handshake).
+  server.setRequestHandler('resources/templates/list', async (_request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const lists = await Promise.all(
+      visible(snapshot).map(async (hub) => {
+        if (hub.row.status !== 'connected') return [];
+        try {
+          const { resourceTemplates } = await deps.withUpstream(
+            snapshot,
+            hub,
+            (client, signal) =>
+              client.getServerCapabilities()?.resources
+                ? client.listResourceTemplates({}, { signal })
+                : Promise.resolve({ resourceTemplates: [] }),
+            ctx.mcpReq.signal,
+          );
+          return resourceTemplates
+            .slice(0, MAX_TEMPLATES_PER_SERVER)
+            .map((t) =>
+              scope.kind === 'aggregate' ? { ...t, uriTemplate: wrapResourceTemplate(hub.row.id, t.uriTemplate) } : t,
+            );
+        } catch {
+          // One failing upstream does not hide the others' templates.
+          return [];
+        }
+      }),
+    );
+    return { resourceTemplates: lists.flat() };
+  });
+
+  // Completions go to the server that owns the prompt or resource template.
+  server.setRequestHandler('completion/complete', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { ref } = request.params;
+    let owner: HubServer | undefined;
+    let upstreamRef = ref;
+    if (ref.type === 'ref/prompt') {
+      for (const hub of visible(snapshot)) {
+        for (const entry of hub.prompts.values()) {
+          if ((scope.kind === 'aggregate' ? entry.exposed : entry.name) === ref.name) {
+            owner = hub;
+            upstreamRef = { ...ref, name: entry.name };
+          }
+        }
+      }
+    } else if (scope.kind === 'aggregate') {
+      const unwrapped = unwrapResourceUri(ref.uri);
+      owner = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
+      if (unwrapped) upstreamRef = { ...ref, uri: unwrapped.uri };
+    } else owner = single(snapshot);
+    if (!owner) throw invalidParams(`No prompt or resource template matches ${JSON.stringify(ref)}`);
+    const target = owner;
+    try {
+      return await deps.withUpstream(
+        snapshot,
+        target,
+        (client, signal) => client.complete({ ...request.params, ref: upstreamRef }, { signal }),
+        ctx.mcpReq.signal,
+      );
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+  });
 
   server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
