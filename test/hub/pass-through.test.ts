@@ -266,6 +266,22 @@ describe('what an upstream says passes through the hub', { timeout: 60_000 }, ()
     }
   }
 
+  // 2025 sessions only: 2026-07-28 has no logging/setLevel (a request carries its level in `_meta`).
+  for (const upstreamEra of ERAS) {
+    it(`answers logging/setLevel for the agent's own 2025 session (${upstreamEra} upstream)`, async () => {
+      const s = await setup(upstreamEra);
+      const first = await connect(`${s.base}/mcp`, s.token, 'legacy');
+      const second = await connect(`${s.base}/mcp`, s.token, 'legacy');
+      expect(first.getServerCapabilities()?.logging).toEqual({});
+      await expect(first.setLoggingLevel('debug')).resolves.toEqual({});
+      await expect(second.setLoggingLevel('error')).resolves.toEqual({});
+      // Setting a level disturbs nothing else in either session.
+      expect((await second.callTool({ name: 'up__echo', arguments: { text: 'still' } })).content).toEqual([
+        { type: 'text', text: 'still' },
+      ]);
+    });
+  }
+
   it('bounds what it passes on: a long message is cut, oversized data dropped', async () => {
     const gw = await startTestGateway(sqliteTarget);
     cleanups.push(() => gw.close());

@@ -105,6 +105,9 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
         prompts: { listChanged: true },
         resources: { listChanged: true },
         completions: {},
+        // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
+        // (one per request on 2026-07-28): a level is the agent session's own, never global.
+        logging: {},
       },
       instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
