@@ -191,6 +191,17 @@ export const ERROR_CATALOGUE = {
     message:
       'Checking these arguments against the tool’s schema (patterns, uniqueItems) would hold the gateway too long; send smaller arguments.',
   },
+  // Upstream authorization (an upstream's HTTP 401; the upstream-identity issue uses these too)
+  auth_required: {
+    status: 502,
+    mcp: 'result',
+    message: 'The upstream MCP server requires authorization; configure its credentials.',
+  },
+  auth_failed: {
+    status: 502,
+    mcp: 'result',
+    message: 'The upstream MCP server refused the credentials Gatehouse sent.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

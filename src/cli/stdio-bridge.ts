@@ -113,6 +113,25 @@ function hubMessage(text: string | undefined): string | undefined {
   return text.length > 200 ? `${text.slice(0, 200)}…` : text;
 }
 
+/**
+ * The JSON-RPC error response an HTTP error carries as its body (a 2026-07-28 hub pairs some protocol errors
+ * with a status, e.g. `-32601` with 404): that answer is relayed as itself, not as a refusal of the hub.
+ */
+function rpcErrorIn(error: unknown, id: RequestId): { code: number; message: string; data?: unknown } | undefined {
+  if (!(error instanceof SdkHttpError)) return undefined;
+  const text = (error.data as { text?: unknown } | undefined)?.text;
+  if (typeof text !== 'string') return undefined;
+  try {
+    const body = JSON.parse(text) as { jsonrpc?: unknown; id?: unknown; error?: Record<string, unknown> } | null;
+    const rpc = body?.error;
+    if (body?.jsonrpc !== '2.0' || (body.id !== id && body.id !== null) || !rpc) return undefined;
+    if (!Number.isSafeInteger(rpc.code) || typeof rpc.message !== 'string') return undefined;
+    return { code: rpc.code as number, message: rpc.message, ...(rpc.data !== undefined ? { data: rpc.data } : {}) };
+  } catch {
+    return undefined;
+  }
+}
+
 /** What to tell the client (and stderr) about a failed send. */
 function describeFailure(error: unknown, url: URL): { code: number; message: string; status?: number } {
   if (error instanceof SdkHttpError) {
@@ -188,12 +207,12 @@ export function startStdioBridge(options: BridgeOptions): Bridge {
     for (const [token, request] of progressOf) if (request === id) progressOf.delete(token);
   };
 
-  const answerError = (id: RequestId, code: number, message: string) => {
+  const answerError = (id: RequestId, code: number, message: string, data?: unknown) => {
     const entry = pending.get(id);
     pending.delete(id);
     forget(id);
     if (entry?.cancelled) return; // the client gave up on it: no answer is expected
-    toClient({ jsonrpc: '2.0', id, error: { code, message } });
+    toClient({ jsonrpc: '2.0', id, error: { code, message, ...(data !== undefined ? { data } : {}) } });
   };
 
   up.onmessage = (message) => {
@@ -282,6 +301,8 @@ export function startStdioBridge(options: BridgeOptions): Bridge {
     } catch (error) {
       if (entry.controller.signal.aborted || pending.get(message.id) !== entry) return;
       if (!retried && sessionLost(error, message) && (await renewed(session))) return sendRequest(message, true);
+      const answered = rpcErrorIn(error, message.id);
+      if (answered) return answerError(message.id, answered.code, answered.message, answered.data);
       const failure = describeFailure(error, options.url);
       note(`${message.method}: ${failure.message}`);
       answerError(message.id, failure.code, failure.message);

@@ -13,6 +13,11 @@ import type { Connection, DiscoveredTool } from './records.js';
 
 export interface HandshakeResult {
   era: 'modern' | 'legacy' | null;
+  /**
+   * A 2026-07-28 server's `server/discover` result; for a 2025-era server, what its `initialize` said
+   * of itself (`serverInfo`, `instructions`), which `/mcp/s/{id}` passes on. Era memory reads it for
+   * modern servers only.
+   */
   discover?: unknown;
   tools: DiscoveredTool[];
   prompts: unknown[];
@@ -48,6 +53,16 @@ async function drain<T>(
     seen.add(cursor);
   }
   return items;
+}
+
+/** What a connected client learnt of the server: its discover result, or what its `initialize` said of itself. */
+export function discoveredIdentity(client: Client): unknown {
+  const discover = client.getDiscoverResult();
+  if (discover) return discover;
+  const serverInfo = client.getServerVersion();
+  const instructions = client.getInstructions();
+  if (!serverInfo && instructions === undefined) return undefined;
+  return { ...(serverInfo ? { serverInfo } : {}), ...(instructions !== undefined ? { instructions } : {}) };
 }
 
 /** Prompts and resources, as far as the server's capabilities advertise them. */
@@ -136,7 +151,7 @@ async function stdioHandshake(
     });
     return {
       era: verdict.kind,
-      ...(verdict.kind === 'modern' ? { discover: verdict.discover } : {}),
+      ...(verdict.kind === 'modern' ? { discover: verdict.discover } : { discover: discoveredIdentity(client) }),
       tools: tools as DiscoveredTool[],
       ...(await listExtras(client, deadline)),
     };
@@ -156,7 +171,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
       if (connection.transport === 'stdio') {
         const running = options.supervised?.(row.id, async (client, signal, era) => ({
           era: era.kind,
-          ...(era.kind === 'modern' ? { discover: era.discover } : {}),
+          ...(era.kind === 'modern' ? { discover: era.discover } : { discover: discoveredIdentity(client) }),
           tools: (await drain(async (cursor) => {
             const r = await client.listTools(cursor ? { cursor } : {}, { signal });
             return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
@@ -175,7 +190,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
         options.timeoutMs,
         async (client, clientSignal) => ({
           era: client.getProtocolEra() ?? null,
-          discover: client.getDiscoverResult(),
+          discover: discoveredIdentity(client),
           tools: tools as DiscoveredTool[],
           ...(await listExtras(client, clientSignal)),
         }),

@@ -42,7 +42,17 @@ export interface CallToolResultLike {
 }
 
 /** Tool fields passed through from an upstream's `tools/list`; anything else is dropped. */
-const TOOL_FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'] as const;
+const TOOL_FIELDS = [
+  'name',
+  'title',
+  'description',
+  'inputSchema',
+  'outputSchema',
+  'annotations',
+  '_meta',
+  'icons',
+  'execution',
+] as const;
 
 interface Walk {
   limits: BoundLimits;

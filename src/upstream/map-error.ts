@@ -6,8 +6,11 @@
  * - a GatehouseError anywhere in the cause chain (the egress guard's) is returned as is;
  * - refused, reset, DNS, TLS, closed mid-response → `upstream_unreachable`;
  * - timeouts → `upstream_timeout`;
+ * - HTTP 401 → `auth_required`;
  * - anything the upstream said that is not usable MCP → `upstream_protocol_error` with a `reason`
- *   (and `status` / `rpcCode` where there is one).
+ *   (and `status` / `rpcCode` where there is one). A JSON-RPC error answering the request keeps the
+ *   upstream's own error as its cause, which the hub alone passes on to the agent, bounded, as that
+ *   protocol error (`upstreamRpcErrorOf`).
  */
 import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { type ErrorDetails, findGatehouseError, GatehouseError } from '../errors.js';
@@ -52,16 +55,79 @@ const nameOf = (error: unknown): string => (error instanceof Error ? error.name 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : '');
 
 /** The JSON-RPC error an HTTP error body carries, if it is one (`answered`: it names a request id). */
-function rpcErrorInBody(error: SdkHttpError): { code: number; answered: boolean } | undefined {
+function rpcErrorInBody(
+  error: SdkHttpError,
+): { code: number; message: unknown; data: unknown; answered: boolean } | undefined {
   const text = error.data?.text;
   if (typeof text !== 'string' || text.length > 65_536) return undefined;
   try {
-    const body = JSON.parse(text) as { id?: unknown; error?: { code?: unknown } } | null;
+    const body = JSON.parse(text) as {
+      id?: unknown;
+      error?: { code?: unknown; message?: unknown; data?: unknown };
+    } | null;
     const code = body?.error?.code;
-    return typeof code === 'number' ? { code, answered: body?.id !== null && body?.id !== undefined } : undefined;
+    return typeof code === 'number'
+      ? {
+          code,
+          message: body?.error?.message,
+          data: body?.error?.data,
+          answered: body?.id !== null && body?.id !== undefined,
+        }
+      : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** How much of an upstream's JSON-RPC error is passed on to the agent. */
+const UPSTREAM_MESSAGE_MAX = 1_024;
+const UPSTREAM_DATA_MAX_BYTES = 8_192;
+
+/**
+ * The JSON-RPC error an upstream answered with, bounded, as the hub passes it on to the agent: its code,
+ * its message (cut to 1 KB) and its data (dropped when its JSON is over 8 KB).
+ */
+export interface UpstreamRpcError {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+function boundedRpcError(code: number, message: unknown, data: unknown): UpstreamRpcError {
+  const text = typeof message === 'string' ? message : 'Unknown error';
+  const bounded: UpstreamRpcError = {
+    code,
+    message: text.length > UPSTREAM_MESSAGE_MAX ? `${text.slice(0, UPSTREAM_MESSAGE_MAX)}…` : text,
+  };
+  if (data !== undefined) {
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(data);
+    } catch {
+      json = undefined;
+    }
+    if (json !== undefined && Buffer.byteLength(json, 'utf8') <= UPSTREAM_DATA_MAX_BYTES)
+      bounded.data = JSON.parse(json);
+  }
+  return bounded;
+}
+
+/**
+ * The upstream's own JSON-RPC error behind an `rpc_error` (read from the error's cause, so catalogue
+ * bodies, logs and REST answers never carry it), bounded, for the hub to pass on to the agent as that
+ * protocol error. Undefined for any other failure (an era's `-32022` included: it concerns Gatehouse's
+ * exchange with the upstream, not the agent's).
+ */
+export function upstreamRpcErrorOf(error: GatehouseError): UpstreamRpcError | undefined {
+  if (error.code !== 'upstream_protocol_error' || error.details?.reason !== 'rpc_error') return undefined;
+  for (const link of chain(error.cause)) {
+    if (link instanceof ProtocolError) return boundedRpcError(link.code, link.message, link.data);
+    if (link instanceof SdkHttpError) {
+      const rpc = rpcErrorInBody(link);
+      if (rpc?.answered) return boundedRpcError(rpc.code, rpc.message, rpc.data);
+    }
+  }
+  return undefined;
 }
 
 /**
@@ -83,6 +149,7 @@ const protocolError = (message: string, details: ErrorDetails, cause: unknown) =
 
 function fromHttpStatus(error: SdkHttpError): GatehouseError {
   const status = error.status;
+  if (status === 401) return authRequired(error);
   if (status >= 300 && status < 400) {
     const details = { reason: 'redirect_refused', status };
     return protocolError('The upstream answered with a redirect, which is not followed.', details, error);
@@ -93,10 +160,21 @@ function fromHttpStatus(error: SdkHttpError): GatehouseError {
   return protocolError(`The upstream answered HTTP ${status}.`, details, error);
 }
 
+/** The upstream answered the request with a JSON-RPC error (its own words stay in the cause: `upstreamRpcErrorOf`). */
 function fromRpcError(rpcCode: number, cause: unknown, status?: number): GatehouseError {
   const reason = rpcCode === -32022 ? 'unsupported_protocol_version' : 'rpc_error';
   const details = { reason, rpcCode, ...(status !== undefined && { status }) };
   return protocolError('The upstream answered with a JSON-RPC error.', details, cause);
+}
+
+/** An upstream HTTP 401: it wants credentials Gatehouse did not send (or not those). */
+function authRequired(cause: unknown): GatehouseError {
+  return new GatehouseError(
+    'auth_required',
+    'The upstream requires authorization (HTTP 401).',
+    { reason: 'http_status', status: 401 },
+    { cause },
+  );
 }
 
 /** Maps any failure to the catalogue (see the module comment). */
@@ -161,13 +239,7 @@ export function toUpstreamError(error: unknown): GatehouseError {
         break;
     }
   }
-  if (nameOf(error) === 'UnauthorizedError') {
-    return protocolError(
-      'The upstream requires authorization (HTTP 401).',
-      { reason: 'http_status', status: 401 },
-      error,
-    );
-  }
+  if (nameOf(error) === 'UnauthorizedError') return authRequired(error);
   if (error instanceof SyntaxError) {
     return protocolError('The upstream answered with something that is not JSON.', { reason: 'invalid_json' }, error);
   }

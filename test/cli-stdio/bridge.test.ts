@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { gatehouse } from '../cli-connect/run.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -122,6 +123,14 @@ describe('gatehouse stdio', { timeout: 90_000 }, () => {
       // An unknown tool is the hub's protocol error, relayed as it is.
       await expect(client.callTool({ name: 'fix__nope', arguments: {} })).rejects.toThrow(/not found/i);
       expect(upstream.stats.calls.echo).toBe(1);
+      expect(transportErrors).toEqual([]);
+    });
+
+    it(`relays the hub's own JSON-RPC error to a ${era} client as itself (a 2026 -32601 comes with HTTP 404)`, async () => {
+      const { client, transportErrors } = await bridge(era);
+      const unknown = client.request({ method: 'gatehouse/no-such-method', params: {} }, z.object({}));
+      await expect(unknown).rejects.toMatchObject({ code: -32601 });
+      await expect(unknown).rejects.not.toThrow(/switched off/);
       expect(transportErrors).toEqual([]);
     });
 

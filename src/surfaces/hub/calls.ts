@@ -12,6 +12,7 @@ import {
   type ClientCapabilities,
   type InputRequests,
   type InputRequiredResult,
+  ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { GatehouseError } from '../../errors.js';
@@ -26,9 +27,12 @@ import type {
   UpstreamInputRequired,
   UpstreamPool,
 } from '../../upstream/index.js';
+import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
+import { errorResult, isResultError } from '../results.js';
 import { assertAnswerable } from './input-requests.js';
+import { wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
 
@@ -91,6 +95,23 @@ function toCallToolResult(result: BoundedCallResult): CallToolResult {
   for (const [key, value] of Object.entries(_meta ?? {})) if (!key.startsWith(RESERVED_META_PREFIX)) meta[key] = value;
   if (truncated) meta['io.gatehouse/truncated'] = true;
   return { ...(rest as CallToolResult), ...(Object.keys(meta).length > 0 ? { _meta: meta } : {}) };
+}
+
+/**
+ * A result whose resource links point back through `/mcp` (`gatehouse://{server}/…`, as listed resources
+ * do), so an agent of the aggregate can read them. The result is copied only when it has a link.
+ */
+export function withLinksThroughHub(result: CallToolResult, serverId: string): CallToolResult {
+  const { content } = result;
+  if (!Array.isArray(content) || !content.some((block) => block?.type === 'resource_link')) return result;
+  return {
+    ...result,
+    content: content.map((block) =>
+      block.type === 'resource_link' && typeof block.uri === 'string'
+        ? { ...block, uri: wrapResourceUri(serverId, block.uri) }
+        : block,
+    ),
+  };
 }
 
 /** What an upstream answered: a tool result, or a request for the agent's input (2026-07-28). */
@@ -212,11 +233,21 @@ export function verifiedState(ctx: ServerContext): HubRequestState | undefined {
   return state !== null && typeof state === 'object' ? state : undefined;
 }
 
+/**
+ * The hub's refusals: the gate's, except that an upstream's own JSON-RPC error to the call reaches the
+ * agent as that protocol error (code, message, data; bounded in `map-error.ts`), as a direct client sees it.
+ */
+function hubRefusal(error: GatehouseError): CallToolResult | undefined {
+  const upstream = upstreamRpcErrorOf(error);
+  if (upstream) throw new ProtocolError(upstream.code, upstream.message, upstream.data);
+  return isResultError(error) ? errorResult(error) : undefined;
+}
+
 export class HubCalls {
   private readonly gate: Gate;
 
   constructor(private readonly ports: CallPorts) {
-    this.gate = new Gate(ports, { surface: 'hub', upstream: true });
+    this.gate = new Gate(ports, { surface: 'hub', upstream: true, refusal: hubRefusal });
   }
 
   /** `gatehouse__approval_status` on the hub, answered through `read` (the approved rounds). */
@@ -296,7 +327,10 @@ export class HubCalls {
               }
             : {}),
         });
-        if (!needsInput(result)) return { answer: result, outcome: result.isError ? 'tool_error' : 'ok' };
+        if (!needsInput(result)) {
+          const answer = scope.kind === 'aggregate' ? withLinksThroughHub(result, server.row.id) : result;
+          return { answer, outcome: result.isError ? 'tool_error' : 'ok' };
+        }
         assertAnswerable(result.inputRequired.inputRequests, inputCapabilities);
         const { requestState } = result.inputRequired;
         const minted = await this.ports.stateCodec.mint({

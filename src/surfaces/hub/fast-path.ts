@@ -36,7 +36,7 @@ import type { EndpointScope } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { GATEHOUSE_PREFIX } from './names.js';
-import { hubToolPage } from './server.js';
+import { hubIdentity, hubToolPage } from './server.js';
 import type { HubRegistry, Snapshot } from './view.js';
 
 /** An eligible request, read off its headers and body. */
@@ -178,7 +178,10 @@ export function fastRequestOf(
 export interface FastPathDeps {
   registry: HubRegistry;
   calls: HubCalls;
-  /** Who Gatehouse says it is in every result (`_meta` serverInfo), as the SDK's server stamps it. */
+  /**
+   * Who Gatehouse says it is in every result (`_meta` serverInfo), as the SDK's server stamps it; on
+   * `/mcp/s/{server}` the upstream's own (`hubIdentity`).
+   */
   serverInfo: { name: string; version: string };
   /** Most tools in one page (a request with a cursor, for the next pages, goes to the SDK path). */
   listPageSize: number;
@@ -201,9 +204,10 @@ export async function serveFastRequest(
   const id = JSON.stringify(request.id);
   try {
     const snapshot = await deps.registry.snapshot();
+    const { serverInfo } = hubIdentity(snapshot, principal.groups, scope);
     if (request.method === 'tools/list') {
       // The encoded list is reused as bytes: only the id around it is new.
-      const list = encodedList(deps, snapshot, principal.groups, scope);
+      const list = encodedList(deps, serverInfo, snapshot, principal.groups, scope);
       return Buffer.concat([RESULT_OPENING, list, Buffer.from(`,"jsonrpc":"2.0","id":${id}}`)]);
     }
     const result = await deps.calls.call(
@@ -215,14 +219,20 @@ export async function serveFastRequest(
       pickInputCapabilities(request.capabilities),
     );
     // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
-    const encoded = request.era === 'legacy' ? result : encodeResult(result as unknown as Json, deps.serverInfo);
+    const encoded = request.era === 'legacy' ? result : encodeResult(result as unknown as Json, serverInfo);
     return Buffer.from(`{"result":${JSON.stringify(encoded)},"jsonrpc":"2.0","id":${id}}`);
   } catch (error) {
     return Buffer.from(`{"jsonrpc":"2.0","id":${id},"error":${JSON.stringify(encodeError(error))}}`);
   }
 }
 
-function encodedList(deps: FastPathDeps, snapshot: Snapshot, groups: readonly string[], scope: EndpointScope) {
+function encodedList(
+  deps: FastPathDeps,
+  serverInfo: FastPathDeps['serverInfo'],
+  snapshot: Snapshot,
+  groups: readonly string[],
+  scope: EndpointScope,
+) {
   const key = `${scope.kind === 'single' ? `s:${scope.serverId}` : 'a'}|${[...groups].sort().join(',')}`;
   let lists = listCache.get(snapshot);
   if (!lists) {
@@ -238,7 +248,7 @@ function encodedList(deps: FastPathDeps, snapshot: Snapshot, groups: readonly st
       ttlMs: 0,
       cacheScope: 'private',
     };
-    encoded = Buffer.from(asciiJson(JSON.stringify(encodeResult(result, deps.serverInfo))));
+    encoded = Buffer.from(asciiJson(JSON.stringify(encodeResult(result, serverInfo))));
     if (lists.size >= MAX_CACHED_LISTS) lists.clear();
     lists.set(key, encoded);
   }

@@ -87,3 +87,13 @@ export function unwrapResourceUri(wrapped: string): { serverId: string; uri: str
     return undefined;
   }
 }
+
+/**
+ * A resource template in the aggregate: wrapped like a resource URI, its `{…}` expressions left as they
+ * are, so an agent that expands it gets a wrapped URI (the expanded values percent-encoded as RFC 6570
+ * does) that `unwrapResourceUri` turns back into the upstream's.
+ */
+export function wrapResourceTemplate(serverId: string, template: string): string {
+  const parts = template.split(/(\{[^{}]*\})/);
+  return `gatehouse://${serverId}/${parts.map((part, i) => (i % 2 === 1 ? part : encodeURIComponent(part))).join('')}`;
+}

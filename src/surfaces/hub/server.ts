@@ -3,16 +3,17 @@
  * (2026-07-28) or per session (2025 era) from the same factory, so both eras
  * see exactly the same tools, verdicts and answers.
  */
-import type { Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
+import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
+import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
-import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceUri } from './names.js';
+import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
@@ -72,25 +73,67 @@ const INSTRUCTIONS =
   'Gatehouse aggregates the MCP servers you may use. Tools are named <server>__<tool>. A call that needs ' +
   'approval answers {"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
 
+/** Templates taken from one upstream's list (its first page). */
+const MAX_TEMPLATES_PER_SERVER = 100;
+
 function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
 }
 
-/** Upstream failures of prompts and resources are protocol errors: there is no tool result to carry them. */
+/**
+ * Upstream failures of prompts and resources are protocol errors: there is no tool result to carry them.
+ * An upstream's own JSON-RPC error passes through as itself (bounded).
+ */
 function asProtocolError(error: unknown): unknown {
   const known = findGatehouseError(error);
-  return known ? new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`) : error;
+  if (!known) return error;
+  const upstream = upstreamRpcErrorOf(known);
+  if (upstream) return new ProtocolError(upstream.code, upstream.message, upstream.data);
+  return new ProtocolError(ProtocolErrorCode.InternalError, `${known.code}: ${known.message}`);
 }
 
 /** Who the hub says it is (the SDK stamps it into every result's `_meta`, and so does the fast path). */
 export const HUB_SERVER_INFO = Object.freeze({ name: 'gatehouse', version: VERSION });
 
+/** What `/mcp/s/{server}` adds to the upstream's own instructions. */
+const SINGLE_NOTE =
+  'Served through Gatehouse: a call that needs approval answers {"status":"pending_approval","approval_id",...}: ' +
+  'poll gatehouse__approval_status.';
+
+/**
+ * Who the hub says it is in this scope: Gatehouse on `/mcp`; on `/mcp/s/{server}` the upstream as it
+ * introduced itself at its last handshake (its `serverInfo`, its `instructions` with Gatehouse's note
+ * appended), so a drop-in proxy looks like the server behind it. Both paths (SDK and fast) ask here.
+ */
+export function hubIdentity(
+  snapshot: Snapshot | undefined,
+  groups: readonly string[],
+  scope: CallScope,
+): { serverInfo: Implementation; instructions: string } {
+  if (scope.kind === 'aggregate') return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };
+  const identity = snapshot?.server(scope.serverId, groups)?.identity;
+  return {
+    serverInfo: identity?.serverInfo ?? HUB_SERVER_INFO,
+    instructions: identity?.instructions ? `${identity.instructions}\n\n${SINGLE_NOTE}` : SINGLE_NOTE,
+  };
+}
+
 export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, scope: CallScope): Server {
+  // The endpoint read the snapshot for this very request (is the scope visible?) before building.
+  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope);
   const server = new Server(
-    { ...HUB_SERVER_INFO },
+    { ...identity.serverInfo },
     {
-      capabilities: { tools: { listChanged: true }, prompts: { listChanged: true }, resources: { listChanged: true } },
-      instructions: INSTRUCTIONS,
+      capabilities: {
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
+        resources: { listChanged: true },
+        completions: {},
+        // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
+        // (one per request on 2026-07-28): a level is the agent session's own, never global.
+        logging: {},
+      },
+      instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
       requestState: { verify: (state, ctx) => deps.stateCodec.verify(state, ctx) },
     },
@@ -183,7 +226,69 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     return { resources: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
   });
 
-  server.setRequestHandler('resources/templates/list', async () => ({ resourceTemplates: [] }));
+  // Templates are asked of each upstream that has resources (they are not part of the handshake).
+  server.setRequestHandler('resources/templates/list', async (_request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const lists = await Promise.all(
+      visible(snapshot).map(async (hub) => {
+        if (hub.row.status !== 'connected') return [];
+        try {
+          const { resourceTemplates } = await deps.withUpstream(
+            snapshot,
+            hub,
+            (client, signal) =>
+              client.getServerCapabilities()?.resources
+                ? client.listResourceTemplates({}, { signal })
+                : Promise.resolve({ resourceTemplates: [] }),
+            ctx.mcpReq.signal,
+          );
+          return resourceTemplates
+            .slice(0, MAX_TEMPLATES_PER_SERVER)
+            .map((t) =>
+              scope.kind === 'aggregate' ? { ...t, uriTemplate: wrapResourceTemplate(hub.row.id, t.uriTemplate) } : t,
+            );
+        } catch {
+          // One failing upstream does not hide the others' templates.
+          return [];
+        }
+      }),
+    );
+    return { resourceTemplates: lists.flat() };
+  });
+
+  // Completions go to the server that owns the prompt or resource template.
+  server.setRequestHandler('completion/complete', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { ref } = request.params;
+    let owner: HubServer | undefined;
+    let upstreamRef = ref;
+    if (ref.type === 'ref/prompt') {
+      for (const hub of visible(snapshot)) {
+        for (const entry of hub.prompts.values()) {
+          if ((scope.kind === 'aggregate' ? entry.exposed : entry.name) === ref.name) {
+            owner = hub;
+            upstreamRef = { ...ref, name: entry.name };
+          }
+        }
+      }
+    } else if (scope.kind === 'aggregate') {
+      const unwrapped = unwrapResourceUri(ref.uri);
+      owner = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
+      if (unwrapped) upstreamRef = { ...ref, uri: unwrapped.uri };
+    } else owner = single(snapshot);
+    if (!owner) throw invalidParams(`No prompt or resource template matches ${JSON.stringify(ref)}`);
+    const target = owner;
+    try {
+      return await deps.withUpstream(
+        snapshot,
+        target,
+        (client, signal) => client.complete({ ...request.params, ref: upstreamRef }, { signal }),
+        ctx.mcpReq.signal,
+      );
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+  });
 
   server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
@@ -194,7 +299,12 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
       if (unwrapped) uri = unwrapped.uri;
     } else hub = single(snapshot);
-    if (!hub?.resources.some((r) => r.uri === uri)) throw invalidParams(`Resource ${request.params.uri} not found`);
+    // Any URI of a server the caller sees: listed resources, links a tool returned, templated ones; the
+    // upstream answers for what it does not have (its own error passes through).
+    // (A `gatehouse://` URI is the aggregate's, never an upstream's.)
+    if (!hub || uri.length === 0 || (scope.kind === 'single' && unwrapResourceUri(uri))) {
+      throw invalidParams(`Resource ${request.params.uri} not found`);
+    }
     const owner = hub;
     try {
       const result = await deps.withUpstream(

@@ -5,7 +5,13 @@
  * record, policy, pin or handshake change), so listing and resolving a call
  * cost no store round trip.
  */
-import type { Prompt, Resource, Tool } from '@modelcontextprotocol/server';
+import {
+  type Implementation,
+  type Prompt,
+  type Resource,
+  SERVER_INFO_META_KEY,
+  type Tool,
+} from '@modelcontextprotocol/server';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
 import { classifyTool } from '../../policy/tool-policy.js';
@@ -43,6 +49,33 @@ export interface HubServer {
   toolsByName: ReadonlyMap<string, HubTool>;
   prompts: ReadonlyMap<string, HubPrompt>;
   resources: readonly Resource[];
+  /** What the upstream said of itself at its last handshake (`/mcp/s/{server}` passes it on). */
+  identity: UpstreamIdentity;
+}
+
+export interface UpstreamIdentity {
+  serverInfo?: Implementation | undefined;
+  instructions?: string | undefined;
+}
+
+/** The upstream's `serverInfo` and `instructions` from its stored discover result (or `initialize` answer). */
+function identityOf(discover: string | null): UpstreamIdentity {
+  if (!discover) return {};
+  try {
+    const parsed = JSON.parse(discover) as {
+      serverInfo?: unknown;
+      instructions?: unknown;
+      _meta?: Record<string, unknown>;
+    } | null;
+    // A 2026-07-28 discover result names the server in its `_meta`; a 2025 `initialize` in `serverInfo`.
+    const info = (parsed?.serverInfo ?? parsed?._meta?.[SERVER_INFO_META_KEY]) as Implementation | undefined;
+    return {
+      ...(info && typeof info.name === 'string' && typeof info.version === 'string' ? { serverInfo: info } : {}),
+      ...(typeof parsed?.instructions === 'string' ? { instructions: parsed.instructions } : {}),
+    };
+  } catch {
+    return {};
+  }
 }
 
 /** Whether an agent sees a tool in its lists: blocked, excluded and quarantined tools are not listed. */
@@ -50,9 +83,13 @@ export function isListed(tool: HubTool): boolean {
   return isUsable(tool.verdict);
 }
 
-/** How a tool is advertised; a gated tool drops its outputSchema, so `pending_approval` stays a valid result. */
+/**
+ * How a tool is advertised: as the upstream gave it (`icons`, `execution` and `_meta` included), under
+ * its exposed name; a gated tool drops its outputSchema, so `pending_approval` stays a valid result.
+ */
 export function advertised(tool: HubTool, name: string): Tool {
-  const { title, description, inputSchema, outputSchema, annotations } = tool.definition as DiscoveredTool & Tool;
+  const { title, description, inputSchema, outputSchema, annotations, icons, execution, _meta } =
+    tool.definition as DiscoveredTool & Tool;
   return {
     name,
     ...(title !== undefined ? { title } : {}),
@@ -62,6 +99,9 @@ export function advertised(tool: HubTool, name: string): Tool {
       ? { outputSchema: outputSchema as Tool['outputSchema'] }
       : {}),
     ...(annotations !== undefined ? { annotations: annotations as Tool['annotations'] } : {}),
+    ...(icons !== undefined ? { icons } : {}),
+    ...(execution !== undefined ? { execution } : {}),
+    ...(_meta !== undefined ? { _meta } : {}),
   };
 }
 
@@ -129,6 +169,7 @@ export class Snapshot {
 
 export class HubRegistry {
   private cached: { version: string; snapshot: Promise<Snapshot> } | undefined;
+  private built: Snapshot | undefined;
 
   constructor(
     private readonly store: Store,
@@ -148,6 +189,11 @@ export class HubRegistry {
       });
     }
     return this.cached.snapshot;
+  }
+
+  /** The last snapshot built, without waiting (what a request that just awaited `snapshot()` saw). */
+  latest(): Snapshot | undefined {
+    return this.built;
   }
 
   private async build(): Promise<Snapshot> {
@@ -226,8 +272,11 @@ export class HubRegistry {
         toolsByName,
         prompts,
         resources: detail.discoveredResources as Resource[],
+        identity: identityOf(row.discover),
       });
     }
-    return new Snapshot(servers, (row) => this.records.connectionOf(row));
+    const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row));
+    this.built = snapshot;
+    return snapshot;
   }
 }
