@@ -136,6 +136,9 @@ export const ERROR_CATALOGUE = {
 
   // Gatehouse itself
   internal_error: { status: 500, mcp: JSONRPC_INTERNAL, message: 'Gatehouse failed unexpectedly.' },
+
+  // Day one
+  'serve.port_in_use': { status: 409, mcp: 'result', message: 'The address and port to listen on are not available.' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
