@@ -11,8 +11,8 @@ import { GatehouseError } from '../errors.js';
 import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
-import { openStore } from '../store/db.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
+import { openCliStore } from './store-notice.js';
 
 type Flags = ClientFlags & { json?: boolean };
 /** A list item carries `state`, what the runtime sees now, besides the record. */
@@ -166,7 +166,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
     .option('--out <file>', 'write to this file (mode 0600) instead of stdout')
     .action(async (flags: { out?: string } & Record<string, unknown>) => {
       const config = configOf(flags);
-      const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+      const store = await openCliStore(config);
       let exported: ReturnType<typeof exportServers>;
       try {
         const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });

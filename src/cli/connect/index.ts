@@ -19,6 +19,7 @@ import { GatehouseError } from '../../errors.js';
 import { openStore } from '../../store/db.js';
 import { TokenStore } from '../../store/tokens.js';
 import { hubUrlFrom } from '../stdio-bridge.js';
+import { openCliStore } from '../store-notice.js';
 import { CLIENT_IDS, CLIENTS, type ClientSpec, isClientId, type WiringInput } from './clients.js';
 import { mergeEntry } from './merge.js';
 import { gitIgnores, gitWorkTreeOf, readTarget, writeTarget } from './target.js';
@@ -77,7 +78,7 @@ async function createAgentToken(
   name: string,
   groups: string[] | undefined,
 ): Promise<{ id: string; token: string; revoke(): Promise<void> }> {
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const store = await openCliStore(config);
   try {
     const live = await store.db
       .selectFrom('tokens')
