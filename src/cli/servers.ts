@@ -1,6 +1,6 @@
 /**
  * `gatehouse servers list|add|test|remove` change a running gateway through its REST API (`--url`, `--token`, or
- * `GATEHOUSE_URL`/`GATEHOUSE_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
+ * `GATEHOUSE_URL`/`GATEHOUSE_CLI_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
  */
 import { open, readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
@@ -24,7 +24,7 @@ const PAGE = 500;
 function withClientFlags(command: Command): Command {
   return command
     .option('--url <url>', `the gateway (env GATEHOUSE_URL; default ${DEFAULT_GATEWAY_URL})`)
-    .option('--token <token>', 'admin or operator token (env GATEHOUSE_TOKEN, preferred: flags show in ps)')
+    .option('--token <token>', 'admin or operator token (env GATEHOUSE_CLI_TOKEN, preferred: flags show in ps)')
     .option('--timeout-ms <ms>', 'deadline of each request (default 60000)')
     .option('--json', 'print the raw JSON answer');
 }
