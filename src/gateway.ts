@@ -45,6 +45,7 @@ import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso } from './store/json.js';
+import { TokenUsage } from './store/token-usage.js';
 import { TokenStore } from './store/tokens.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
@@ -83,6 +84,8 @@ export interface Gateway {
   listWatchers: ListWatchers;
   /** The admin token created by this start (first start only), to print once. */
   bootstrapToken: string | undefined;
+  /** Notes each token's use and writes `lastUsedAt` in batches. */
+  tokenUsage: TokenUsage;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -279,6 +282,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    const tokenUsage = new TokenUsage(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
@@ -286,7 +290,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       logger,
       grants,
-      authenticate: tokenAuthenticator(store, tokens),
+      authenticate: tokenUsage.tracking(tokenAuthenticator(store, tokens)),
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
@@ -371,6 +375,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await audit.flush();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
+      await tokenUsage.close();
       await store.close();
     });
     return {
@@ -388,6 +393,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       supervisor,
       listWatchers,
       bootstrapToken,
+      tokenUsage,
     };
   } catch (error) {
     await store.close();
