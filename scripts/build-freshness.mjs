@@ -10,7 +10,6 @@ import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const WEB_SRC = join(ROOT, 'src/web');
-const WEB_INDEX = join(ROOT, 'dist/web/index.html');
 /** tsc's incremental state; touched after every successful server build, so its time is the build's. */
 export const SERVER_BUILD_INFO = join(ROOT, 'dist/.tsbuildinfo');
 const SERVER_INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json'];
@@ -36,15 +35,19 @@ export function newestMtime(path, skip = []) {
   return newest;
 }
 
-/** The dashboard's build is missing or older than a file of src/web. */
-export function dashboardIsStale() {
-  const built = mtimeOf(WEB_INDEX);
-  return built === undefined || newestMtime(WEB_SRC) > built;
+/** The dashboard's build (of the package at `root`) is missing or older than a file of src/web. */
+export function dashboardIsStale(root = ROOT) {
+  const built = mtimeOf(join(root, 'dist/web/index.html'));
+  return built === undefined || newestMtime(join(root, 'src/web')) > built;
 }
 
 /** The server's build is missing or older than a file of src (src/web aside) or a config it depends on. */
-export function serverIsStale() {
-  const built = mtimeOf(SERVER_BUILD_INFO);
+export function serverIsStale(root = ROOT) {
+  const built = mtimeOf(join(root, 'dist/.tsbuildinfo'));
   if (built === undefined) return true;
-  return SERVER_INPUTS.some((input) => newestMtime(join(ROOT, input), [WEB_SRC]) > built);
+  const skip = [join(root, 'src/web')];
+  return SERVER_INPUTS.some((input) => {
+    const path = join(root, input);
+    return mtimeOf(path) !== undefined && newestMtime(path, skip) > built;
+  });
 }
