@@ -78,6 +78,8 @@ const installBody = z
     preset: z.string().min(1).max(256).optional(),
     /** With `url` or `preset`: the id to install under instead of the derived one. */
     id: serverIdSchema.optional(),
+    /** With `url` or `preset`: admit private and loopback addresses (admin only), as `privateNetwork` in a manifest. */
+    privateNetwork: z.boolean().optional(),
   })
   .refine((b) => [b.url, b.manifest, b.preset].filter((v) => v !== undefined).length === 1, {
     message: 'give exactly one of url, manifest, preset',
@@ -181,10 +183,10 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       status: 201,
       async handler({ body, principal }) {
         let input: NewServer;
+        if ((body.privateNetwork || body.manifest?.privateNetwork) && principal?.role !== 'admin') {
+          throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
+        }
         if (body.manifest) {
-          if (body.manifest.privateNetwork && principal?.role !== 'admin') {
-            throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
-          }
           const { id, ...rest } = body.manifest;
           input = { ...rest, id: body.id ?? id ?? deriveServerId(rest.name), sourceKind: 'manifest' };
         } else if (body.preset) {
@@ -193,6 +195,7 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
           const resolved = await resolveInstallUrl(body.url as string, guard, body.id ? { id: body.id } : {});
           input = fromManifest(resolved, body.id);
         }
+        if (body.privateNetwork !== undefined) input = { ...input, privateNetwork: body.privateNetwork };
         serverIdSchema.parse(input.id);
         return { installed: await registry.install(input, principal) };
       },

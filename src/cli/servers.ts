@@ -19,6 +19,8 @@ type Flags = ClientFlags & { json?: boolean };
 type Listed = ServerView & { state: string };
 type ListAnswer = { servers: Listed[]; count: number; total: number };
 
+type AddFlags = Flags & { preset?: string; manifest?: string; id?: string; privateNetwork?: boolean };
+
 const PAGE = 500;
 
 function withClientFlags(command: Command): Command {
@@ -95,8 +97,9 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       )
       .option('--preset <name>', 'a catalog entry (gatehouse catalog names contain /)')
       .option('--manifest <file>', 'a full server record as JSON or YAML')
-      .option('--id <id>', 'install under this id instead of the derived one'),
-  ).action(async (source: string | undefined, flags: Flags & { preset?: string; manifest?: string; id?: string }) => {
+      .option('--id <id>', 'install under this id instead of the derived one')
+      .option('--private-network', 'admit a private or loopback address, e.g. http://127.0.0.1:… (admin token)'),
+  ).action(async (source: string | undefined, flags: AddFlags) => {
     const given = [source, flags.preset, flags.manifest].filter((v) => v !== undefined);
     if (given.length !== 1) {
       throw new GatehouseError('validation_error', 'Give exactly one of <source>, --preset or --manifest.');
@@ -107,6 +110,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       ...(flags.preset !== undefined ? { preset: flags.preset } : {}),
       ...(flags.manifest !== undefined ? { manifest: await readManifest(flags.manifest) } : {}),
       ...(flags.id !== undefined ? { id: flags.id } : {}),
+      ...(flags.privateNetwork ? { privateNetwork: true } : {}),
     };
     const answer = await client.request<{ installed: ServerView }>('POST', '/api/mcp/install', body);
     if (flags.json) return printJson(answer);
