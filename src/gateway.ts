@@ -302,7 +302,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...settingsRoutes({ settings, audit, events }),
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
         ...processRoutes({ supervisor, audit }),
-        ...catalogRoutes({ catalog, guard: guards.for(false) }),
+        ...catalogRoutes({
+          catalog,
+          guard: guards.for(false),
+          installed: () => store.db.selectFrom('servers').select(['id', 'name']).execute(),
+        }),
         ...streamRoutes(events),
         ...approvalRoutes({ queue: approvals }),
         ...pinRoutes({ store, audit, events, registry }),

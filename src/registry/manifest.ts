@@ -39,6 +39,8 @@ export interface ResolvedManifest {
   prompts: ManifestPrompt[];
   /** Names only: values are set (and sealed) at install. */
   envRequired: string[];
+  /** Extra arguments needed after `args`, in words (catalog presets). */
+  argsRequired?: string;
   sourceKind: SourceKind;
   /** Where the manifest came from: the package page, the repository, or the manifest URL. */
   sourceUrl?: string;

@@ -3,6 +3,7 @@
  * `{"set": true}` on the way out; `connectionOf` is the one place they are
  * opened, to contact the upstream.
  */
+
 import type { Transaction } from 'kysely';
 import { safeEqual } from '../api/auth.js';
 import { GatehouseError } from '../errors.js';
@@ -11,6 +12,7 @@ import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
+import { type ArgsRequired, withConfigurationStatus } from './configuration.js';
 import {
   dropSealed,
   openValue,
@@ -42,6 +44,8 @@ export interface DiscoveredTool {
 export interface ServerOptions {
   /** Variables the server's manifest says it needs (names only). */
   envRequired?: string[];
+  /** Extra arguments its preset says it needs (see configuration.ts). */
+  argsRequired?: ArgsRequired;
   pathArgs?: string[];
   workspaceRoots?: string[];
   lazyStart?: boolean;
@@ -406,7 +410,7 @@ export function bindingOf(id: string, transport: Transport, url: string | null, 
 export function toView(row: ServerTable): ServerView {
   const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
   const options = parseJson<ServerOptions>(row.options, {});
-  return {
+  return withConfigurationStatus({
     ...options,
     id: row.id,
     name: row.name,
@@ -436,7 +440,7 @@ export function toView(row: ServerTable): ServerView {
     author: row.author,
     installedAt: row.installed_at,
     updatedAt: row.updated_at,
-  };
+  });
 }
 
 export function toDetail(row: ServerTable): ServerDetail {
