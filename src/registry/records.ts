@@ -50,6 +50,8 @@ export interface ServerOptions {
   workspaceRoots?: string[];
   lazyStart?: boolean;
   idleShutdownS?: number | null;
+  /** A stdio server an operator stopped: it stays stopped when the gateway starts again, until started. */
+  stoppedByOperator?: boolean;
 }
 
 export interface NewServer {
@@ -220,6 +222,23 @@ export class ServerStore {
   async all(): Promise<ServerDetail[]> {
     const rows = await this.store.db.selectFrom('servers').selectAll().orderBy('id').execute();
     return rows.map(toDetail);
+  }
+
+  /** Remembers (or forgets) that an operator stopped a stdio server; no record event (it changes no config). */
+  async setStoppedByOperator(id: string, stopped: boolean): Promise<void> {
+    await this.store.db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('servers').select('options').where('id', '=', id).executeTakeFirst();
+      if (!row) return;
+      const options = parseJson<ServerOptions>(row.options, {});
+      if ((options.stoppedByOperator ?? false) === stopped) return;
+      const { stoppedByOperator: _, ...rest } = options;
+      const next = stopped ? { ...rest, stoppedByOperator: true } : rest;
+      await trx
+        .updateTable('servers')
+        .set({ options: JSON.stringify(next) })
+        .where('id', '=', id)
+        .execute();
+    });
   }
 
   async remove(id: string): Promise<void> {
