@@ -49,4 +49,25 @@ describe('a server on a private address', { timeout: 180_000 }, () => {
     });
     expect(byOperator.statusCode).toBe(403);
   });
+
+  it('servers add --preset takes what the preset needs as --env/--arg, and says what is missing', async () => {
+    const preset = 'io.github.modelcontextprotocol/filesystem';
+    const [configured, bare] = await Promise.all([
+      runCli(['servers', 'add', '--preset', preset, '--id', 'fs', '--arg', '/srv/a', '--json'], env),
+      runCli(['servers', 'add', '--preset', preset, '--id', 'fs-bare'], env),
+    ]);
+    expect(configured.code, configured.stderr).toBe(0);
+    expect(JSON.parse(configured.stdout).installed).toMatchObject({
+      args: ['-y', '@modelcontextprotocol/server-filesystem', '/srv/a'],
+      lastError: null,
+    });
+    expect(bare.code, bare.stderr).toBe(0);
+    expect(bare.stdout).toBe(
+      'installed fs-bare (stdio npx -y @modelcontextprotocol/server-filesystem), status unknown\n',
+    );
+    expect(bare.stderr).toBe(
+      'gatehouse: needs_configuration: Needs configuration: arguments: one or more folders it may use (absolute paths).\n' +
+        'Give it with --env NAME=VALUE / --arg VALUE when adding, or PATCH /api/mcp/servers/fs-bare/config.\n',
+    );
+  });
 });
