@@ -467,7 +467,7 @@ const RENAMED: Record<string, string> = {
  * `GATEHOUSE_*` variables read by other parts of Gatehouse (the CLI client, later
  * issues' settings) and so not unknown here.
  */
-const OTHER_KNOWN_ENV = new Set(['GATEHOUSE_URL', 'GATEHOUSE_TOKEN']);
+const OTHER_KNOWN_ENV = new Set(['GATEHOUSE_URL', 'GATEHOUSE_TOKEN', 'GATEHOUSE_CLI_TOKEN']);
 
 function closest(name: string, candidates: readonly string[]): string | undefined {
   let best: string | undefined;

@@ -202,6 +202,13 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'The upstream MCP server refused the credentials Gatehouse sent.',
   },
+  // Day one
+  'serve.port_in_use': { status: 409, mcp: 'result', message: 'The address and port to listen on are not available.' },
+  needs_configuration: {
+    status: 409,
+    mcp: 'result',
+    message: 'The server is missing configuration it needs (environment variables or arguments).',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

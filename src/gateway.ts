@@ -51,6 +51,7 @@ import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso, parseJson } from './store/json.js';
+import { TokenUsage } from './store/token-usage.js';
 import { TokenStore } from './store/tokens.js';
 import { SandboxPlanner } from './supervisor/sandbox-plan.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
@@ -100,6 +101,8 @@ export interface Gateway {
    * over). Calls in flight and open streams go on; `app.close()` ends the rest.
    */
   drain(): Promise<void>;
+  /** Notes each token's use and writes `lastUsedAt` in batches. */
+  tokenUsage: TokenUsage;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -320,6 +323,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     };
 
     const readiness = new Readiness(store);
+    const tokenUsage = new TokenUsage(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
@@ -328,7 +332,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       logger,
       grants,
       onRequestTimeout: () => metrics.requestTimeouts.inc(),
-      authenticate: tokenAuthenticator(store, tokens),
+      authenticate: tokenUsage.tracking(tokenAuthenticator(store, tokens)),
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
@@ -340,7 +344,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...settingsRoutes({ settings, audit, events }),
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
         ...processRoutes({ supervisor, audit }),
-        ...catalogRoutes({ catalog, guard: guards.for(false) }),
+        ...catalogRoutes({
+          catalog,
+          guard: guards.for(false),
+          installed: () => store.db.selectFrom('servers').select(['id', 'name']).execute(),
+        }),
         ...streamRoutes(events),
         ...approvalRoutes({ queue: approvals }),
         ...pinRoutes({ store, audit, events, registry }),
@@ -421,6 +429,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await audit.flush();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
+      await tokenUsage.close();
       await store.close();
     });
     readiness.started();
@@ -450,6 +459,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       supervisor,
       listWatchers,
       bootstrapToken,
+      tokenUsage,
     };
   } catch (error) {
     await store.close();

@@ -1,7 +1,7 @@
 /** The install catalog and the resolver: what could be installed, and what a `{url}` would install, before installing. */
 import { z } from 'zod';
 import type { EgressGuard } from '../egress/index.js';
-import { type Catalog, catalogNameSchema, categorySchema } from '../registry/catalog.js';
+import { type Catalog, type CatalogEntry, catalogNameSchema, categorySchema } from '../registry/catalog.js';
 import { resolveInstallUrl, SPEC_MAX_LENGTH } from '../registry/manifest.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
@@ -14,8 +14,24 @@ const listQuery = pageQuery.extend({
 const entryParams = z.strictObject({ '*': catalogNameSchema });
 const resolveQuery = z.strictObject({ url: z.string().min(1).max(SPEC_MAX_LENGTH) });
 
-export function catalogRoutes(deps: { catalog: Catalog; guard: Pick<EgressGuard, 'fetch'> }): RouteDeclaration[] {
+export interface CatalogRouteDeps {
+  catalog: Catalog;
+  guard: Pick<EgressGuard, 'fetch'>;
+  /** The ids and names of installed servers, so each entry says whether it is installed (and as which id). */
+  installed?: () => Promise<ReadonlyArray<{ id: string; name: string }>>;
+}
+
+export function catalogRoutes(deps: CatalogRouteDeps): RouteDeclaration[] {
   const { catalog, guard } = deps;
+  /** An entry is installed when a server has its name (a preset install keeps it) or the id it installs as. */
+  const marked = async (items: readonly CatalogEntry[]) => {
+    const servers = (await deps.installed?.()) ?? [];
+    return items.map((entry) => {
+      const id = catalog.toManifest(entry).id;
+      const match = servers.find((s) => s.name.toLowerCase() === entry.name.toLowerCase() || s.id === id);
+      return { ...entry, installed: match !== undefined, ...(match ? { installedAs: match.id } : {}) };
+    });
+  };
   return [
     defineRoute({
       method: 'GET',
@@ -25,9 +41,9 @@ export function catalogRoutes(deps: { catalog: Catalog; guard: Pick<EgressGuard,
       access: ['admin', 'operator'],
       mcp: { tool: 'mcp_catalog', tier: 'autonomousRead' },
       query: listQuery,
-      handler({ query }) {
+      async handler({ query }) {
         const { items, total } = catalog.list(query);
-        return { ...listAnswer('items', items, total), categories: catalog.categories() };
+        return { ...listAnswer('items', await marked(items), total), categories: catalog.categories() };
       },
     }),
     defineRoute({
@@ -39,8 +55,9 @@ export function catalogRoutes(deps: { catalog: Catalog; guard: Pick<EgressGuard,
       mcp: { tool: 'mcp_catalog_get', tier: 'autonomousRead' },
       wildcard: 'name',
       params: entryParams,
-      handler({ params }) {
-        return catalog.preset(params['*']);
+      async handler({ params }) {
+        const [entry] = await marked([catalog.preset(params['*'])]);
+        return entry;
       },
     }),
     defineRoute({

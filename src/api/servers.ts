@@ -99,6 +99,15 @@ const installBody = z
     preset: z.string().min(1).max(256).optional(),
     /** With `url` or `preset`: the id to install under instead of the derived one. */
     id: serverIdSchema.optional(),
+    /** With `url` or `preset`: admit private and loopback addresses (admin only), as `privateNetwork` in a manifest. */
+    privateNetwork: z.boolean().optional(),
+    /** With `preset`: the variables it needs (sealed like any env value). */
+    env: envMap.optional(),
+    /** With `preset`: extra arguments after the preset's own (e.g. the folders of a filesystem server). */
+    args: argList.optional(),
+  })
+  .refine((b) => b.preset !== undefined || (b.env === undefined && b.args === undefined), {
+    message: 'env and args go with preset (a manifest carries its own)',
   })
   .refine((b) => [b.url, b.manifest, b.preset].filter((v) => v !== undefined).length === 1, {
     message: 'give exactly one of url, manifest, preset',
@@ -185,7 +194,12 @@ function fromManifest(manifest: ResolvedManifest, id: string | undefined): NewSe
     spec: manifest.spec ?? null,
     sourceKind: manifest.sourceKind,
     sourceUrl: manifest.sourceUrl ?? null,
-    options: manifest.envRequired.length > 0 ? { envRequired: manifest.envRequired } : {},
+    options: {
+      ...(manifest.envRequired.length > 0 ? { envRequired: manifest.envRequired } : {}),
+      ...(manifest.argsRequired
+        ? { argsRequired: { what: manifest.argsRequired, after: manifest.args?.length ?? 0 } }
+        : {}),
+    },
   } as NewServer;
 }
 
@@ -232,10 +246,10 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       status: 201,
       async handler({ body, principal }) {
         let input: NewServer;
+        if ((body.privateNetwork || body.manifest?.privateNetwork) && principal?.role !== 'admin') {
+          throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
+        }
         if (body.manifest) {
-          if (body.manifest.privateNetwork && principal?.role !== 'admin') {
-            throw new GatehouseError('forbidden', 'Only an admin may install a server with privateNetwork.');
-          }
           const { id, sandbox, ...rest } = body.manifest;
           input = {
             ...rest,
@@ -244,11 +258,18 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
             ...(sandbox && { options: { sandbox } }),
           };
         } else if (body.preset) {
-          input = { ...fromManifest(catalog.toManifest(catalog.preset(body.preset)), body.id), sourceKind: 'preset' };
+          const preset = fromManifest(catalog.toManifest(catalog.preset(body.preset)), body.id);
+          input = {
+            ...preset,
+            sourceKind: 'preset',
+            args: [...(preset.args ?? []), ...(body.args ?? [])],
+            ...(body.env ? { env: body.env } : {}),
+          };
         } else {
           const resolved = await resolveInstallUrl(body.url as string, guard, body.id ? { id: body.id } : {});
           input = fromManifest(resolved, body.id);
         }
+        if (body.privateNetwork !== undefined) input = { ...input, privateNetwork: body.privateNetwork };
         serverIdSchema.parse(input.id);
         return { installed: await registry.install(input, principal) };
       },

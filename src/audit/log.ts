@@ -219,7 +219,8 @@ export class AuditLog {
       tool: event.tool ?? null,
       verdict: null,
       approval_id: null,
-      outcome: 'ok',
+      // A control-plane act that reports failure (a handshake with `ok: false`) is not an `ok` in the trail.
+      outcome: event.data?.ok === false ? (typeof event.data.code === 'string' ? event.data.code : 'error') : 'ok',
       latency_ms: null,
       request_bytes: null,
       response_bytes: null,

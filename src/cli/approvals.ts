@@ -1,6 +1,6 @@
 /**
  * `gatehouse approvals list|show|approve|reject`: decides approvals through a
- * running gateway's REST API (`--url`/`GATEHOUSE_URL`, `--token`/`GATEHOUSE_TOKEN`).
+ * running gateway's REST API (`--url`/`GATEHOUSE_URL`, `--token`/`GATEHOUSE_CLI_TOKEN`).
  * Errors print as `code: message` with a non-zero exit; `--json` prints the raw answer.
  */
 import type { Command } from 'commander';
@@ -96,7 +96,7 @@ function card(a: ApprovalView): string {
 function withConnection(command: Command): Command {
   return command
     .option('--url <url>', `gateway URL (default: GATEHOUSE_URL or ${DEFAULT_GATEWAY_URL})`)
-    .option('--token <token>', 'an admin or operator token (default: GATEHOUSE_TOKEN)')
+    .option('--token <token>', 'an admin or operator token (default: GATEHOUSE_CLI_TOKEN)')
     .option('--timeout <ms>', `give up after this many milliseconds (default ${DEFAULT_TIMEOUT_MS})`)
     .option('--json', 'print the raw JSON answer');
 }

@@ -33,19 +33,32 @@ export interface RestClientOptions {
   timeoutMs: number;
 }
 
-/** Flags win over `GATEHOUSE_URL`/`GATEHOUSE_TOKEN`; a missing token or a bad URL is a usage error. */
+/**
+ * Flags win over `GATEHOUSE_URL`/`GATEHOUSE_CLI_TOKEN`; a missing token or a bad URL is a usage error.
+ * `GATEHOUSE_TOKEN` is the agent's token in client configs (and the stdio bridge's); the CLI still accepts it
+ * for its own, with a warning, when `GATEHOUSE_CLI_TOKEN` is not set.
+ */
 export function clientOptions(flags: ClientFlags, env: NodeJS.ProcessEnv): RestClientOptions {
   const url = flags.url ?? env.GATEHOUSE_URL ?? DEFAULT_GATEWAY_URL;
   if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
     throw new GatehouseError('validation_error', `--url must be an http(s) URL of the gateway, not "${url}".`);
   }
-  const token = flags.token ?? env.GATEHOUSE_TOKEN;
-  if (!token) throw new GatehouseError('unauthorized', 'No token: set GATEHOUSE_TOKEN (or pass --token).');
+  const token = flags.token ?? env.GATEHOUSE_CLI_TOKEN ?? legacyToken(env);
+  if (!token) throw new GatehouseError('unauthorized', 'No token: set GATEHOUSE_CLI_TOKEN (or pass --token).');
   const timeoutMs = flags.timeoutMs === undefined ? DEFAULT_TIMEOUT_MS : Number(flags.timeoutMs);
   if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
     throw new GatehouseError('validation_error', '--timeout-ms must be a positive whole number of milliseconds.');
   }
   return { baseUrl: new URL(url), token, timeoutMs };
+}
+
+function legacyToken(env: NodeJS.ProcessEnv): string | undefined {
+  if (!env.GATEHOUSE_TOKEN) return undefined;
+  process.stderr.write(
+    'gatehouse: warning: reading the CLI token from GATEHOUSE_TOKEN; set GATEHOUSE_CLI_TOKEN instead ' +
+      '(GATEHOUSE_TOKEN is the agent token of client configs).\n',
+  );
+  return env.GATEHOUSE_TOKEN;
 }
 
 export class RestClient {

@@ -26,18 +26,45 @@ export async function runServe(config: Config, options: ServeOptions = {}): Prom
     // Declared stdio servers start like those found at boot (enabled, not lazyStart).
     await gateway.supervisor.startEnabled();
   }
-  await app.listen({ host: config.host, port: config.port });
-  if (gateway.bootstrapToken) {
-    // Printed once, to the terminal only (never to the log stream): it is not stored anywhere in clear.
-    process.stderr.write(
-      `\nGatehouse created its first admin token. It is shown only this once; keep it safe:\n\n  ${gateway.bootstrapToken}\n\n`,
-    );
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    // The token exists in the store from now on: shown even when this start fails, or it is lost for good.
+    printBootstrapToken(gateway.bootstrapToken);
+    await app.close().catch(() => {});
+    throw listenError(error, config) ?? error;
   }
+  printBootstrapToken(gateway.bootstrapToken);
   app.log.info(
     { host: config.host, port: config.port, store: gateway.store.kind, location: gateway.store.location },
     'gatehouse serve listening',
   );
   closeOnSignals(app, { drain: () => gateway.drain(), drainMs: config.drainS * 1000 });
+}
+
+/** Printed once, to the terminal only (never to the log stream): it is not stored anywhere in clear. */
+function printBootstrapToken(token: string | undefined): void {
+  if (!token) return;
+  process.stderr.write(
+    `\nGatehouse created its first admin token. It is shown only this once; keep it safe:\n\n  ${token}\n\n`,
+  );
+}
+
+/** A port that cannot be bound is a usage error of one line, not a stack trace. */
+function listenError(error: unknown, config: Config): GatehouseError | undefined {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const where = `${config.host}:${config.port}`;
+  const fix = 'choose another with --port or GATEHOUSE_PORT';
+  if (code === 'EADDRINUSE')
+    return new GatehouseError('serve.port_in_use', `Port ${config.port} is already in use on ${config.host}; ${fix}.`);
+  if (code === 'EACCES')
+    return new GatehouseError('serve.port_in_use', `Not allowed to listen on ${where}; ${fix} (1024 or above).`);
+  if (code === 'EADDRNOTAVAIL')
+    return new GatehouseError(
+      'serve.port_in_use',
+      `${config.host} is not an address of this machine; choose another with --host or GATEHOUSE_HOST.`,
+    );
+  return undefined;
 }
 
 async function applyOrClose(gateway: Gateway, declared: DeclarativeConfig, prune: boolean): Promise<void> {

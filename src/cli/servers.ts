@@ -1,8 +1,9 @@
 /**
  * `gatehouse servers list|add|test|remove` change a running gateway through its REST API (`--url`, `--token`, or
- * `GATEHOUSE_URL`/`GATEHOUSE_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
+ * `GATEHOUSE_URL`/`GATEHOUSE_CLI_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
  */
 import { open, readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { Config } from '../config.js';
@@ -11,20 +12,74 @@ import { GatehouseError } from '../errors.js';
 import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
-import { openStore } from '../store/db.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
+import { openCliStore } from './store-notice.js';
 
 type Flags = ClientFlags & { json?: boolean };
 /** A list item carries `state`, what the runtime sees now, besides the record. */
 type Listed = ServerView & { state: string };
 type ListAnswer = { servers: Listed[]; count: number; total: number };
 
+type AddFlags = Flags & {
+  preset?: string;
+  manifest?: string;
+  id?: string;
+  privateNetwork?: boolean;
+  env: string[];
+  arg: string[];
+};
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+/** `--env NAME=VALUE` flags as a map; a flag without `=` is a usage error. */
+function envFlags(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new GatehouseError('validation_error', `--env takes NAME=VALUE, not "${pair}".`);
+    env[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return env;
+}
+
+/**
+ * What a preset needs that the flags do not give: asked on a terminal, one question each; otherwise left
+ * missing (the server installs as `needs_configuration` and the command says what to set).
+ */
+async function askPresetConfiguration(
+  client: RestClient,
+  preset: string,
+  env: Record<string, string>,
+  args: string[],
+): Promise<void> {
+  const entry = await client.request<{ envRequired: string[]; argsRequired?: string }>(
+    'GET',
+    `/api/mcp/catalog/${preset.split('/').map(encodeURIComponent).join('/')}`,
+  );
+  const missingEnv = entry.envRequired.filter((name) => !(name in env));
+  const needsArgs = entry.argsRequired !== undefined && args.length === 0;
+  if ((missingEnv.length === 0 && !needsArgs) || !process.stdin.isTTY) return;
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    for (const name of missingEnv) {
+      const value = (await rl.question(`${preset} needs ${name}: `)).trim();
+      if (value) env[name] = value;
+    }
+    if (needsArgs) {
+      const answer = await rl.question(`${preset} needs ${entry.argsRequired} (space-separated): `);
+      args.push(...answer.split(/\s+/).filter(Boolean));
+    }
+  } finally {
+    rl.close();
+  }
+}
+
 const PAGE = 500;
 
 function withClientFlags(command: Command): Command {
   return command
     .option('--url <url>', `the gateway (env GATEHOUSE_URL; default ${DEFAULT_GATEWAY_URL})`)
-    .option('--token <token>', 'admin or operator token (env GATEHOUSE_TOKEN, preferred: flags show in ps)')
+    .option('--token <token>', 'admin or operator token (env GATEHOUSE_CLI_TOKEN, preferred: flags show in ps)')
     .option('--timeout-ms <ms>', 'deadline of each request (default 60000)')
     .option('--json', 'print the raw JSON answer');
 }
@@ -95,23 +150,42 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       )
       .option('--preset <name>', 'a catalog entry (gatehouse catalog names contain /)')
       .option('--manifest <file>', 'a full server record as JSON or YAML')
-      .option('--id <id>', 'install under this id instead of the derived one'),
-  ).action(async (source: string | undefined, flags: Flags & { preset?: string; manifest?: string; id?: string }) => {
+      .option('--id <id>', 'install under this id instead of the derived one')
+      .option('--private-network', 'admit a private or loopback address, e.g. http://127.0.0.1:… (admin token)')
+      .option('--env <NAME=VALUE>', 'with --preset: a variable it needs (repeatable; sealed)', collect, [])
+      .option('--arg <value>', 'with --preset: an extra argument it needs, e.g. a folder (repeatable)', collect, []),
+  ).action(async (source: string | undefined, flags: AddFlags) => {
     const given = [source, flags.preset, flags.manifest].filter((v) => v !== undefined);
     if (given.length !== 1) {
       throw new GatehouseError('validation_error', 'Give exactly one of <source>, --preset or --manifest.');
     }
     const client = clientOf(flags);
+    const env = envFlags(flags.env);
+    const args = [...flags.arg];
+    if ((Object.keys(env).length > 0 || args.length > 0) && flags.preset === undefined) {
+      throw new GatehouseError('validation_error', '--env and --arg go with --preset.');
+    }
+    if (flags.preset !== undefined) await askPresetConfiguration(client, flags.preset, env, args);
     const body = {
       ...(source !== undefined ? { url: source } : {}),
       ...(flags.preset !== undefined ? { preset: flags.preset } : {}),
       ...(flags.manifest !== undefined ? { manifest: await readManifest(flags.manifest) } : {}),
       ...(flags.id !== undefined ? { id: flags.id } : {}),
+      ...(flags.privateNetwork ? { privateNetwork: true } : {}),
+      ...(Object.keys(env).length > 0 ? { env } : {}),
+      ...(args.length > 0 ? { args } : {}),
     };
     const answer = await client.request<{ installed: ServerView }>('POST', '/api/mcp/install', body);
     if (flags.json) return printJson(answer);
-    const { id, transport, url, command, args } = answer.installed;
-    const target = transport === 'stdio' ? [command, ...args].join(' ') : url;
+    const { id, transport, url, command, status, lastError } = answer.installed;
+    const target = transport === 'stdio' ? [command, ...answer.installed.args].join(' ') : url;
+    if (lastError?.startsWith('needs_configuration:')) {
+      print(`installed ${id} (${transport} ${target}), status ${status}`);
+      process.stderr.write(
+        `gatehouse: ${lastError}\nGive it with --env NAME=VALUE / --arg VALUE when adding, or PATCH /api/mcp/servers/${id}/config.\n`,
+      );
+      return;
+    }
     print(`installed ${id} (${transport} ${target})\ncheck it with: gatehouse servers test ${id}`);
   });
 
@@ -203,7 +277,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
     .option('--out <file>', 'write to this file (mode 0600) instead of stdout')
     .action(async (flags: { out?: string } & Record<string, unknown>) => {
       const config = configOf(flags);
-      const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+      const store = await openCliStore(config);
       let exported: ReturnType<typeof exportServers>;
       try {
         const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });

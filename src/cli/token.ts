@@ -4,13 +4,13 @@ import { publicToken } from '../api/tokens.js';
 import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import type { Role } from '../identity/index.js';
-import { openStore } from '../store/db.js';
 import { TokenStore } from '../store/tokens.js';
+import { openCliStore } from './store-notice.js';
 
 const ROLES: readonly Role[] = ['admin', 'operator', 'agent', 'ops'];
 
 async function withTokens<T>(config: Config, fn: (tokens: TokenStore) => Promise<T>): Promise<T> {
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const store = await openCliStore(config);
   try {
     return await fn(new TokenStore(store));
   } finally {

@@ -39,6 +39,8 @@ const entrySchema = z
     args: argsSchema.optional(),
     url: httpsUrl.optional(),
     envRequired: z.array(envNameSchema).max(64).default([]),
+    /** Extra arguments the server needs after `args`, in words (e.g. the folders a filesystem server may use). */
+    argsRequired: z.string().trim().min(1).max(300).optional(),
     homepage: httpsUrl.optional(),
   })
   .superRefine((entry, ctx) => {
@@ -167,6 +169,7 @@ export function createCatalog(content: unknown, source = 'catalog'): Catalog {
         resources: [],
         prompts: [],
         envRequired: [...entry.envRequired],
+        ...(entry.argsRequired ? { argsRequired: entry.argsRequired } : {}),
         sourceKind: sourceKindOf(entry),
         ...(entry.homepage ? { sourceUrl: entry.homepage } : {}),
       };

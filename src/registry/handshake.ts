@@ -5,7 +5,7 @@
  * guard); stdio servers are started for the test and reaped after.
  */
 import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontextprotocol/client';
-import { GatehouseError } from '../errors.js';
+import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { ServerTable } from '../store/schema.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
 import { connectStdio, type SandboxOptions, stdioError } from '../upstream/stdio/index.js';
@@ -165,6 +165,19 @@ async function stdioHandshake(
   }
 }
 
+/** A refused private address, with the message naming the fix: the server's `privateNetwork` switch. */
+function withPrivateNetworkHint(error: unknown, id: string): GatehouseError | undefined {
+  const refused = findGatehouseError(error);
+  if (refused?.code !== 'private_network_blocked') return undefined;
+  return new GatehouseError(
+    'private_network_blocked',
+    `${refused.message} If this server is meant to be on your own network, an admin allows it: ` +
+      `\`gatehouse servers add <url> --private-network\` when adding it, ` +
+      `PATCH /api/mcp/servers/${id}/config {"privateNetwork": true}, or the Private network switch in the dashboard.`,
+    refused.details,
+  );
+}
+
 export function createHandshaker(options: HandshakerOptions): Handshaker {
   return {
     async handshake(row, connection, { runningOnly = false, signal } = {}) {
@@ -184,7 +197,9 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
       const pool = options.poolFor(connection.privateNetwork);
       const target = { url: connection.url, headers: connection.headers };
       const abandon = signal ? { signal } : {};
-      const { tools } = await pool.listTools(target, abandon);
+      const { tools } = await pool.listTools(target, abandon).catch((error: unknown) => {
+        throw connection.privateNetwork ? error : (withPrivateNetworkHint(error, row.id) ?? error);
+      });
       return pool.withClient(
         target,
         options.timeoutMs,

@@ -39,6 +39,8 @@ export interface ResolvedManifest {
   prompts: ManifestPrompt[];
   /** Names only: values are set (and sealed) at install. */
   envRequired: string[];
+  /** Extra arguments needed after `args`, in words (catalog presets). */
+  argsRequired?: string;
   sourceKind: SourceKind;
   /** Where the manifest came from: the package page, the repository, or the manifest URL. */
   sourceUrl?: string;
@@ -545,6 +547,19 @@ export async function fetchManifest(
 // POST /api/mcp/install {url} and GET /api/mcp/resolve?url=
 
 /**
+ * A URL server's name: its host, with the port when the URL gives one and the path unless it is just `/` or
+ * `/mcp`, so two servers on one host (`127.0.0.1:3001`, `127.0.0.1:3002/tools`) get different names and ids.
+ */
+export function nameOfServerUrl(url: URL): { name: string; idSource: string } {
+  // `host` keeps an explicit port (and an IPv6 address's brackets); a scheme's default port is not shown.
+  const host = url.port ? url.host : url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const path = url.pathname.replace(/\/+$/, '').replace(/\/mcp$/i, '');
+  const name = `${host}${path}`;
+  // The id is derived from the last `/` segment of what it is given: hand it the whole name as one segment.
+  return { name, idSource: name.replace(/\//g, '-') };
+}
+
+/**
  * The `{url}` install rules: a spec is parsed; an `http(s)` URL whose path ends in `.json` is fetched as a manifest;
  * any other `http(s)` URL is a Streamable HTTP server at that address, named after its host.
  */
@@ -561,10 +576,10 @@ export async function resolveInstallUrl(
   }
   const url = serverUrl(input);
   if (url.pathname.toLowerCase().endsWith('.json')) return fetchManifest(url.href, guard, options);
-  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const { name, idSource } = nameOfServerUrl(url);
   return {
-    id: pickId(host, options),
-    name: host,
+    id: pickId(idSource, options),
+    name,
     description: `Streamable HTTP server at ${url.host}`,
     transport: 'streamable-http',
     url: url.href,

@@ -3,6 +3,7 @@
  * `{"set": true}` on the way out; `connectionOf` is the one place they are
  * opened, to contact the upstream.
  */
+
 import type { Transaction } from 'kysely';
 import { GatehouseError } from '../errors.js';
 import { safeEqual } from '../identity/index.js';
@@ -11,6 +12,7 @@ import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
+import { type ArgsRequired, withConfigurationStatus } from './configuration.js';
 import {
   credentialsForNewTarget,
   openValue,
@@ -42,12 +44,16 @@ export interface DiscoveredTool {
 export interface ServerOptions {
   /** Variables the server's manifest says it needs (names only). */
   envRequired?: string[];
+  /** Extra arguments its preset says it needs (see configuration.ts). */
+  argsRequired?: ArgsRequired;
   pathArgs?: string[];
   workspaceRoots?: string[];
   lazyStart?: boolean;
   idleShutdownS?: number | null;
   /** stdio: the bubblewrap sandbox of its child (absent: on, network host). Admin-only to change. */
   sandbox?: ServerSandbox;
+  /** A stdio server an operator stopped: it stays stopped when the gateway starts again, until started. */
+  stoppedByOperator?: boolean;
 }
 
 /** A stdio server's sandbox: `mode: "off"` is the admin's escape hatch; `readOnlyPaths` widen what it sees. */
@@ -225,6 +231,23 @@ export class ServerStore {
   async all(): Promise<ServerDetail[]> {
     const rows = await this.store.db.selectFrom('servers').selectAll().orderBy('id').execute();
     return rows.map(toDetail);
+  }
+
+  /** Remembers (or forgets) that an operator stopped a stdio server; no record event (it changes no config). */
+  async setStoppedByOperator(id: string, stopped: boolean): Promise<void> {
+    await this.store.db.transaction().execute(async (trx) => {
+      const row = await trx.selectFrom('servers').select('options').where('id', '=', id).executeTakeFirst();
+      if (!row) return;
+      const options = parseJson<ServerOptions>(row.options, {});
+      if ((options.stoppedByOperator ?? false) === stopped) return;
+      const { stoppedByOperator: _, ...rest } = options;
+      const next = stopped ? { ...rest, stoppedByOperator: true } : rest;
+      await trx
+        .updateTable('servers')
+        .set({ options: JSON.stringify(next) })
+        .where('id', '=', id)
+        .execute();
+    });
   }
 
   async remove(id: string): Promise<void> {
@@ -411,7 +434,7 @@ export function bindingOf(id: string, transport: Transport, url: string | null, 
 export function toView(row: ServerTable): ServerView {
   const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
   const options = parseJson<ServerOptions>(row.options, {});
-  return {
+  return withConfigurationStatus({
     ...options,
     id: row.id,
     name: row.name,
@@ -441,7 +464,7 @@ export function toView(row: ServerTable): ServerView {
     author: row.author,
     installedAt: row.installed_at,
     updatedAt: row.updated_at,
-  };
+  });
 }
 
 export function toDetail(row: ServerTable): ServerDetail {

@@ -14,6 +14,7 @@ import { type ToolVerdict, toolVerdict } from '../policy/verdicts.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
+import { missingConfiguration } from './configuration.js';
 import type { HandshakeResult, Handshaker } from './handshake.js';
 import {
   type ConfigPatch,
@@ -23,6 +24,7 @@ import {
   type ServerStore,
   type ServerView,
   toDetail,
+  toView,
 } from './records.js';
 import type { StateProbe } from './state.js';
 
@@ -139,7 +141,11 @@ export class Registry {
 
   /** The handshake an operator asks for: connect, list tools/prompts/resources, store the status, reconcile the pins. */
   async test(id: string, actor: Principal | undefined): Promise<TestResult> {
-    const result = await this.handshake(await this.records.getRow(id), { actor, action: 'server.test' });
+    const row = await this.records.getRow(id);
+    // Not started at all: without its variables or arguments it could only fail (or half-work).
+    const missing = missingConfiguration(toView(row));
+    if (missing) throw new GatehouseError('needs_configuration', `${id}: ${missing}`);
+    const result = await this.handshake(row, { actor, action: 'server.test' });
     if (!result) throw new GatehouseError('internal_error', 'The handshake ended without a result.');
     return result;
   }

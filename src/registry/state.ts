@@ -24,8 +24,8 @@ export class StateProbe {
   constructor(private readonly options: StateProbeOptions) {}
 
   async stateOf(server: Pick<ServerView, 'id' | 'transport' | 'url' | 'enabled' | 'privateNetwork'>): Promise<string> {
-    if (server.transport === 'stdio') return this.options.stdioState?.(server.id) ?? 'stopped';
     if (!server.enabled) return 'disabled';
+    if (server.transport === 'stdio') return this.options.stdioState?.(server.id) ?? 'stopped';
     const url = server.url ?? '';
     const cached = this.cache.get(server.id);
     if (cached && cached.url === url && Date.now() - cached.at < CACHE_MS) return cached.state;

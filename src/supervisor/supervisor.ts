@@ -115,6 +115,8 @@ export class StdioSupervisor {
       if (row.transport !== 'stdio') continue;
       const proc = this.process(row.id);
       proc.enabled = row.enabled;
+      // An operator's stop outlives the gateway process: remembered on the record.
+      if (row.stoppedByOperator) proc.stoppedByOperator = true;
       if (row.enabled && !row.lazyStart && proc.state === 'stopped' && !proc.stoppedByOperator) {
         proc.start().catch((error) => {
           this.options.logger.warn({ server: row.id, err: error }, 'a stdio server did not start at boot');
@@ -150,6 +152,7 @@ export class StdioSupervisor {
     await this.checkStdio(id);
     const proc = this.process(id);
     proc.resetCrashes();
+    await this.options.records.setStoppedByOperator(id, false);
     await proc.start();
     await proc.handshake;
     return proc.view();
@@ -159,6 +162,7 @@ export class StdioSupervisor {
     await this.checkStdio(id);
     const proc = this.process(id);
     proc.stoppedByOperator = true;
+    await this.options.records.setStoppedByOperator(id, true);
     await proc.stop();
     return proc.view();
   }
@@ -168,6 +172,7 @@ export class StdioSupervisor {
     const proc = this.process(id);
     await proc.stop();
     proc.resetCrashes();
+    await this.options.records.setStoppedByOperator(id, false);
     await proc.start();
     await proc.handshake;
     return proc.view();

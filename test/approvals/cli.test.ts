@@ -113,7 +113,7 @@ describe('gatehouse approvals (CLI over REST)', () => {
 
     const json = await cli(['list', '--status', 'pending', '--json'], {
       GATEHOUSE_URL: url,
-      GATEHOUSE_TOKEN: operatorToken,
+      GATEHOUSE_CLI_TOKEN: operatorToken,
     });
     expect(JSON.parse(json.stdout)).toMatchObject({ count: 1, total: 1, approvals: [{ id: created.id }] });
 
@@ -159,7 +159,7 @@ describe('gatehouse approvals (CLI over REST)', () => {
 
     const noToken = await cli(['list', '--url', url]);
     expect(noToken).toMatchObject({ exitCode: 1 });
-    expect(noToken.stderr).toMatch(/^unauthorized: .*GATEHOUSE_TOKEN/);
+    expect(noToken.stderr).toMatch(/^unauthorized: .*GATEHOUSE_CLI_TOKEN/);
 
     const badToken = await cli(['list', '--url', url, '--token', 'gh_wrong']);
     expect(badToken.stderr).toMatch(/^unauthorized: /);

@@ -20,10 +20,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseJsonc } from 'jsonc-parser';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { selfLaunch } from '../../src/cli/launch.js';
 import { hashToken } from '../../src/identity/index.js';
 import { openStore } from '../../src/store/db.js';
 import { TokenStore } from '../../src/store/tokens.js';
+import { VERSION } from '../../src/version.js';
 import { gatehouse } from './run.js';
+
+/** The CLI's entry (and, from sources without a build, tsx's loader), as `connect` writes them. */
+const launchArgs = selfLaunch().args;
 
 const HUB = 'http://127.0.0.1:8080/mcp';
 
@@ -90,8 +95,9 @@ describe('gatehouse connect (printing)', { timeout: 90_000 }, () => {
       'claude-desktop': {
         mcpServers: {
           gatehouse: {
-            command: 'gatehouse',
-            args: ['stdio', '--url', HUB],
+            // Node's own path and the CLI's entry by absolute path: no PATH lookup (see the Claude Desktop test).
+            command: process.execPath,
+            args: [...launchArgs, 'stdio', '--url', HUB],
             env: { GATEHOUSE_TOKEN: '<gatehouse agent token>' },
           },
         },
@@ -355,7 +361,18 @@ describe('gatehouse connect --write', { timeout: 90_000 }, () => {
     const doc = JSON.parse(written);
     expect(doc.globalShortcut).toBe('Ctrl+Space');
     expect(doc.mcpServers.memory).toEqual({ command: 'npx', args: ['-y', '@modelcontextprotocol/server-memory'] });
-    expect(doc.mcpServers.gatehouse).toMatchObject({ command: 'gatehouse', args: ['stdio', '--url', HUB] });
+    expect(doc.mcpServers.gatehouse).toMatchObject({
+      command: process.execPath,
+      args: [...launchArgs, 'stdio', '--url', HUB],
+    });
+    // What the entry runs starts Gatehouse with no PATH at all, from any folder.
+    const { command, args: entryArgs } = doc.mcpServers.gatehouse as { command: string; args: string[] };
+    const launched = execFileSync(command, [...entryArgs.slice(0, -3), '--version'], {
+      env: { PATH: '' },
+      cwd: tmpdir(),
+      encoding: 'utf8',
+    });
+    expect(launched.trim()).toBe(VERSION);
     const token = doc.mcpServers.gatehouse.env.GATEHOUSE_TOKEN as string;
     expect(await liveAgentTokens()).toEqual([{ name: 'desktop', hash: hashToken(token) }]);
     expect(statSync(file).mode & 0o777).toBe(0o600);
@@ -372,8 +389,8 @@ describe('gatehouse connect --write', { timeout: 90_000 }, () => {
     const moved = await gatehouse([...args.slice(0, 3), '--url', 'http://127.0.0.1:9999', '--write', file]);
     expect(moved.code).toBe(0);
     expect(JSON.parse(read(file)).mcpServers.gatehouse).toEqual({
-      command: 'gatehouse',
-      args: ['stdio', '--url', 'http://127.0.0.1:9999/mcp'],
+      command: process.execPath,
+      args: [...launchArgs, 'stdio', '--url', 'http://127.0.0.1:9999/mcp'],
       env: { GATEHOUSE_TOKEN: token },
     });
   });

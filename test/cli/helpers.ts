@@ -11,10 +11,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Resolves with the exit code and output, whatever the exit code; GATEHOUSE_URL/TOKEN come only from `env`. */
+/** Resolves with the exit code and output, whatever the exit code; GATEHOUSE_URL and the tokens come only from `env`. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
   const [node, ...flags] = NODE_TS;
-  const { GATEHOUSE_URL: _url, GATEHOUSE_TOKEN: _token, ...inherited } = process.env;
+  const { GATEHOUSE_URL: _url, GATEHOUSE_TOKEN: _token, GATEHOUSE_CLI_TOKEN: _cliToken, ...inherited } = process.env;
   return new Promise((resolve) => {
     execFile(
       node,

@@ -17,7 +17,7 @@ describe('gatehouse servers list|add|test|remove against a listening gateway', {
 
   beforeAll(async () => {
     gw = await startTestGateway(sqliteTarget);
-    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_TOKEN: TEST_ADMIN_TOKEN };
+    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN };
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'] });
     dir = mkdtempSync(join(tmpdir(), 'gatehouse-cli-'));
   });
@@ -65,6 +65,13 @@ describe('gatehouse servers list|add|test|remove against a listening gateway', {
       }),
     ]);
     expect(table.code).toBe(0);
+    // GATEHOUSE_TOKEN (the agent's variable in client configs) is still read for the CLI, with a warning.
+    expect(json).toMatchObject({
+      code: 0,
+      stderr:
+        'gatehouse: warning: reading the CLI token from GATEHOUSE_TOKEN; set GATEHOUSE_CLI_TOKEN instead ' +
+        '(GATEHOUSE_TOKEN is the agent token of client configs).\n',
+    });
     expect(table.stdout.split('\n')).toEqual([
       'ID          STATUS     STATE      TRANSPORT        TOOLS',
       'fx          connected  reachable  streamable-http  2',
@@ -92,7 +99,7 @@ describe('gatehouse servers list|add|test|remove against a listening gateway', {
 
     const [missing, badToken, invalid, noToken, twoSources, unreachable, failing] = await Promise.all([
       runCli(['servers', 'remove', 'nope'], env),
-      runCli(['servers', 'list'], { ...env, GATEHOUSE_TOKEN: 'gh_not-a-real-token-0123456789' }),
+      runCli(['servers', 'list'], { ...env, GATEHOUSE_CLI_TOKEN: 'gh_not-a-real-token-0123456789' }),
       runCli(['servers', 'add', upstream.url, '--id', 'Bad_Id'], env),
       runCli(['servers', 'list'], { GATEHOUSE_URL: env.GATEHOUSE_URL as string }),
       runCli(['servers', 'add', upstream.url, '--preset', 'x'], env),
@@ -112,7 +119,10 @@ describe('gatehouse servers list|add|test|remove against a listening gateway', {
     expect(badToken).toMatchObject({ code: 1, stderr: expect.stringMatching(/^gatehouse: unauthorized: /) });
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/^gatehouse: validation_error: .*\n {2}- body\.id: a server id is/);
-    expect(noToken).toMatchObject({ code: 2, stderr: 'gatehouse: No token: set GATEHOUSE_TOKEN (or pass --token).\n' });
+    expect(noToken).toMatchObject({
+      code: 2,
+      stderr: 'gatehouse: No token: set GATEHOUSE_CLI_TOKEN (or pass --token).\n',
+    });
     expect(twoSources).toMatchObject({
       code: 2,
       stderr: 'gatehouse: Give exactly one of <source>, --preset or --manifest.\n',

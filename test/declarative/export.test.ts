@@ -176,7 +176,8 @@ describeEachStore('declarative config: export and round trip', (target) => {
   // Two CLI processes, each compiling the CLI's TypeScript: slow on a loaded machine.
   it('`gatehouse servers export` prints the YAML, or writes it to a 0600 file', { timeout: 120_000 }, async () => {
     const printed = await exportCli(source, []);
-    expect(printed).toMatchObject({ code: 0, stderr: '' });
+    // stderr names the store it read (never a secret: a PostgreSQL URL is shown without its password).
+    expect(printed).toMatchObject({ code: 0, stderr: expect.stringMatching(/^gatehouse: using the store at \S+\n$/) });
     expect(printed.stdout).not.toContain(SENTINEL);
     expect(parse(printed.stdout).servers).toHaveLength(3);
 

@@ -89,6 +89,8 @@ describe('the bundled catalog', async () => {
       resources: [],
       prompts: [],
       envRequired: [],
+      // It serves nothing without folders: installing it asks for them.
+      argsRequired: 'one or more folders it may use (absolute paths)',
       sourceKind: 'npm',
       sourceUrl: 'https://github.com/modelcontextprotocol/servers/tree/main/src/filesystem',
     });

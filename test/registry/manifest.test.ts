@@ -282,11 +282,12 @@ describe('resolveInstallUrl: the {url} install rules', () => {
     expect(upstream.requests[0]?.url).toBe('/path/Manifest.JSON?v=1');
   });
 
-  it('takes any other http(s) URL as a Streamable HTTP server named after its host, without fetching it', async () => {
+  it('takes any other http(s) URL as a Streamable HTTP server named after its host, port and path, without fetching it', async () => {
     const upstream = await server(PUBLIC_HOST, serveBody(weather));
+    const { port } = new URL(upstream.origin);
     expect(await resolveInstallUrl(`${upstream.origin}/mcp`, guard())).toEqual({
-      id: '127-0-0-2',
-      name: PUBLIC_HOST,
+      id: `127-0-0-2-${port}`,
+      name: `${PUBLIC_HOST}:${port}`,
       description: `Streamable HTTP server at ${new URL(upstream.origin).host}`,
       transport: 'streamable-http',
       url: `${upstream.origin}/mcp`,
@@ -298,15 +299,31 @@ describe('resolveInstallUrl: the {url} install rules', () => {
     });
     expect(upstream.requests).toHaveLength(0);
     expect(await resolveInstallUrl('https://MCP.Example.com/api/mcp', guard())).toMatchObject({
-      id: 'mcp-example-com',
-      name: 'mcp.example.com',
+      id: 'mcp-example-com-api',
+      name: 'mcp.example.com/api',
       url: 'https://mcp.example.com/api/mcp',
     });
-    expect((await resolveInstallUrl('http://[::1]:9000/mcp', guard())).name).toBe('::1');
+    expect(await resolveInstallUrl('https://mcp.example.com/mcp', guard())).toMatchObject({
+      id: 'mcp-example-com',
+      name: 'mcp.example.com',
+    });
+    expect((await resolveInstallUrl('http://[::1]:9000/mcp', guard())).name).toBe('[::1]:9000');
+    expect((await resolveInstallUrl('http://[::1]/mcp', guard())).name).toBe('::1');
+    // Two servers on one host are two names and two ids.
+    const [a, b] = await Promise.all([
+      resolveInstallUrl('http://127.0.0.1:3001/mcp', guard()),
+      resolveInstallUrl('http://127.0.0.1:3002/tools/mcp', guard()),
+    ]);
+    expect([a.name, a.id, b.name, b.id]).toEqual([
+      '127.0.0.1:3001',
+      '127-0-0-1-3001',
+      '127.0.0.1:3002/tools',
+      '127-0-0-1-3002-tools',
+    ]);
   });
 
   it('needs an explicit id where the host derives a reserved one', async () => {
-    expect((await rejection(resolveInstallUrl('http://gatehouse:8080/mcp', guard()))).code).toBe('validation_error');
+    expect((await rejection(resolveInstallUrl('http://gatehouse/mcp', guard()))).code).toBe('validation_error');
     expect((await resolveInstallUrl('http://gatehouse:8080/mcp', guard(), { id: 'lan-gw' })).id).toBe('lan-gw');
   });
 

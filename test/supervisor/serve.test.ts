@@ -74,7 +74,7 @@ describe('gatehouse serve with stdio servers', () => {
       stderr += chunk.toString('utf8');
     });
     const exited = new Promise<number | null>((resolve) => serve?.once('exit', (code) => resolve(code)));
-    const env = { GATEHOUSE_URL: url, GATEHOUSE_TOKEN: TEST_ADMIN_TOKEN };
+    const env = { GATEHOUSE_URL: url, GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN };
 
     // The declared server is started with the gateway.
     expect(await waitFor(() => pidsWithMarker(declared).length === 1, 60_000), stderr).toBe(true);

@@ -104,6 +104,8 @@ export interface ServeProcess {
   kill(): Promise<void>;
   /** Starts it again on the same port and data folder. */
   restart(): Promise<void>;
+  /** Sends the running process a signal (SIGSTOP freezes it with its connections open; SIGCONT thaws it). */
+  signal(signal: NodeJS.Signals): void;
   stop(): Promise<void>;
   /** A REST call with the admin token (or another). */
   rest<T = unknown>(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: T }>;
@@ -177,6 +179,7 @@ export async function startServe(options: { catalog?: string } = {}): Promise<Se
     output: () => log,
     kill: stopChild,
     restart: start,
+    signal: (signal) => void child?.kill(signal),
     async stop() {
       await stopChild();
       await rm(dataDir, { recursive: true, force: true });

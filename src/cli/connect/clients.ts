@@ -28,8 +28,10 @@ export interface WiringInput {
   token?: string | undefined;
   /** The environment variable a `reference` client reads the token from. */
   tokenEnv: string;
-  /** What Claude Desktop runs (`gatehouse`, or an absolute path). */
+  /** What Claude Desktop runs: by default Node's absolute path, or what `--command` gives. */
   command: string;
+  /** The arguments before `stdio` (by default the absolute path of the CLI's entry file). */
+  commandArgs: string[];
 }
 
 export type JsonPath = (string | number)[];
@@ -148,7 +150,7 @@ export const CLIENTS: Record<ClientId, ClientSpec> = {
     usualPath: claudeDesktopConfigPath(),
     entry: (i) => ({
       command: i.command,
-      args: ['stdio', '--url', i.hubUrl],
+      args: [...i.commandArgs, 'stdio', '--url', i.hubUrl],
       env: { GATEHOUSE_TOKEN: i.token ?? TOKEN_PLACEHOLDER },
     }),
     secretPath: ['env', 'GATEHOUSE_TOKEN'],

@@ -18,7 +18,9 @@ import type { Config } from '../../config.js';
 import { GatehouseError } from '../../errors.js';
 import { openStore } from '../../store/db.js';
 import { TokenStore } from '../../store/tokens.js';
+import { selfLaunch } from '../launch.js';
 import { hubUrlFrom } from '../stdio-bridge.js';
+import { openCliStore } from '../store-notice.js';
 import { CLIENT_IDS, CLIENTS, type ClientSpec, isClientId, type WiringInput } from './clients.js';
 import { mergeEntry } from './merge.js';
 import { gitIgnores, gitWorkTreeOf, readTarget, writeTarget } from './target.js';
@@ -30,7 +32,7 @@ interface ConnectFlags {
   tokenName?: string;
   groups?: string;
   tokenEnv: string;
-  command: string;
+  command?: string;
   write?: string;
   allowWorkspace?: boolean;
   dataDir?: string;
@@ -77,7 +79,7 @@ async function createAgentToken(
   name: string,
   groups: string[] | undefined,
 ): Promise<{ id: string; token: string; revoke(): Promise<void> }> {
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const store = await openCliStore(config);
   try {
     const live = await store.db
       .selectFrom('tokens')
@@ -124,11 +126,14 @@ export async function runConnect(flags: ConnectFlags, configOf: (flags: Record<s
   const spec = validate(flags);
   const config = configOf({ dataDir: flags.dataDir, databaseUrl: flags.databaseUrl });
   const hubUrl = hubUrlFrom(flags.url ?? process.env.GATEHOUSE_URL ?? defaultGateway(config));
+  // Absolute by default, so a client without `gatehouse` on its PATH (a GUI app) still launches it.
+  const launch = flags.command === undefined ? selfLaunch() : { command: flags.command, args: [] };
   const input: WiringInput = {
     hubUrl: hubUrl.href,
     name: flags.name,
     tokenEnv: flags.tokenEnv,
-    command: flags.command,
+    command: launch.command,
+    commandArgs: launch.args,
   };
 
   // Check the file before creating anything: a refusal leaves no token behind.
@@ -201,8 +206,7 @@ export function addConnectCommands(program: Command, configOf: (flags: Record<st
     .option('--token-env <NAME>', 'Claude Code, Cursor: the variable the entry reads the token from', 'GATEHOUSE_TOKEN')
     .option(
       '--command <path>',
-      'Claude Desktop: how to start gatehouse (an absolute path if it is not on its PATH)',
-      'gatehouse',
+      'Claude Desktop: the command that starts gatehouse (default: this Node and this CLI, by absolute path)',
     )
     .option('--write <path>', 'merge the entry into this file (created if missing; other entries and comments kept)')
     .option('--allow-workspace', 'write a clear-text token even into a file inside a git work tree')

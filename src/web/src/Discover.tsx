@@ -125,14 +125,19 @@ function CatalogBrowser() {
   if (catalog.data && categories.length === 0 && catalog.data.categories.length > 0)
     setCategories(catalog.data.categories);
 
-  const install = async (item: CatalogItem) => {
+  const [configuring, setConfiguring] = useState<string>();
+  const needsConfiguration = (item: CatalogItem) => item.envRequired.length > 0 || item.argsRequired !== undefined;
+
+  const install = async (item: CatalogItem, given: { env?: Record<string, string>; args?: string[] } = {}) => {
     setInstalling(item.name);
     setFlash(undefined);
     try {
       const answer = await api<{ installed: ServerView }>('/api/mcp/install', {
         method: 'POST',
-        body: { preset: item.name },
+        body: { preset: item.name, ...given },
       });
+      setConfiguring(undefined);
+      catalog.reload();
       setFlash({
         kind: 'ok',
         text: `Installed ${item.title} as “${answer.installed.id}”.`,
@@ -191,23 +196,105 @@ function CatalogBrowser() {
               <span className="muted small-text">
                 {item.transport}
                 {item.envRequired.length > 0 ? ` · needs ${item.envRequired.join(', ')}` : ''}
+                {item.argsRequired ? ` · needs ${item.argsRequired}` : ''}
               </span>
+              {item.installed && (
+                <button
+                  type="button"
+                  className="small"
+                  onClick={() => openServer(item.installedAs as string)}
+                  aria-label={`Open ${item.title}, installed as ${item.installedAs}`}
+                >
+                  <span className="tag installed">installed</span> as {item.installedAs}
+                </button>
+              )}
               <button
                 type="button"
                 className="primary small"
                 disabled={installing !== undefined}
-                onClick={() => install(item)}
+                onClick={() =>
+                  needsConfiguration(item)
+                    ? setConfiguring(configuring === item.name ? undefined : item.name)
+                    : install(item)
+                }
                 aria-label={`Install ${item.title}`}
+                aria-expanded={needsConfiguration(item) ? configuring === item.name : undefined}
               >
-                {installing === item.name ? 'Installing…' : 'Install'}
+                {installing === item.name ? 'Installing…' : item.installed ? 'Install again' : 'Install'}
               </button>
             </div>
+            {configuring === item.name && (
+              <PresetForm item={item} busy={installing !== undefined} onInstall={(given) => install(item, given)} />
+            )}
           </li>
         ))}
       </ul>
     </section>
   );
 }
+
+/** What a preset needs before it can work (its variables, its extra arguments), asked before installing it. */
+function PresetForm({
+  item,
+  busy,
+  onInstall,
+}: {
+  item: CatalogItem;
+  busy: boolean;
+  onInstall: (given: { env?: Record<string, string>; args?: string[] }) => void;
+}) {
+  const ids = useId();
+  const [env, setEnv] = useState<Record<string, string>>({});
+  const [args, setArgs] = useState('');
+  const submit = (event: FormEvent) => {
+    event.preventDefault();
+    const list = args
+      .split('\n')
+      .map((a) => a.trim())
+      .filter(Boolean);
+    onInstall({
+      ...(item.envRequired.length > 0 ? { env } : {}),
+      ...(list.length > 0 ? { args: list } : {}),
+    });
+  };
+  return (
+    <form className="stack preset-form" onSubmit={submit} aria-label={`Configure ${item.title}`}>
+      {item.envRequired.map((name) => (
+        <label key={name}>
+          {name} (sealed, never shown again)
+          <input
+            type="password"
+            autoComplete="off"
+            spellCheck={false}
+            required
+            value={env[name] ?? ''}
+            onChange={(e) => setEnv({ ...env, [name]: e.target.value })}
+          />
+        </label>
+      ))}
+      {item.argsRequired && (
+        <label>
+          {`Arguments: ${item.argsRequired} (one per line)`}
+          <textarea
+            id={`${ids}-args`}
+            required
+            rows={2}
+            spellCheck={false}
+            value={args}
+            onChange={(e) => setArgs(e.target.value)}
+          />
+        </label>
+      )}
+      <button type="submit" className="primary small" disabled={busy}>
+        {busy ? 'Installing…' : `Install ${item.title}`}
+      </button>
+    </form>
+  );
+}
+
+/** The server id rule, in our words (the browser's own pattern message says only "match the requested format"). */
+export const ID_RULE = 'An id is 1–32 lower-case letters, digits and “-”, starting with a letter or digit (no “_”).';
+const ID_PATTERN = /^[a-z0-9][a-z0-9-]{0,31}$/;
 
 function ManualEntry() {
   const { openServer, role } = useSession();
@@ -288,11 +375,21 @@ function ManualEntry() {
           Id (optional; derived from the name)
           <input
             value={id}
-            onChange={(e) => setId(e.target.value)}
-            pattern="[a-z0-9][a-z0-9\-]{0,31}"
+            onChange={(e) => {
+              setId(e.target.value);
+              const value = e.target.value.trim();
+              e.target.setCustomValidity(value === '' || ID_PATTERN.test(value) ? '' : ID_RULE);
+            }}
+            aria-describedby={`${ids}-id-rule`}
+            aria-invalid={id.trim() !== '' && !ID_PATTERN.test(id.trim())}
             spellCheck={false}
           />
         </label>
+        {id.trim() !== '' && !ID_PATTERN.test(id.trim()) && (
+          <p id={`${ids}-id-rule`} className="field-error small-text" role="alert">
+            {ID_RULE}
+          </p>
+        )}
         <fieldset className="row">
           <legend>Transport</legend>
           {(['streamable-http', 'stdio'] as const).map((t) => (

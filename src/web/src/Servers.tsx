@@ -3,6 +3,16 @@ import { useMemo, useState } from 'react';
 import { api, type ServerView } from './api';
 import { Empty, ErrorBox, Loading, StatusDot, useAsync, useDebounced, useLive, useSession } from './ui';
 
+/** A server missing its variables or arguments: not green, not red, and says so. */
+const needsConfiguration = (s: { lastError: string | null }) =>
+  s.lastError?.startsWith('needs_configuration:') ?? false;
+
+function statusText(s: { status: string; lastError: string | null; enabled: boolean }): string {
+  if (needsConfiguration(s)) return 'needs configuration';
+  if (!s.enabled) return 'disabled';
+  return s.status === 'unknown' ? 'not tested' : s.status;
+}
+
 export function Servers() {
   const { openServer } = useSession();
   const servers = useAsync(() => api<{ servers: ServerView[]; total: number }>('/api/mcp/servers?limit=500'), []);
@@ -85,14 +95,16 @@ export function Servers() {
                 <tr key={s.id} data-server={s.id}>
                   <td>
                     <StatusDot status={s.status} lastError={s.lastError} />{' '}
-                    <span className="status-text">{s.status === 'unknown' ? 'not tested' : s.status}</span>
+                    <span className="status-text">{statusText(s)}</span>
                   </td>
                   <td>
                     <button type="button" className="link" onClick={() => openServer(s.id)}>
                       {s.name}
                     </button>
                     <div className="muted mono small-text">{s.id}</div>
-                    {s.status === 'failed' && s.lastError && <div className="error-text small-text">{s.lastError}</div>}
+                    {(s.status === 'failed' || needsConfiguration(s)) && s.lastError && (
+                      <div className="error-text small-text">{s.lastError}</div>
+                    )}
                   </td>
                   <td>{s.transport}</td>
                   <td className="tools-count">{s.discoveredToolsCount}</td>

@@ -209,7 +209,12 @@ export interface CatalogItem {
   args?: string[];
   url?: string;
   envRequired: string[];
+  /** Extra arguments it needs after `args`, in words. */
+  argsRequired?: string;
   homepage?: string;
+  /** Whether a server was installed from it, and under which id. */
+  installed?: boolean;
+  installedAs?: string;
 }
 export interface Approval {
   id: string;
@@ -262,6 +267,12 @@ export interface LiveEvent {
 
 export type StreamState = 'connecting' | 'live' | 'reconnecting';
 
+/**
+ * The gateway writes a keep-alive comment every 15 s: a stream silent for longer than this is dead (a gateway
+ * that went away without closing the connection), and the badge must stop saying "live".
+ */
+export const STREAM_SILENCE_MS = 40_000;
+
 /** Parses one SSE frame (`id:`, `event:`, `data:` lines); comments and heartbeats yield nothing. */
 export function parseFrame(frame: string): LiveEvent | undefined {
   let id: number | undefined;
@@ -293,6 +304,14 @@ export function openEventStream(
   let lastId: number | undefined;
   const run = async () => {
     while (!stopped) {
+      const attempt = new AbortController();
+      const abortAttempt = () => attempt.abort();
+      controller.signal.addEventListener('abort', abortAttempt);
+      let silence: ReturnType<typeof setTimeout> | undefined;
+      const heard = () => {
+        clearTimeout(silence);
+        silence = setTimeout(abortAttempt, STREAM_SILENCE_MS);
+      };
       try {
         const headers: Record<string, string> = { accept: 'text/event-stream' };
         const token = storedToken();
@@ -302,15 +321,17 @@ export function openEventStream(
           headers,
           cache: 'no-store',
           credentials: 'omit',
-          signal: controller.signal,
+          signal: attempt.signal,
         });
         if (!response.ok || !response.body) throw new Error(`stream answered ${response.status}`);
         onState('live');
+        heard();
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = '';
         for (;;) {
           const { value, done } = await reader.read();
           if (done) break;
+          heard();
           buffer = (buffer + value).replace(/\r\n?/g, '\n');
           let end = buffer.indexOf('\n\n');
           while (end !== -1) {
@@ -325,6 +346,9 @@ export function openEventStream(
         }
       } catch {
         // Falls through to the reconnect below.
+      } finally {
+        clearTimeout(silence);
+        controller.signal.removeEventListener('abort', abortAttempt);
       }
       if (stopped) return;
       onState('reconnecting');

@@ -15,10 +15,12 @@ export function ActivatePanel({
   busy: string | undefined;
   act: Act;
 }) {
-  const { hubOn } = useSession();
+  const { hubOn, role } = useSession();
   const [test, setTest] = useState<TestResult>();
   const [enabled, setEnabled] = useState(server.enabled);
   useEffect(() => setEnabled(server.enabled), [server.enabled]);
+  const [privateNetwork, setPrivateNetwork] = useState(server.privateNetwork);
+  useEffect(() => setPrivateNetwork(server.privateNetwork), [server.privateNetwork]);
 
   const runTest = () =>
     act('test', async () => {
@@ -68,6 +70,31 @@ export function ActivatePanel({
           />
           Enabled
         </label>
+        {server.transport !== 'stdio' && role === 'admin' && (
+          <label className="toggle" title="Allow loopback and LAN addresses (admin only)">
+            <input
+              type="checkbox"
+              checked={privateNetwork}
+              disabled={busy !== undefined}
+              onChange={(e) => {
+                const next = e.target.checked;
+                setPrivateNetwork(next);
+                void act('privateNetwork', async () => {
+                  try {
+                    await api(`${base}/config`, { method: 'PATCH', body: { privateNetwork: next } });
+                  } catch (error) {
+                    setPrivateNetwork(!next);
+                    throw error;
+                  }
+                  return next
+                    ? 'Private network allowed: it may be on loopback or your LAN.'
+                    : 'Private network refused: public addresses only.';
+                });
+              }}
+            />
+            Private network
+          </label>
+        )}
         <button
           type="button"
           className="primary"
