@@ -12,7 +12,7 @@ describe('gatehouse servers pins|pin-approve', { timeout: 180_000 }, () => {
 
   beforeAll(async () => {
     gw = await startTestGateway(sqliteTarget);
-    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_TOKEN: TEST_ADMIN_TOKEN };
+    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN };
     // Pinned with `echo` only; `add` appears at the next handshake and waits for review.
     const first = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
     expect((await gw.request('POST', '/api/mcp/install', { body: { url: first.url, id: 'fx' } })).statusCode).toBe(201);

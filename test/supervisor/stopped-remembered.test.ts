@@ -1,5 +1,5 @@
 import { afterEach, expect, it } from 'vitest';
-import { cleanUp, fixtureSpec, newMarker, waitFor } from '../fixtures/stdio/index.js';
+import { cleanUp, FIXTURE_SANDBOX, fixtureSpec, newMarker, waitFor } from '../fixtures/stdio/index.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore, type StoreTarget } from '../helpers/stores.js';
 import { FAST_SUPERVISOR_ENV } from './helpers.js';
@@ -32,7 +32,8 @@ describeEachStore('a stdio server stopped by an operator', (target) => {
       markers.push(marker);
       const { command, args } = fixtureSpec(marker);
       const installed = await first.request('POST', '/api/mcp/install', {
-        body: { manifest: { id, name: id, transport: 'stdio', command, args } },
+        // The fixture runs from the working tree, which a sandbox hides unless it is mounted read-only.
+        body: { manifest: { id, name: id, transport: 'stdio', command, args, sandbox: FIXTURE_SANDBOX } },
       });
       expect(installed.statusCode, installed.body).toBe(201);
       expect((await first.request('POST', `/api/mcp/servers/${id}/start`)).statusCode).toBe(200);

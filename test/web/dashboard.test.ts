@@ -366,7 +366,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: lifecycle, failures and quarant
     await nav(page, 'Discover');
     await form.getByLabel('stdio').check();
     await form.getByLabel('Name', { exact: true }).fill('Local');
-    await form.getByLabel('Command').fill('local-mcp');
+    await form.getByLabel('Command').fill('npx'); // a command stdio.allowedCommands admits by default
     await form.getByLabel('Arguments (one per line)').fill('--verbose\n--port=0');
     await form.getByRole('button', { name: 'Add variable' }).click();
     await form.getByLabel('Variable name').fill('API_KEY');
