@@ -43,7 +43,11 @@ interface Gateway {
   dataDir: string;
 }
 
-async function startGateway(name: string, file = 'bench/gateway-process.ts'): Promise<Gateway> {
+async function startGateway(
+  name: string,
+  file = 'bench/gateway-process.ts',
+  env: Record<string, string> = {},
+): Promise<Gateway> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gatehouse-bench-'));
   const admin = `gh_bench_${randomBytes(24).toString('hex')}`;
   try {
@@ -57,6 +61,7 @@ async function startGateway(name: string, file = 'bench/gateway-process.ts'): Pr
         GATEHOUSE_ALLOW_PRIVATE_NETWORKS: 'true',
         GATEHOUSE_LOG_LEVEL: LOG_LEVEL,
         BENCH_REMOVE_DATA_DIR: '1',
+        ...env,
       }),
       { launcher: true },
     );
@@ -293,7 +298,11 @@ export async function hubSection(): Promise<string> {
       childEnv(),
     );
     parties.push(many as unknown as Party);
-    const aggregate = await startGateway('aggregate gateway');
+    // The whole aggregate in one answer, as before lists were paged (GATEHOUSE_LIST_PAGE_SIZE, default 500):
+    // the cell measures the gateway serving every tool at once, the worst case an agent can ask for.
+    const aggregate = await startGateway('aggregate gateway', undefined, {
+      GATEHOUSE_LIST_PAGE_SIZE: String(AGG_SERVERS * AGG_TOOLS + 1),
+    });
     gateways.push(aggregate);
     const aggToken = await agentToken(aggregate);
     let total = 0;

@@ -63,6 +63,8 @@ export class AuditLog {
   /** True while a group commit is writing: rows queued meanwhile wait for the next group. */
   private committing = false;
   private flushing: Promise<void> = Promise.resolve();
+  /** Stream announcements of committed groups, published in order behind the commits (never holding one up). */
+  private publishing: Promise<void> = Promise.resolve();
   private events: StreamSink | undefined;
   private readonly maxBatch: number;
   private readonly maxPending: number;
@@ -122,8 +124,17 @@ export class AuditLog {
     return this.pending.length;
   }
 
-  /** Writes everything queued now; resolves when it (and any earlier batch) is written, rejects if it failed. */
+  /**
+   * Writes everything queued now; resolves when it (and any earlier batch) is written and announced,
+   * rejects if it failed.
+   */
   async flush(): Promise<void> {
+    await this.commitQueued();
+    await this.publishing;
+  }
+
+  /** Commits everything queued now (the group commit); announcements follow on their own. */
+  private async commitQueued(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.scheduled) clearImmediate(this.scheduled);
@@ -159,7 +170,7 @@ export class AuditLog {
     this.scheduled = setImmediate(() => {
       this.scheduled = undefined;
       this.committing = true;
-      this.flush()
+      this.commitQueued()
         .catch(() => undefined) // `write` has reported it, re-queued the rows and set the retry
         .finally(() => {
           this.committing = false;
@@ -198,14 +209,16 @@ export class AuditLog {
     }
     for (const q of batch) q.committed();
     const announcements = batch.flatMap((q) => (q.announce ? [q.announce] : []));
-    if (announcements.length > 0 && this.events) {
-      try {
-        await this.events.publishMany(announcements);
-      } catch (error) {
+    const events = this.events;
+    if (announcements.length === 0 || !events) return;
+    // Published in commit order, but off the commit's path: the next group is not held up by this one's
+    // stream rows (at concurrency 1 that was a second store write before every call's own).
+    this.publishing = this.publishing.then(() =>
+      events.publishMany(announcements).catch((error) => {
         // The rows are written (the trail is whole); only the live view missed them.
         this.onError(error, { rows: announcements.length, requeued: false });
-      }
-    }
+      }),
+    );
   }
 
   private adminRow(event: AdminEvent): AuditRow {
