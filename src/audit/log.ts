@@ -25,6 +25,9 @@ export interface AdminEvent {
 
 export type AuditRow = Omit<AuditEventTable, 'id'>;
 
+/** How long committed calls' `tool.called` announcements gather before one stream write. */
+const ANNOUNCE_EVERY_MS = 50;
+
 /** Where a flushed batch's stream events go (the `EventHub`). */
 export interface StreamSink {
   publishMany(events: readonly NewStreamEvent[]): Promise<void>;
@@ -65,6 +68,9 @@ export class AuditLog {
   private flushing: Promise<void> = Promise.resolve();
   /** Stream announcements of committed groups, published in order behind the commits (never holding one up). */
   private publishing: Promise<void> = Promise.resolve();
+  /** Announcements waiting for the next publish (one stream write per `ANNOUNCE_EVERY_MS`, not one per group). */
+  private toAnnounce: NewStreamEvent[] = [];
+  private announceTimer: NodeJS.Timeout | undefined;
   private events: StreamSink | undefined;
   private readonly maxBatch: number;
   private readonly maxPending: number;
@@ -130,6 +136,7 @@ export class AuditLog {
    */
   async flush(): Promise<void> {
     await this.commitQueued();
+    this.announceNow();
     await this.publishing;
   }
 
@@ -208,11 +215,21 @@ export class AuditLog {
       throw error;
     }
     for (const q of batch) q.committed();
-    const announcements = batch.flatMap((q) => (q.announce ? [q.announce] : []));
+    for (const q of batch) if (q.announce) this.toAnnounce.push(q.announce);
+    // Published in commit order, but off the commit's path and gathered over a short window: the live view
+    // is a moment behind, and the calls never wait for (or pay a store write per call for) its rows.
+    if (this.toAnnounce.length > 0 && !this.announceTimer) {
+      this.announceTimer = setTimeout(() => this.announceNow(), ANNOUNCE_EVERY_MS).unref();
+    }
+  }
+
+  /** Hands the gathered announcements to the stream, in order, now. */
+  private announceNow(): void {
+    if (this.announceTimer) clearTimeout(this.announceTimer);
+    this.announceTimer = undefined;
     const events = this.events;
+    const announcements = this.toAnnounce.splice(0);
     if (announcements.length === 0 || !events) return;
-    // Published in commit order, but off the commit's path: the next group is not held up by this one's
-    // stream rows (at concurrency 1 that was a second store write before every call's own).
     this.publishing = this.publishing.then(() =>
       events.publishMany(announcements).catch((error) => {
         // The rows are written (the trail is whole); only the live view missed them.
