@@ -167,6 +167,13 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     expect(report.kill_gateway).toMatchObject({ ok: false, error: 'ESRCH' });
     // Network "host": the control case of the "none" test below.
     expect(report.connect).toMatchObject({ ok: true, value: 'connected' });
+    // With network "host" a tool's failed connection is its own business: not typed as a sandbox denial.
+    const closedPort = await (await h.agent('hostile')).callTool({
+      name: 'reach',
+      arguments: { host: '127.0.0.1', port: 1 },
+    });
+    expect(closedPort.isError).toBe(true);
+    expect((await h.process('hostile')).lastError).toBeNull();
     expect(report.escapee?.ok).toBe(true);
     // The setsid grandchild lives, for now.
     expect(pidsWithMarker(marker).length).toBe(2);
@@ -212,7 +219,82 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     const report = await attack('offline', { connect: { host: base.hostname, port: Number(base.port) } });
     expect(report.connect?.ok).toBe(false);
     expect(['ENETUNREACH', 'ECONNREFUSED', 'EHOSTUNREACH']).toContain(report.connect?.error);
+
+    // An ordinary tool that needs the network fails; the operator sees why: typed, and on the log once.
+    expect((await h.process('offline')).lastError).toBeNull();
+    const agent = await h.agent('offline');
+    for (let i = 0; i < 2; i++) {
+      const failed = await agent.callTool({
+        name: 'reach',
+        arguments: { host: base.hostname, port: Number(base.port) },
+      });
+      expect(failed.isError).toBe(true);
+    }
+    const lastError = (await h.process('offline')).lastError ?? '';
+    expect(lastError.startsWith('sandbox.network_denied: ')).toBe(true);
+    expect(lastError).toMatch(/ENETUNREACH|ECONNREFUSED|EHOSTUNREACH/);
+    const events = (await h.gw.request('GET', '/api/mcp/servers/offline/logs')).json().events as {
+      kind: string;
+      message: string;
+      data: { code?: string };
+    }[];
+    const denied = events.filter((e) => e.kind === 'sandbox' && e.data?.code === 'sandbox.network_denied');
+    expect(denied).toHaveLength(1);
+    expect(denied[0]?.message).toContain('network is off (sandbox.network "none")');
   });
+
+  it(
+    'with network "none" a server that connects at start fails typed, and its log says the network is off',
+    SLOW,
+    async () => {
+      const base = new URL(h.base);
+      const marker = newMarker();
+      h.markers.push(marker);
+      const args = [HOSTILE, `--gatehouse-test-marker=${marker}`, `--connect-at-start=${base.hostname}:${base.port}`];
+      for (const [id, network] of [
+        ['needs-net', 'none'],
+        ['has-net', 'host'],
+      ] as const) {
+        const installed = await h.gw.request('POST', '/api/mcp/install', {
+          body: {
+            manifest: {
+              id,
+              name: id,
+              transport: 'stdio',
+              command: process.execPath,
+              args,
+              toolPolicy: { defaultTier: 'allow' },
+              sandbox: { readOnlyPaths: FIXTURE_READ_ONLY_PATHS, network },
+            },
+          },
+        });
+        expect(installed.statusCode, installed.body).toBe(201);
+      }
+      // The test's own child (not supervised) fails alike, and the record's lastError is typed too.
+      const tested = (await h.gw.request('POST', '/api/mcp/servers/needs-net/test')).json();
+      expect(tested.error?.code, JSON.stringify(tested)).toBe('sandbox.network_denied');
+      const detail = (await h.gw.request('GET', '/api/mcp/servers/needs-net')).json();
+      expect(String(detail.lastError).startsWith('sandbox.network_denied: ')).toBe(true);
+      // The control: with network "host" the same server reaches the gateway and starts.
+      expect((await h.gw.request('POST', '/api/mcp/servers/has-net/start')).statusCode).toBe(200);
+      const refused = await h.gw.request('POST', '/api/mcp/servers/needs-net/start');
+      expect(refused.statusCode).toBeGreaterThanOrEqual(500);
+      const view = await h.process('needs-net');
+      expect(view.lastError?.startsWith('sandbox.network_denied: '), view.lastError ?? '').toBe(true);
+      expect(view.lastError).toContain('fetching its registry failed');
+      const events = (await h.gw.request('GET', '/api/mcp/servers/needs-net/logs')).json().events as {
+        kind: string;
+        message: string;
+      }[];
+      expect(
+        events.some(
+          (e) => e.kind === 'process' && e.message.startsWith('Start failed') && e.message.includes('network is off'),
+        ),
+      ).toBe(true);
+      await h.gw.request('POST', '/api/mcp/servers/needs-net/stop');
+      await h.gw.request('POST', '/api/mcp/servers/has-net/stop');
+    },
+  );
 
   it(
     'stdio.allowedCommands refuses a command at install, configure and start; sandbox is admin-only',
