@@ -5,7 +5,7 @@
 
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
-import { GatehouseError, isGatehouseError } from '../errors.js';
+import { type ErrorCode, GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
 import type { PinnableItem } from '../policy/pins.js';
@@ -38,6 +38,15 @@ export interface TestResult {
   discoveredToolsCount: number;
   verdicts: Record<string, ToolVerdict>;
   error: { code: string; message: string } | null;
+  /** What may not work though the handshake did (e.g. `stdio.workspace_root_unwritable`); `servers test` only. */
+  warnings?: TestWarning[];
+}
+
+/** A typed warning of `servers test`. */
+export interface TestWarning {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
 }
 
 export interface ServerEvent {
@@ -62,6 +71,8 @@ export function verdictsFor(
 export class Registry {
   /** Told of every tool a handshake quarantines for its schema (the gateway counts them on /metrics). */
   onSchemaRefused: ((reason: 'schema_too_large' | 'unsafe_schema') => void) | undefined;
+  /** What `servers test` warns of besides the handshake (a stdio server's unwritable workspace roots). */
+  testWarnings: ((row: ServerTable) => TestWarning[]) | undefined;
 
   constructor(
     private readonly store: Store,
@@ -147,7 +158,13 @@ export class Registry {
     if (missing) throw new GatehouseError('needs_configuration', `${id}: ${missing}`);
     const result = await this.handshake(row, { actor, action: 'server.test' });
     if (!result) throw new GatehouseError('internal_error', 'The handshake ended without a result.');
-    return result;
+    let warnings: TestWarning[] = [];
+    try {
+      warnings = this.testWarnings?.(row) ?? [];
+    } catch {
+      // A warning that cannot be worked out is not a failed test.
+    }
+    return { ...result, warnings };
   }
 
   /**

@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config.js';
 import { createGateway } from '../../src/gateway.js';
 import { SandboxPlanner } from '../../src/supervisor/sandbox-plan.js';
 import { findBwrap } from '../../src/upstream/stdio/index.js';
+import { runCli } from '../cli/helpers.js';
 import {
   cleanUp,
   FIXTURE_READ_ONLY_PATHS,
@@ -295,6 +296,49 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
       await h.gw.request('POST', '/api/mcp/servers/has-net/stop');
     },
   );
+
+  it('servers test warns of a workspace root the child cannot write, over REST and in the CLI', SLOW, async () => {
+    const open = mkdtempSync(join(tmpdir(), 'gh-sandbox-open-'));
+    const closed = mkdtempSync(join(tmpdir(), 'gh-sandbox-closed-'));
+    folders.push(open, closed);
+    chmodSync(open, 0o777);
+    chmodSync(closed, 0o500); // read-only for everyone but root, and root's own only (when the gateway is root)
+    const missing = join(open, 'not-created');
+    await h.installPlain('roots');
+    const patched = await h.gw.request('PATCH', '/api/mcp/servers/roots/config', {
+      body: { workspaceRoots: [open, closed, missing] },
+    });
+    expect(patched.statusCode, patched.body).toBe(200);
+
+    const tested = await h.gw.request('POST', '/api/mcp/servers/roots/test');
+    expect(tested.statusCode, tested.body).toBe(200);
+    const answer = tested.json() as {
+      ok: boolean;
+      warnings: { code: string; message: string; details: { root: string; missing: boolean } }[];
+    };
+    expect(answer.ok).toBe(true);
+    // The child's uid (its own as root; the gateway's otherwise) cannot write the closed root or a missing one.
+    const warned = answer.warnings.map((w) => w.details.root).sort();
+    expect(warned).toEqual([closed, missing].sort());
+    expect(answer.warnings.every((w) => w.code === 'stdio.workspace_root_unwritable')).toBe(true);
+    expect(answer.warnings.find((w) => w.details.root === missing)).toMatchObject({ details: { missing: true } });
+    expect(answer.warnings.find((w) => w.details.root === closed)?.message).toContain('chown or chmod');
+
+    const cli = await runCli(['servers', 'test', 'roots'], {
+      GATEHOUSE_URL: h.base,
+      GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout).toContain(`warning  stdio.workspace_root_unwritable: The workspace root ${closed} is read-only`);
+    expect(cli.stdout).toContain(
+      `warning  stdio.workspace_root_unwritable: The workspace root ${missing} does not exist`,
+    );
+
+    // Writable again: no warning for it.
+    chmodSync(closed, 0o777);
+    const again = (await h.gw.request('POST', '/api/mcp/servers/roots/test')).json();
+    expect(again.warnings.map((w: { details: { root: string } }) => w.details.root)).toEqual([missing]);
+  });
 
   it(
     'stdio.allowedCommands refuses a command at install, configure and start; sandbox is admin-only',
