@@ -163,7 +163,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       }
       return pool;
     };
-    const probe = new StateProbe({ guardFor: (p) => guards.for(p), stdioState: (id) => supervisor.stateOf(id) });
+    const probe = new StateProbe({
+      guardFor: (p) => guards.for(p),
+      stdioState: (id) => supervisor.stateOf(id),
+      stdioSandboxed: (server) => config.stdioSandbox === 'on' && server.sandbox?.mode !== 'off',
+    });
     const stderrWindow = new Map<string, { start: number; lines: number }>();
     // A chatty child must not flood the event table: at most so many output lines per server per minute.
     const onChildOutput = (id: string, line: string, kind: 'stderr' | 'stdout' = 'stderr') => {

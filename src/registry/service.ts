@@ -106,13 +106,26 @@ export class Registry {
 
   async list(page: { limit: number; offset: number }): Promise<{ servers: ServerView[]; total: number }> {
     const { servers, total } = await this.records.list(page);
-    const withState = await Promise.all(servers.map(async (s) => ({ ...s, state: await this.probe.stateOf(s) })));
+    const withState = await Promise.all(
+      servers.map(async (s) => ({ ...s, state: await this.probe.stateOf(s), ...this.sandboxFlag(s) })),
+    );
     return { servers: withState, total };
+  }
+
+  /** `sandboxed` on a stdio server's view (the dashboard's "sandbox off" badge). */
+  private sandboxFlag(server: ServerView): { sandboxed?: boolean } {
+    const sandboxed = this.probe.sandboxedOf(server);
+    return sandboxed === undefined ? {} : { sandboxed };
   }
 
   async detail(id: string): Promise<ServerDetail & { state: string; pins: PinView[] }> {
     const server = await this.records.get(id);
-    return { ...server, state: await this.probe.stateOf(server), pins: await listPins(this.store.db, id) };
+    return {
+      ...server,
+      state: await this.probe.stateOf(server),
+      ...this.sandboxFlag(server),
+      pins: await listPins(this.store.db, id),
+    };
   }
 
   async configure(id: string, patch: ConfigPatch, actor: Principal | undefined): Promise<ServerDetail> {
