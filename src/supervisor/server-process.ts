@@ -250,6 +250,7 @@ export class ServerProcess {
       if (this.network === 'none' && spawned) {
         // Its last stderr lines may say why (a refused connection); they are read by the time it is reaped.
         await Promise.race([spawned.exited, sleep(500, undefined, { ref: false })]);
+        if (generation !== this.generation) throw failure; // stopped meanwhile: not a crash
       }
       this.crashed(`Start failed: ${failure.message}`, spawned?.recentStderr() ?? []);
       throw failure;
