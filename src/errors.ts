@@ -209,6 +209,17 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'The server is missing configuration it needs (environment variables or arguments).',
   },
+  // The stdio sandbox, second part: typed in a server's `lastError` and in `servers test` warnings
+  'sandbox.network_denied': {
+    status: 502,
+    mcp: 'result',
+    message: 'The stdio server tried to reach the network, which is off for it (sandbox.network "none").',
+  },
+  'stdio.workspace_root_unwritable': {
+    status: 409,
+    mcp: 'result',
+    message: "A workspace root of the stdio server cannot be written by its child's uid (it is read-only for it).",
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

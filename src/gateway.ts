@@ -163,7 +163,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       }
       return pool;
     };
-    const probe = new StateProbe({ guardFor: (p) => guards.for(p), stdioState: (id) => supervisor.stateOf(id) });
+    const probe = new StateProbe({
+      guardFor: (p) => guards.for(p),
+      stdioState: (id) => supervisor.stateOf(id),
+      stdioSandboxed: (server) => config.stdioSandbox === 'on' && server.sandbox?.mode !== 'off',
+    });
     const stderrWindow = new Map<string, { start: number; lines: number }>();
     // A chatty child must not flood the event table: at most so many output lines per server per minute.
     const onChildOutput = (id: string, line: string, kind: 'stderr' | 'stdout' = 'stderr') => {
@@ -265,6 +269,17 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       onBatch: (deleted) => metrics.auditPruned.inc(deleted),
     });
     registry.onSchemaRefused = (reason) => metrics.schemasRefused.inc({ reason });
+    registry.testWarnings = (row) => {
+      if (row.transport !== 'stdio') return [];
+      const { uid, roots } = planner.unwritableRoots(row.id, parseJson<ServerOptions>(row.options, {}));
+      return roots.map(({ root, missing }) => ({
+        code: 'stdio.workspace_root_unwritable' as const,
+        message: missing
+          ? `The workspace root ${root} does not exist; create it (writable by uid ${uid}) or remove it from workspaceRoots.`
+          : `The workspace root ${root} is read-only for the child's uid ${uid}; chown or chmod the folder to let it write.`,
+        details: { root, uid, missing },
+      }));
+    };
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();

@@ -202,6 +202,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       ['latency', `${result.latencyMs} ms`],
       ['tools', `${result.discoveredToolsCount}${tools.length > 0 ? `: ${tools.join(', ')}` : ''}`],
       ['error', result.error ? `${result.error.code}: ${result.error.message}` : '-'],
+      ...(result.warnings ?? []).map((w): [string, string] => ['warning', `${w.code}: ${w.message}`]),
     ];
     print(lines.map(([label, value]) => `${label.padEnd(8)} ${value}`).join('\n'));
   });

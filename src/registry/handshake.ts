@@ -4,11 +4,13 @@
  * each bounded. HTTP servers go through the upstream pool (and so the egress
  * guard); stdio servers are started for the test and reaped after.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { ServerTable } from '../store/schema.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
-import { connectStdio, type SandboxOptions, stdioError } from '../upstream/stdio/index.js';
+import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
+import { networkDeniedMessage, networkFailureIn } from '../upstream/stdio/network-denial.js';
 import type { Connection, DiscoveredTool } from './records.js';
 
 export interface HandshakeResult {
@@ -119,6 +121,22 @@ export interface HandshakerOptions {
   ) => Promise<T> | undefined;
 }
 
+/**
+ * A start that failed with the network off: when the error or the child's last stderr lines show a
+ * refused or unreachable connection, `sandbox.network_denied` (the test's answer and `lastError`).
+ */
+async function offlineFailure(id: string, error: unknown, child: StdioChild | undefined): Promise<unknown> {
+  if (child) await Promise.race([child.exited, sleep(500, undefined, { ref: false })]);
+  const evidence = networkFailureIn([(error as Error)?.message, ...(child?.recentStderr() ?? [])]);
+  if (!evidence) return error;
+  return new GatehouseError(
+    'sandbox.network_denied',
+    networkDeniedMessage(id, evidence),
+    { network: 'none' },
+    { cause: error },
+  );
+}
+
 /** A stdio server is started for the test in its own process group and reaped after. */
 async function stdioHandshake(
   row: ServerTable,
@@ -129,6 +147,7 @@ async function stdioHandshake(
   const deadline = AbortSignal.timeout(options.timeoutMs);
   const era = rememberedEra(row);
   const sandbox = await options.sandboxFor?.(row, connection.command);
+  let spawned: StdioChild | undefined;
   const {
     client,
     child,
@@ -140,10 +159,15 @@ async function stdioHandshake(
       env: connection.env,
       label: row.id,
       onStderrLine: (line) => options.onStderr?.(row.id, redact(line)),
+      onSpawn: (c) => {
+        spawned = c;
+      },
       sandbox,
     },
     { timeoutMs: options.timeoutMs, signal: deadline, ...(era ? { era } : {}) },
-  );
+  ).catch(async (error: unknown) => {
+    throw sandbox?.network === 'none' ? await offlineFailure(row.id, error, spawned) : error;
+  });
   try {
     const tools = await drain(async (cursor) => {
       const r = await client.listTools(cursor ? { cursor } : {}, { signal: deadline });

@@ -5,7 +5,7 @@
 
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
-import { GatehouseError, isGatehouseError } from '../errors.js';
+import { type ErrorCode, GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
 import type { PinnableItem } from '../policy/pins.js';
@@ -38,6 +38,15 @@ export interface TestResult {
   discoveredToolsCount: number;
   verdicts: Record<string, ToolVerdict>;
   error: { code: string; message: string } | null;
+  /** What may not work though the handshake did (e.g. `stdio.workspace_root_unwritable`); `servers test` only. */
+  warnings?: TestWarning[];
+}
+
+/** A typed warning of `servers test`. */
+export interface TestWarning {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
 }
 
 export interface ServerEvent {
@@ -62,6 +71,8 @@ export function verdictsFor(
 export class Registry {
   /** Told of every tool a handshake quarantines for its schema (the gateway counts them on /metrics). */
   onSchemaRefused: ((reason: 'schema_too_large' | 'unsafe_schema') => void) | undefined;
+  /** What `servers test` warns of besides the handshake (a stdio server's unwritable workspace roots). */
+  testWarnings: ((row: ServerTable) => TestWarning[]) | undefined;
 
   constructor(
     private readonly store: Store,
@@ -95,13 +106,26 @@ export class Registry {
 
   async list(page: { limit: number; offset: number }): Promise<{ servers: ServerView[]; total: number }> {
     const { servers, total } = await this.records.list(page);
-    const withState = await Promise.all(servers.map(async (s) => ({ ...s, state: await this.probe.stateOf(s) })));
+    const withState = await Promise.all(
+      servers.map(async (s) => ({ ...s, state: await this.probe.stateOf(s), ...this.sandboxFlag(s) })),
+    );
     return { servers: withState, total };
+  }
+
+  /** `sandboxed` on a stdio server's view (the dashboard's "sandbox off" badge). */
+  private sandboxFlag(server: ServerView): { sandboxed?: boolean } {
+    const sandboxed = this.probe.sandboxedOf(server);
+    return sandboxed === undefined ? {} : { sandboxed };
   }
 
   async detail(id: string): Promise<ServerDetail & { state: string; pins: PinView[] }> {
     const server = await this.records.get(id);
-    return { ...server, state: await this.probe.stateOf(server), pins: await listPins(this.store.db, id) };
+    return {
+      ...server,
+      state: await this.probe.stateOf(server),
+      ...this.sandboxFlag(server),
+      pins: await listPins(this.store.db, id),
+    };
   }
 
   async configure(id: string, patch: ConfigPatch, actor: Principal | undefined): Promise<ServerDetail> {
@@ -147,7 +171,13 @@ export class Registry {
     if (missing) throw new GatehouseError('needs_configuration', `${id}: ${missing}`);
     const result = await this.handshake(row, { actor, action: 'server.test' });
     if (!result) throw new GatehouseError('internal_error', 'The handshake ended without a result.');
-    return result;
+    let warnings: TestWarning[] = [];
+    try {
+      warnings = this.testWarnings?.(row) ?? [];
+    } catch {
+      // A warning that cannot be worked out is not a failed test.
+    }
+    return { ...result, warnings };
   }
 
   /**

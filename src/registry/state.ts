@@ -16,6 +16,8 @@ export interface StateProbeOptions {
   guardFor(privateNetwork: boolean): EgressGuard;
   /** The process state of a stdio server; `stopped` when nothing supervises it. */
   stdioState?: (id: string) => StdioState;
+  /** Whether a stdio server's child runs (or would run) in the sandbox: the gateway's mode and its record's `sandbox.mode`. */
+  stdioSandboxed?: (server: Pick<ServerView, 'id' | 'sandbox'>) => boolean;
 }
 
 export class StateProbe {
@@ -37,6 +39,12 @@ export class StateProbe {
       .catch((): UrlState => 'unreachable');
     this.cache.set(server.id, { url, at: Date.now(), state });
     return state;
+  }
+
+  /** For a stdio server, whether it is sandboxed (the list shows "sandbox off"); undefined for the others. */
+  sandboxedOf(server: Pick<ServerView, 'id' | 'transport' | 'sandbox'>): boolean | undefined {
+    if (server.transport !== 'stdio') return undefined;
+    return this.options.stdioSandboxed?.(server) ?? server.sandbox?.mode !== 'off';
   }
 
   forget(id: string): void {

@@ -5,7 +5,19 @@
  * root: `GATEHOUSE_STDIO_SANDBOX_UID_BASE` + a slot kept in `stdio-state/slots.json`, so one
  * server's process limit never starves another's), its limits, network and mounts.
  */
-import { chmodSync, chownSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  chownSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { assertCommandAllowed } from '../policy/commands.js';
 import type { ServerOptions } from '../registry/records.js';
@@ -122,6 +134,35 @@ export class SandboxPlanner {
         cwd: workspaceRoots[0] ?? '/home/mcp',
         limits: { ...limits, processes: uid === undefined ? null : limits.processes },
       },
+    };
+  }
+
+  /**
+   * The workspace roots the server's child could not write, for `servers test`: as its own uid when
+   * the sandbox drops to one (the gateway is root), else as the gateway's own user. A root that does
+   * not exist is one too. No folder is created (only the server's uid slot is kept, as a start would).
+   */
+  unwritableRoots(
+    id: string,
+    options: ServerOptions,
+  ): { uid: number | null; roots: { root: string; missing: boolean }[] } {
+    const roots = (options.workspaceRoots ?? []).map((r) => resolve(r));
+    if (roots.length === 0) return { uid: null, roots: [] };
+    const sandboxed = this.options.mode === 'on' && options.sandbox?.mode !== 'off';
+    const uid =
+      sandboxed && process.getuid?.() === 0 && uidDropAvailable() ? this.options.uidBase + this.slotOf(id) : undefined;
+    const writable = (root: string) => {
+      if (uid !== undefined) return writableBy(root, uid);
+      try {
+        accessSync(root, constants.W_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    return {
+      uid: uid ?? process.getuid?.() ?? null,
+      roots: roots.filter((root) => !writable(root)).map((root) => ({ root, missing: !existsSync(root) })),
     };
   }
 

@@ -15,6 +15,12 @@ import type { ServerTable } from '../store/schema.js';
 import type { Deadline } from '../upstream/deadline.js';
 import { watchListChanges } from '../upstream/list-watch.js';
 import { connectStdio, type ExitInfo, type StdioChild, stdioError } from '../upstream/stdio/index.js';
+import {
+  errorTextOf,
+  NETWORK_OFF_HINT,
+  networkDeniedError,
+  networkFailureIn,
+} from '../upstream/stdio/network-denial.js';
 import type { Launch, SandboxView } from './sandbox-plan.js';
 import type { ProcessView, StdioSupervisor } from './supervisor.js';
 
@@ -92,6 +98,10 @@ export class ServerProcess {
   private stopping: Promise<void> | undefined;
   /** The last start was refused before spawning (command not allowed, no sandbox): no restart. */
   private refused = false;
+  /** The network of the last planned start (`none`: failures are checked for a denied connection). */
+  private network: 'host' | 'none' | undefined;
+  /** A denied connection was said on the log for the current child (once per child, not per call). */
+  private deniedNoted = false;
 
   constructor(
     readonly id: string,
@@ -147,6 +157,7 @@ export class ServerProcess {
     this.startAbort = abort;
     this.setState('starting');
     let live: Live;
+    let spawned: StdioChild | undefined;
     try {
       const row = await this.sup.options.records.getRow(this.id);
       if (row.transport !== 'stdio') throw notStdio(this.id);
@@ -156,6 +167,7 @@ export class ServerProcess {
       if (connection.transport !== 'stdio') throw notStdio(this.id);
       if (generation !== this.generation) throw stoppedError(this.id);
       let launch: Launch;
+      this.network = undefined;
       try {
         launch = await this.sup.options.planner.prepare(this.id, connection.command, optionsOf(row));
       } catch (error) {
@@ -167,6 +179,8 @@ export class ServerProcess {
         this.refused = true;
         throw error;
       }
+      this.network = launch.view?.network;
+      this.deniedNoted = false;
       if (launch.unwritableRoots.length > 0) {
         this.sup.note(
           this.id,
@@ -192,7 +206,10 @@ export class ServerProcess {
           onStderrLine: (line) => this.sup.options.onOutput(this.id, 'stderr', redact(line)),
           onNoiseLine: (line) => this.sup.options.onOutput(this.id, 'stdout', redact(line)),
           onExit,
-          onSpawn: (child) => this.sup.track(child),
+          onSpawn: (child) => {
+            spawned = child;
+            this.sup.track(child);
+          },
           sandbox: launch.sandbox,
         },
         {
@@ -230,7 +247,12 @@ export class ServerProcess {
         this.setState('stopped');
         throw failure;
       }
-      this.crashed(`Start failed: ${failure.message}`);
+      if (this.network === 'none' && spawned) {
+        // Its last stderr lines may say why (a refused connection); they are read by the time it is reaped.
+        await Promise.race([spawned.exited, sleep(500, undefined, { ref: false })]);
+        if (generation !== this.generation) throw failure; // stopped meanwhile: not a crash
+      }
+      this.crashed(`Start failed: ${failure.message}`, spawned?.recentStderr() ?? []);
       throw failure;
     }
     this.startAbort = undefined;
@@ -294,18 +316,28 @@ export class ServerProcess {
     const how =
       info.lastError ??
       (info.signal !== null ? `was killed by ${info.signal}` : `exited with code ${info.code ?? 'unknown'}`);
-    this.crashed(how.startsWith('The stdio server') ? how : `The stdio server "${this.id}" ${how}.`);
+    this.crashed(
+      how.startsWith('The stdio server') ? how : `The stdio server "${this.id}" ${how}.`,
+      live.child.recentStderr(),
+    );
   }
 
-  /** A crash or a failed start: back off and restart, or give up after `maxRestarts` in a row. */
-  private crashed(message: string): void {
+  /**
+   * A crash or a failed start: back off and restart, or give up after `maxRestarts` in a row. With
+   * network "none" the log says so, and a network error in the message or the child's last stderr
+   * lines types `lastError` as `sandbox.network_denied`.
+   */
+  private crashed(failure: string, stderr: readonly string[] = []): void {
     this.crashes += 1;
-    this.lastError = message;
+    const offline = this.network === 'none';
+    const evidence = offline ? networkFailureIn([failure, ...stderr]) : undefined;
+    this.lastError = evidence ? networkDeniedError(this.id, evidence) : failure;
+    const message = offline ? `${failure} ${NETWORK_OFF_HINT}` : failure;
     const { maxRestarts, restartBaseMs } = this.sup.options;
     this.setState('crashed');
     if (this.crashes > maxRestarts) {
       this.setState('stopped');
-      this.sup.background(this.sup.failed(this.id, message, this.crashes));
+      this.sup.background(this.sup.failed(this.id, evidence ? (this.lastError as string) : message, this.crashes));
       return;
     }
     const delay = Math.min(restartBaseMs * 2 ** (this.crashes - 1), MAX_BACKOFF_MS);
@@ -314,6 +346,7 @@ export class ServerProcess {
       state: 'backoff',
       crashes: this.crashes,
       delayMs: delay,
+      ...(offline && { network: 'none', networkDenied: evidence !== undefined }),
     });
     this.setState('backoff');
     const generation = this.generation;
@@ -369,14 +402,38 @@ export class ServerProcess {
     this.inflight += 1;
     this.clearIdle();
     try {
-      return await deadline.race(fn(live.client, deadline));
+      const result = await deadline.race(fn(live.client, deadline));
+      // A tool that failed says why in its result (`isError`), not as a thrown error.
+      const failedTool = errorTextOf(result);
+      if (failedTool !== undefined) this.callFailed(live, [failedTool]);
+      return result;
     } catch (error) {
       if (deadline.expired) throw deadline.error(error);
-      throw stdioError(error, live.child);
+      const failure = stdioError(error, live.child);
+      this.callFailed(live, [failure.message, (error as Error)?.message]);
+      throw failure;
     } finally {
       this.inflight -= 1;
       this.scheduleIdle();
     }
+  }
+
+  /**
+   * A call failed (an error, or a tool result with `isError`). On a server whose network is off, a
+   * failure that shows a refused or unreachable connection is typed in `lastError` and said once per
+   * child on the log: the child cannot reach the network, and that is the likely cause.
+   */
+  callFailed(live: Live, texts: readonly (string | undefined)[]): void {
+    if (live.sandbox?.network !== 'none') return;
+    const evidence = networkFailureIn(texts);
+    if (!evidence) return;
+    this.lastError = networkDeniedError(this.id, evidence);
+    if (this.live !== live || this.deniedNoted) return;
+    this.deniedNoted = true;
+    this.sup.note(this.id, 'sandbox', `A call failed reaching the network: ${evidence}. ${NETWORK_OFF_HINT}`, {
+      code: 'sandbox.network_denied',
+      network: 'none',
+    });
   }
 
   private async ready(deadline: Deadline): Promise<Live> {

@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config.js';
 import { createGateway } from '../../src/gateway.js';
 import { SandboxPlanner } from '../../src/supervisor/sandbox-plan.js';
 import { findBwrap } from '../../src/upstream/stdio/index.js';
+import { runCli } from '../cli/helpers.js';
 import {
   cleanUp,
   FIXTURE_READ_ONLY_PATHS,
@@ -167,6 +168,13 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     expect(report.kill_gateway).toMatchObject({ ok: false, error: 'ESRCH' });
     // Network "host": the control case of the "none" test below.
     expect(report.connect).toMatchObject({ ok: true, value: 'connected' });
+    // With network "host" a tool's failed connection is its own business: not typed as a sandbox denial.
+    const closedPort = await (await h.agent('hostile')).callTool({
+      name: 'reach',
+      arguments: { host: '127.0.0.1', port: 1 },
+    });
+    expect(closedPort.isError).toBe(true);
+    expect((await h.process('hostile')).lastError).toBeNull();
     expect(report.escapee?.ok).toBe(true);
     // The setsid grandchild lives, for now.
     expect(pidsWithMarker(marker).length).toBe(2);
@@ -212,6 +220,131 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     const report = await attack('offline', { connect: { host: base.hostname, port: Number(base.port) } });
     expect(report.connect?.ok).toBe(false);
     expect(['ENETUNREACH', 'ECONNREFUSED', 'EHOSTUNREACH']).toContain(report.connect?.error);
+
+    // An ordinary tool that needs the network fails; the operator sees why: typed, and on the log once.
+    expect((await h.process('offline')).lastError).toBeNull();
+    const agent = await h.agent('offline');
+    for (let i = 0; i < 2; i++) {
+      const failed = await agent.callTool({
+        name: 'reach',
+        arguments: { host: base.hostname, port: Number(base.port) },
+      });
+      expect(failed.isError).toBe(true);
+    }
+    const lastError = (await h.process('offline')).lastError ?? '';
+    expect(lastError.startsWith('sandbox.network_denied: ')).toBe(true);
+    expect(lastError).toMatch(/ENETUNREACH|ECONNREFUSED|EHOSTUNREACH/);
+    const events = (await h.gw.request('GET', '/api/mcp/servers/offline/logs')).json().events as {
+      kind: string;
+      message: string;
+      data: { code?: string };
+    }[];
+    const denied = events.filter((e) => e.kind === 'sandbox' && e.data?.code === 'sandbox.network_denied');
+    expect(denied).toHaveLength(1);
+    expect(denied[0]?.message).toContain('network is off (sandbox.network "none")');
+  });
+
+  it(
+    'with network "none" a server that connects at start fails typed, and its log says the network is off',
+    SLOW,
+    async () => {
+      const base = new URL(h.base);
+      const marker = newMarker();
+      h.markers.push(marker);
+      const args = [HOSTILE, `--gatehouse-test-marker=${marker}`, `--connect-at-start=${base.hostname}:${base.port}`];
+      for (const [id, network] of [
+        ['needs-net', 'none'],
+        ['has-net', 'host'],
+      ] as const) {
+        const installed = await h.gw.request('POST', '/api/mcp/install', {
+          body: {
+            manifest: {
+              id,
+              name: id,
+              transport: 'stdio',
+              command: process.execPath,
+              args,
+              toolPolicy: { defaultTier: 'allow' },
+              sandbox: { readOnlyPaths: FIXTURE_READ_ONLY_PATHS, network },
+            },
+          },
+        });
+        expect(installed.statusCode, installed.body).toBe(201);
+      }
+      // The test's own child (not supervised) fails alike, and the record's lastError is typed too.
+      const tested = (await h.gw.request('POST', '/api/mcp/servers/needs-net/test')).json();
+      expect(tested.error?.code, JSON.stringify(tested)).toBe('sandbox.network_denied');
+      const detail = (await h.gw.request('GET', '/api/mcp/servers/needs-net')).json();
+      expect(String(detail.lastError).startsWith('sandbox.network_denied: ')).toBe(true);
+      // The control: with network "host" the same server reaches the gateway and starts.
+      expect((await h.gw.request('POST', '/api/mcp/servers/has-net/start')).statusCode).toBe(200);
+      const refused = await h.gw.request('POST', '/api/mcp/servers/needs-net/start');
+      expect(refused.statusCode).toBeGreaterThanOrEqual(500);
+      const view = await h.process('needs-net');
+      expect(view.lastError?.startsWith('sandbox.network_denied: '), view.lastError ?? '').toBe(true);
+      expect(view.lastError).toContain('fetching its registry failed');
+      const events = (await h.gw.request('GET', '/api/mcp/servers/needs-net/logs')).json().events as {
+        kind: string;
+        message: string;
+      }[];
+      expect(
+        events.some(
+          (e) => e.kind === 'process' && e.message.startsWith('Start failed') && e.message.includes('network is off'),
+        ),
+      ).toBe(true);
+      await h.gw.request('POST', '/api/mcp/servers/needs-net/stop');
+      await h.gw.request('POST', '/api/mcp/servers/has-net/stop');
+    },
+  );
+
+  it('servers test warns of a workspace root the child cannot write, over REST and in the CLI', SLOW, async () => {
+    const open = mkdtempSync(join(tmpdir(), 'gh-sandbox-open-'));
+    const closed = mkdtempSync(join(tmpdir(), 'gh-sandbox-closed-'));
+    folders.push(open, closed);
+    chmodSync(open, 0o777);
+    chmodSync(closed, 0o500); // read-only for everyone but root (its owner when the gateway is root)
+    await h.installPlain('roots');
+    const setRoots = async (roots: string[]) => {
+      const patched = await h.gw.request('PATCH', '/api/mcp/servers/roots/config', { body: { workspaceRoots: roots } });
+      expect(patched.statusCode, patched.body).toBe(200);
+    };
+    type Answer = {
+      ok: boolean;
+      error: { code: string } | null;
+      warnings: { code: string; message: string; details: { root: string; missing: boolean } }[];
+    };
+    const test = async () => {
+      const tested = await h.gw.request('POST', '/api/mcp/servers/roots/test');
+      expect(tested.statusCode, tested.body).toBe(200);
+      return tested.json() as Answer;
+    };
+
+    await setRoots([open, closed]);
+    const answer = await test();
+    // The handshake works (it may read the closed root); the child's uid cannot write it.
+    expect(answer.ok, JSON.stringify(answer)).toBe(true);
+    expect(answer.warnings).toHaveLength(1);
+    expect(answer.warnings[0]).toMatchObject({
+      code: 'stdio.workspace_root_unwritable',
+      details: { root: closed, missing: false },
+    });
+    expect(answer.warnings[0]?.message).toContain('chown or chmod');
+
+    const cli = await runCli(['servers', 'test', 'roots'], {
+      GATEHOUSE_URL: h.base,
+      GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN,
+    });
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(cli.stdout).toContain(`warning  stdio.workspace_root_unwritable: The workspace root ${closed} is read-only`);
+
+    // Writable again, and a root that does not exist (the sandbox cannot mount it: the test fails, and says why).
+    chmodSync(closed, 0o777);
+    const missing = join(open, 'not-created');
+    await setRoots([open, closed, missing]);
+    const again = await test();
+    expect(again.ok).toBe(false);
+    expect(again.warnings.map((w) => w.details)).toEqual([{ root: missing, missing: true, uid: expect.anything() }]);
+    expect(again.warnings[0]?.message).toContain('does not exist');
   });
 
   it(

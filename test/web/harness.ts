@@ -112,7 +112,12 @@ export interface ServeProcess {
 }
 
 /** Starts `gatehouse serve` (the CLI through tsx) and waits until `/healthz` answers. */
-export async function startServe(options: { catalog?: string } = {}): Promise<ServeProcess> {
+export async function startServe(
+  options: {
+    catalog?: string /** Settings over the defaults below (e.g. the sandbox on). */;
+    env?: Record<string, string>;
+  } = {},
+): Promise<ServeProcess> {
   const dataDir = await mkdtemp(join(tmpdir(), 'gatehouse-web-'));
   const catalog = options.catalog ?? (await writeFixtureCatalog(dataDir));
   const port = await freePort();
@@ -132,6 +137,7 @@ export async function startServe(options: { catalog?: string } = {}): Promise<Se
     // The dashboard's catalog fixture lives in the working tree, which a sandbox does not show (and a
     // catalog entry cannot carry a sandbox): these tests are about the dashboard, not the sandbox.
     GATEHOUSE_STDIO_SANDBOX: 'off',
+    ...options.env,
   };
   let child: ChildProcess | undefined;
   let log = '';

@@ -1,7 +1,17 @@
 /** The installed servers: status dots, transport, tool count, state; filters and search; live. */
 import { useMemo, useState } from 'react';
 import { api, type ServerView } from './api';
-import { Empty, ErrorBox, Loading, StatusDot, useAsync, useDebounced, useLive, useSession } from './ui';
+import {
+  Empty,
+  ErrorBox,
+  Loading,
+  SandboxOffBadge,
+  StatusDot,
+  useAsync,
+  useDebounced,
+  useLive,
+  useSession,
+} from './ui';
 
 /** A server missing its variables or arguments: not green, not red, and says so. */
 const needsConfiguration = (s: { lastError: string | null }) =>
@@ -106,7 +116,10 @@ export function Servers() {
                       <div className="error-text small-text">{s.lastError}</div>
                     )}
                   </td>
-                  <td>{s.transport}</td>
+                  <td>
+                    {s.transport}
+                    {s.sandboxed === false && <SandboxOffBadge />}
+                  </td>
                   <td className="tools-count">{s.discoveredToolsCount}</td>
                   <td>{s.state ?? '—'}</td>
                   <td>{s.enabled ? 'yes' : 'no'}</td>

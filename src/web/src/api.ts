@@ -146,6 +146,23 @@ export interface ServerView {
   discoveredToolsCount: number;
   sourceKind: string;
   envRequired?: string[];
+  /** stdio: whether its child runs (or would run) in the bubblewrap sandbox. */
+  sandboxed?: boolean;
+  /** stdio: the record's sandbox settings (absent: on, network host). */
+  sandbox?: { mode?: 'on' | 'off'; network?: 'host' | 'none'; readOnlyPaths?: string[] };
+}
+/** `GET /api/mcp/servers/{id}/process`: a stdio server's child. */
+export interface ProcessView {
+  state: string;
+  pid: number | null;
+  sandboxed: boolean;
+  sandbox: {
+    network: 'host' | 'none';
+    uid: number | null;
+    cwd: string;
+    limits: { dataBytes: number; openFiles: number; processes: number | null };
+  } | null;
+  lastError: string | null;
 }
 export interface DiscoveredTool {
   name: string;

@@ -87,6 +87,19 @@ export function StatusDot({ status, lastError }: { status: string; lastError?: s
   return <span className={`dot dot-${status}`} title={title} role="img" aria-label={title} data-status={status} />;
 }
 
+/** A stdio server whose child runs outside the bubblewrap sandbox (the gateway's mode, or its record's escape hatch). */
+export function SandboxOffBadge() {
+  return (
+    <span
+      className="badge badge-warn"
+      data-testid="sandbox-off"
+      title="Its child runs unsandboxed: it sees what the gateway's user sees (GATEHOUSE_STDIO_SANDBOX=off, or sandbox.mode off on the server)"
+    >
+      sandbox off
+    </span>
+  );
+}
+
 export function Loading({ what }: { what: string }) {
   return (
     <p className="muted loading" role="status">

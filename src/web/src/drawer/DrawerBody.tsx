@@ -5,6 +5,7 @@ import { Notice, when } from '../ui';
 import { ActivatePanel } from './ActivatePanel';
 import { EventsPanel } from './EventsPanel';
 import { ExposurePanel } from './ExposurePanel';
+import { SandboxFacts } from './SandboxFacts';
 import { SecretsPanel } from './SecretsPanel';
 import { type Flash, shown } from './shared';
 import { ToolsPanel } from './ToolsPanel';
@@ -65,6 +66,7 @@ export function DrawerBody({
         <dd>{server.state ?? '—'}</dd>
         <dt>Transport</dt>
         <dd>{server.transport}</dd>
+        {server.transport === 'stdio' && <SandboxFacts server={server} base={base} />}
         <dt>{server.transport === 'stdio' ? 'Command' : 'URL'}</dt>
         <dd className="mono break">
           {server.transport === 'stdio' ? [server.command, ...server.args].join(' ') : server.url}
