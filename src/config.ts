@@ -403,6 +403,18 @@ export const SETTINGS = {
     description:
       'When the gateway runs as root: each sandboxed stdio server runs as uid and gid base + its slot (numeric, no /etc/passwd entry).',
   },
+  publicUrl: {
+    env: 'GATEHOUSE_PUBLIC_URL',
+    flag: 'public-url',
+    schema: z
+      .string()
+      .url()
+      .refine((v) => /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
+      .refine((v) => !new URL(v).search && !new URL(v).hash, 'must have no query or fragment')
+      .transform((v) => v.replace(/\/+$/, '')),
+    description:
+      'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -446,6 +458,7 @@ export interface Config {
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
   readonly drainS: number;
+  readonly publicUrl: string | undefined;
   readonly listPageSize: number;
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
@@ -562,4 +575,16 @@ export function loadConfig(sources: ConfigSources = {}): Config {
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, '').toLowerCase();
   return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/**
+ * The address clients use to reach this gateway, without a trailing slash:
+ * `GATEHOUSE_PUBLIC_URL` when set, else the bind address (a wildcard bind is
+ * named as loopback, which is only right on this machine). `port` is the port
+ * actually bound (it differs from the setting when that is 0).
+ */
+export function publicBaseUrl(config: Pick<Config, 'publicUrl' | 'host'>, port: number): string {
+  if (config.publicUrl) return config.publicUrl;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
