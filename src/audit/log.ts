@@ -197,11 +197,9 @@ export class AuditLog {
   private async write(batch: Queued[]): Promise<void> {
     try {
       // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
-      await this.store.relaxedWrite((db) =>
-        db
-          .insertInto('audit_events')
-          .values(batch.map((q) => q.row))
-          .execute(),
+      await this.store.relaxedInsert(
+        'audit_events',
+        batch.map((q) => q.row),
       );
     } catch (error) {
       // Put the rows back in front (bounded) and retry later: a store outage delays the trail (and the

@@ -25,17 +25,19 @@ export class StatementCounter implements KyselyPlugin {
 
   transformQuery(args: { node: RootOperationNode }): RootOperationNode {
     const node = args.node;
-    if (node.kind === 'InsertQueryNode') {
-      const table = node.into?.table.identifier.name ?? '?';
-      const failing = this.failures.get(table) ?? 0;
-      if (failing > 0) {
-        this.failures.set(table, failing - 1);
-        throw new Error(`injected failure writing ${table}`);
-      }
-      this.inserts.set(table, this.insertsInto(table) + 1);
-      if (!this.firstInsertAt.has(table)) this.firstInsertAt.set(table, Date.now());
-    }
+    if (node.kind === 'InsertQueryNode') this.noteInsert(node.into?.table.identifier.name ?? '?');
     return node;
+  }
+
+  /** Counts one insert statement into `table`, or throws the failure injected for it. */
+  noteInsert(table: string): void {
+    const failing = this.failures.get(table) ?? 0;
+    if (failing > 0) {
+      this.failures.set(table, failing - 1);
+      throw new Error(`injected failure writing ${table}`);
+    }
+    this.inserts.set(table, this.insertsInto(table) + 1);
+    if (!this.firstInsertAt.has(table)) this.firstInsertAt.set(table, Date.now());
   }
 
   async transformResult<R>(args: { result: R }): Promise<R> {
@@ -49,6 +51,11 @@ export function countedStore(store: Store, counter: StatementCounter): Store {
     ...store,
     db: store.db.withPlugin(counter),
     relaxedWrite: (fn) => store.relaxedWrite((db) => fn(db.withPlugin(counter))),
+    // The fast path builds no Kysely query, so it is counted (and failed) here, then really run.
+    relaxedInsert: async (table, rows) => {
+      if (rows.length > 0) counter.noteInsert(table);
+      await store.relaxedInsert(table, rows);
+    },
   };
 }
 
