@@ -45,8 +45,10 @@ export async function launch(name: string, start: () => Promise<FastifyInstance>
   const stop = async (code: number) => {
     if (stopping) return;
     stopping = true;
-    // Before the orchestrator's SIGKILL (5 s): exiting writes the `--cpu-prof` profile, a kill loses it.
-    setTimeout(() => process.exit(code === 0 ? 1 : code), 3_500).unref();
+    // Exiting writes a `--cpu-prof` profile, the orchestrator's SIGKILL (after 5 s) loses it: when profiling,
+    // leave at once (what a clean close would do is not what is being profiled).
+    if (process.env.BENCH_CPU_PROF_DIR) process.exit(code);
+    setTimeout(() => process.exit(code === 0 ? 1 : code), 5_000).unref();
     // Each step on its own: a failed close must not keep the clean-up from running.
     await app?.close().catch((error: unknown) => process.stderr.write(`${name} close failed: ${String(error)}\n`));
     await onStop?.().catch((error: unknown) => process.stderr.write(`${name} clean-up failed: ${String(error)}\n`));
