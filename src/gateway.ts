@@ -32,11 +32,12 @@ import { type Config, isLoopbackHost } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
-import { tokenAuthenticator } from './identity/index.js';
+import { eitherAuthenticator, tokenAuthenticator } from './identity/index.js';
 import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
+import { createOAuth } from './oauth/index.js';
 import { assertCommandAllowed } from './policy/commands.js';
 import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
@@ -337,17 +338,33 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    // OAuth 2.1 for the MCP endpoints (src/oauth); the port is read per request (0 binds any).
+    const oauth = createOAuth({
+      config,
+      store,
+      sealKey: key,
+      settings,
+      audit,
+      tokens,
+      resolver: deps.resolver,
+      port: () => {
+        const address = app?.server.address();
+        return typeof address === 'object' && address ? address.port : config.port;
+      },
+    });
     const readiness = new Readiness(store);
     const tokenUsage = new TokenUsage(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
-    const app = await buildApp({
+    let app: FastifyInstance | undefined;
+    app = await buildApp({
       config,
       logger,
       grants,
       onRequestTimeout: () => metrics.requestTimeouts.inc(),
-      authenticate: tokenUsage.tracking(tokenAuthenticator(store, tokens)),
+      authenticate: eitherAuthenticator(tokenUsage.tracking(tokenAuthenticator(store, tokens)), oauth.authenticate),
+      challenge: oauth.challenge,
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
@@ -386,6 +403,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
+        ...oauth.restRoutes(approvals),
         ...dashboardRoutes(),
       ],
     });
@@ -394,6 +412,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       if (readiness.draining && !reply.sent) reply.header('connection', 'close');
     });
     hub.register(app);
+    await oauth.register(app);
     admin = createAdminSurface({
       config,
       app,
@@ -444,6 +463,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await audit.flush();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
+      await oauth.close();
       await tokenUsage.close();
       await store.close();
     });

@@ -31,6 +31,15 @@ export async function revokePrincipal(
  * revoke. Later principal kinds (users, OAuth grants) add their rule here.
  */
 export async function principalActive(db: Kysely<Database>, principalId: string): Promise<boolean> {
+  // An OAuth grant (`og_…`, see src/oauth) is active until the person or an admin revokes it.
+  if (principalId.startsWith('og_')) {
+    const grant = await db
+      .selectFrom('oauth_grants')
+      .select('revoked_at')
+      .where('id', '=', principalId)
+      .executeTakeFirst();
+    return grant !== undefined && grant.revoked_at === null;
+  }
   const token = await db.selectFrom('tokens').select('revoked_at').where('id', '=', principalId).executeTakeFirst();
   return token === undefined || token.revoked_at === null;
 }

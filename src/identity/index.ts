@@ -1,6 +1,12 @@
 /** Identity: principals, roles, token hashing and constant-time comparison (see principal.ts, tokens.ts). */
 
 export { conduitAuthenticator } from './conduit-authenticator.js';
+export {
+  eitherAuthenticator,
+  type OAuthPrincipal,
+  type OAuthTokenVerifier,
+  oauthAuthenticator,
+} from './oauth-authenticator.js';
 export { type Authenticator, bearerToken, type Principal, type Role, type TokenPrincipal } from './principal.js';
 export { tokenAuthenticator } from './token-authenticator.js';
 export { generateToken, hashToken, safeEqual } from './tokens.js';

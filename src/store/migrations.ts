@@ -252,6 +252,88 @@ export const MIGRATIONS: readonly Migration[] = [
       await db.schema.alterTable('tokens').addColumn('max_sessions', 'integer').execute();
     },
   },
+  {
+    version: 9,
+    name: 'oauth: clients, codes, grants, token families, refresh tokens, revoked access tokens, signing keys',
+    async up(db) {
+      await db.schema
+        .createTable('oauth_clients')
+        .addColumn('client_id', 'text', (c) => c.primaryKey())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('redirect_uris', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('created_by', 'text')
+        .execute();
+      await db.schema
+        .createTable('oauth_codes')
+        .addColumn('hash', 'text', (c) => c.primaryKey())
+        .addColumn('grant_id', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('redirect_uri', 'text', (c) => c.notNull())
+        .addColumn('resource', 'text', (c) => c.notNull())
+        .addColumn('code_challenge', 'text', (c) => c.notNull())
+        .addColumn('family_id', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('oauth_grants')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('subject', 'text', (c) => c.notNull())
+        .addColumn('subject_name', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('client_name', 'text', (c) => c.notNull())
+        .addColumn('resource', 'text', (c) => c.notNull())
+        .addColumn('scope', 'text', (c) => c.notNull())
+        .addColumn('groups', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('oauth_grants_consent')
+        .on('oauth_grants')
+        .columns(['subject', 'client_id', 'resource', 'scope'])
+        .execute();
+      await db.schema
+        .createTable('oauth_families')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('grant_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('revoked_at', 'text')
+        .addColumn('revoked_reason', 'text')
+        .execute();
+      await db.schema.createIndex('oauth_families_grant').on('oauth_families').column('grant_id').execute();
+      await db.schema
+        .createTable('oauth_refresh_tokens')
+        .addColumn('hash', 'text', (c) => c.primaryKey())
+        .addColumn('family_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('oauth_refresh_tokens_family')
+        .on('oauth_refresh_tokens')
+        .column('family_id')
+        .execute();
+      await db.schema
+        .createTable('oauth_revoked_access')
+        .addColumn('jti', 'text', (c) => c.primaryKey())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('oauth_signing_keys')
+        .addColumn('kid', 'text', (c) => c.primaryKey())
+        .addColumn('alg', 'text', (c) => c.notNull())
+        .addColumn('public_jwk', 'text', (c) => c.notNull())
+        .addColumn('private_sealed', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

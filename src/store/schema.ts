@@ -181,6 +181,13 @@ export interface Database extends MemoryTables {
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
+  oauth_clients: OAuthClientTable;
+  oauth_codes: OAuthCodeTable;
+  oauth_grants: OAuthGrantTable;
+  oauth_families: OAuthFamilyTable;
+  oauth_refresh_tokens: OAuthRefreshTokenTable;
+  oauth_revoked_access: OAuthRevokedAccessTable;
+  oauth_signing_keys: OAuthSigningKeyTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -189,4 +196,81 @@ export interface RateWindowTable {
   /** The window's start, in milliseconds since the epoch. */
   window_start: number;
   used: number;
+}
+
+/** OAuth clients registered with Gatehouse (dynamic registration or by an admin); metadata-document clients are fetched, not stored. */
+export interface OAuthClientTable {
+  client_id: string;
+  /** `dynamic` (RFC 7591) or `static` (pre-registered by an admin). */
+  kind: string;
+  name: string;
+  redirect_uris: string;
+  metadata: string;
+  created_at: string;
+  created_by: string | null;
+}
+
+/** Authorization codes: only their SHA-256 is stored; single use. */
+export interface OAuthCodeTable {
+  hash: string;
+  grant_id: string;
+  client_id: string;
+  redirect_uri: string;
+  resource: string;
+  /** The PKCE S256 challenge. */
+  code_challenge: string;
+  /** The token family the code's exchange starts (revoked if the code is replayed). */
+  family_id: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** A person's consent to a client, for one resource and scope; the principal of its tokens. */
+export interface OAuthGrantTable {
+  id: string;
+  /** `token:<id>` (signed in with a token) or `user:<id>`. */
+  subject: string;
+  subject_name: string;
+  client_id: string;
+  client_name: string;
+  resource: string;
+  /** The scope string, its words sorted. */
+  scope: string;
+  /** The groups consented (JSON list). */
+  groups: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** One chain of rotating refresh tokens (one code exchange); a replayed member revokes it whole. */
+export interface OAuthFamilyTable {
+  id: string;
+  grant_id: string;
+  created_at: string;
+  revoked_at: string | null;
+  revoked_reason: string | null;
+}
+
+export interface OAuthRefreshTokenTable {
+  hash: string;
+  family_id: string;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** Access tokens revoked before their `exp` (RFC 7009), kept until then. */
+export interface OAuthRevokedAccessTable {
+  jti: string;
+  expires_at: string;
+}
+
+/** Access-token signing keys: the private JWK sealed with the store's key. */
+export interface OAuthSigningKeyTable {
+  kid: string;
+  alg: string;
+  public_jwk: string;
+  private_sealed: string;
+  created_at: string;
 }
