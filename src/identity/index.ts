@@ -10,3 +10,4 @@ export {
 export { type Authenticator, bearerToken, type Principal, type Role, type TokenPrincipal } from './principal.js';
 export { tokenAuthenticator } from './token-authenticator.js';
 export { generateToken, hashToken, safeEqual } from './tokens.js';
+export { isUserRole, type PrincipalUser, USER_ROLES, type User, type UserRole } from './users.js';
