@@ -14,6 +14,7 @@ import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 import { type Authenticator, bearerToken, type TokenPrincipal } from './principal.js';
 import { hashToken } from './tokens.js';
+import { isUserRole, type PrincipalUser } from './users.js';
 
 export interface OAuthPrincipal extends TokenPrincipal {
   oauth: { grantId: string; clientId: string; subject: string };
@@ -125,7 +126,9 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
       .where('jti', '=', jti)
       .executeTakeFirst();
     if (revokedJti) return 'revoked';
-    // A person who signed in with a token stops being one when that token is revoked.
+    let groups = parseJson<string[]>(row.groups, []);
+    let user: PrincipalUser | undefined;
+    // A person who signed in with a token stops being one when that token is revoked; a user when disabled.
     if (row.subject.startsWith('token:')) {
       const person = await store.db
         .selectFrom('tokens')
@@ -133,6 +136,17 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
         .where('id', '=', row.subject.slice(6))
         .executeTakeFirst();
       if (!person || person.revoked_at !== null) return 'revoked';
+    } else if (row.subject.startsWith('user:')) {
+      const person = await store.db
+        .selectFrom('users')
+        .select(['id', 'name', 'role', 'groups', 'disabled'])
+        .where('id', '=', row.subject.slice(5))
+        .executeTakeFirst();
+      if (!person || person.disabled || !isUserRole(person.role)) return 'revoked';
+      const current = parseJson<string[]>(person.groups, []);
+      // Consented groups the user has since left are no longer theirs to lend.
+      groups = groups.filter((g) => current.includes(g));
+      user = { id: person.id, name: person.name, role: person.role, groups: current };
     }
     const verified: Verified = {
       audience: aud,
@@ -142,7 +156,8 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
         id: row.id,
         name: `${row.client_name} for ${row.subject_name}`,
         role: 'agent',
-        groups: parseJson<string[]>(row.groups, []),
+        groups,
+        ...(user ? { user } : {}),
         rateLimit: null,
         maxConcurrent: null,
         maxSessions: null,

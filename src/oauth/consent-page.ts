@@ -67,7 +67,7 @@ export function consentPage(view: ConsentView): string {
         : 'all of yours';
   const signIn = view.person
     ? `<p>Signed in as <strong>${escapeHtml(view.person.name)}</strong>.</p>`
-    : `<label for="token">Sign in with your Gatehouse token (admin or operator)</label>
+    : `<label for="token">Sign in with your Gatehouse token (one you own, or an admin or operator token)</label>
 <input id="token" name="token" type="password" autocomplete="off" required>`;
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>Allow ${escapeHtml(client.name)}? · Gatehouse</title><style>${STYLE}</style></head><body>

@@ -69,7 +69,11 @@ export class SigningKeys {
 
   /** The JWKS document: every key still published. */
   async jwks(): Promise<{ keys: JWK[] }> {
-    const keys = await this.keys();
+    let keys = await this.keys();
+    if (keys.length === 0) {
+      await this.signing();
+      keys = await this.keys();
+    }
     return { keys: keys.map((k) => ({ ...k.publicJwk, kid: k.kid, alg: SIGNING_ALG, use: 'sig' })) };
   }
 

@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { defineRoute, type RouteDeclaration, registerRoutes } from '../api/route.js';
 import { GatehouseError } from '../errors.js';
-import type { OAuthTokenVerifier } from '../identity/index.js';
+import type { OAuthTokenVerifier, Principal } from '../identity/index.js';
 import { hashToken } from '../identity/tokens.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { SettingsService } from '../settings/service.js';
@@ -133,39 +133,62 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
     return [...new Set(rows.flatMap((r) => parseJson<string[]>(r.exposure, ['default'])))].sort();
   };
 
-  /** The person a request names: the remembered sign-in cookie, or a token typed on the consent page. */
+  /**
+   * The person behind a live token: its owner (a user, unless disabled), else the token itself when
+   * it is an admin or operator token (no owner yet: such a token is the person who holds it).
+   */
+  const personOfToken = async (where: { hash: string } | { id: string }): Promise<Person | undefined> => {
+    let query = deps.store.db
+      .selectFrom('tokens')
+      .select(['id', 'name', 'role', 'user_id'])
+      .where('revoked_at', 'is', null);
+    query = 'hash' in where ? query.where('hash', '=', where.hash) : query.where('id', '=', where.id);
+    const row = await query.executeTakeFirst();
+    if (!row) return undefined;
+    if (row.user_id) {
+      const user = await deps.store.db
+        .selectFrom('users')
+        .select(['id', 'name', 'groups', 'disabled'])
+        .where('id', '=', row.user_id)
+        .executeTakeFirst();
+      if (!user || user.disabled) return undefined;
+      return {
+        subject: `user:${user.id}`,
+        name: user.name,
+        groups: parseJson<string[]>(user.groups, []),
+        tokenId: row.id,
+      };
+    }
+    if (row.role !== 'admin' && row.role !== 'operator') return undefined;
+    return { subject: `token:${row.id}`, name: row.name, groups: await everyGroup(), tokenId: row.id };
+  };
+
+  /** The person a request names: a token typed on the consent page, or the remembered sign-in cookie. */
   const personOf = async (
     request: FastifyRequest,
     typed: string | undefined,
   ): Promise<{ person: Person; remember?: string } | undefined> => {
     if (typed !== undefined && typed !== '') {
-      const row = await deps.store.db
-        .selectFrom('tokens')
-        .select(['id', 'name', 'role', 'groups'])
-        .where('hash', '=', hashToken(typed))
-        .where('revoked_at', 'is', null)
-        .executeTakeFirst();
-      if (!row || (row.role !== 'admin' && row.role !== 'operator')) return undefined;
-      const record = { id: row.id, name: row.name, groups: await everyGroup() };
+      const person = await personOfToken({ hash: hashToken(typed) });
+      if (!person) return undefined;
       const sealed = seal(
         deps.sealKey,
-        JSON.stringify({ id: record.id, exp: Date.now() + PERSON_TTL_MS }),
+        JSON.stringify({ tokenId: person.tokenId, exp: Date.now() + PERSON_TTL_MS }),
         aadFor(['oauth-person']),
       );
-      return { person: { subject: `token:${record.id}`, name: record.name, groups: record.groups }, remember: sealed };
+      return { person, remember: sealed };
     }
     const remembered = cookie(request, PERSON_COOKIE);
     if (!remembered) return undefined;
     try {
-      const { id, exp } = JSON.parse(unseal(deps.sealKey, remembered, aadFor(['oauth-person']))) as {
-        id: string;
+      const { tokenId, exp } = JSON.parse(unseal(deps.sealKey, remembered, aadFor(['oauth-person']))) as {
+        tokenId: string;
         exp: number;
       };
       if (exp < Date.now()) return undefined;
-      const found = await deps.tokens.get(id);
-      if (!found || (found.role !== 'admin' && found.role !== 'operator')) return undefined;
-      const record = { id: found.id, name: found.name, groups: await everyGroup() };
-      return { person: { subject: `token:${record.id}`, name: record.name, groups: record.groups } };
+      // Re-checked on every use: a revoked token or a disabled user signs nobody in.
+      const person = await personOfToken({ id: tokenId });
+      return person ? { person } : undefined;
     } catch {
       return undefined;
     }
@@ -343,7 +366,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
             pending,
             form.request as string,
             undefined,
-            'That token does not sign in a person (an admin or operator token is needed).',
+            'That token does not sign in a person (a token you own, or an admin or operator token, is needed).',
           );
         }
         if (signedIn.remember)
@@ -480,18 +503,21 @@ const clientBody = z.strictObject({
 export function oauthRestRoutes(
   deps: OAuthRouteDeps & { onGrantRevoked(id: string): Promise<void> },
 ): RouteDeclaration[] {
-  const subjectOf = (principal: { id: string; role: string } | undefined) =>
-    principal && principal.role !== 'admin' ? `token:${principal.id}` : undefined;
+  // An admin sees every grant; anyone else the grants they made (as their user, or as their token).
+  const subjectsOf = (principal: Principal | undefined): string[] | undefined =>
+    principal && principal.role !== 'admin'
+      ? [`token:${principal.id}`, ...(principal.user ? [`user:${principal.user.id}`] : [])]
+      : undefined;
   return [
     defineRoute({
       method: 'GET',
       url: '/api/oauth/grants',
-      summary: "OAuth grants: an admin sees everyone's, an operator its own.",
+      summary: "OAuth grants: an admin sees everyone's, anyone else their own.",
       scope: 'tokens',
-      access: ['admin', 'operator'],
+      access: ['admin', 'operator', 'member'],
       mcp: exclude("OAuth grants are people's decisions, listed to them in the dashboard and over REST, not to agents"),
       handler: async ({ principal }) => {
-        return { grants: await listGrants(deps.store, subjectOf(principal)) };
+        return { grants: await listGrants(deps.store, subjectsOf(principal)) };
       },
     }),
     defineRoute({
@@ -499,11 +525,11 @@ export function oauthRestRoutes(
       url: '/api/oauth/grants/:id',
       summary: 'Revokes an OAuth grant: its refresh tokens at once, its access tokens on their next use.',
       scope: 'tokens',
-      access: ['admin', 'operator'],
+      access: ['admin', 'operator', 'member'],
       params: z.strictObject({ id: z.string().min(1).max(100) }),
       mcp: exclude("Revoking a person's grant is that person's or an admin's decision, not an agent's"),
       handler: async ({ params: p, principal }) => {
-        const mine = await listGrants(deps.store, subjectOf(principal));
+        const mine = await listGrants(deps.store, subjectsOf(principal));
         if (!mine.some((g) => g.id === p.id)) throw new GatehouseError('not_found', 'No such grant (of yours).');
         await deps.server.revokeGrant(p.id);
         await deps.onGrantRevoked(p.id);

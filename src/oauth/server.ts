@@ -24,10 +24,12 @@ const REQUEST_TTL_MS = 10 * 60_000;
 export const ACCESS_TOKEN_TYPE = 'at+jwt';
 
 export interface Person {
-  /** `token:<id>` or `user:<id>`. */
+  /** `user:<id>` (a token's owner), or `token:<id>` (an admin or operator token with no owner). */
   subject: string;
   name: string;
   groups: readonly string[];
+  /** The token the person signed in with. */
+  tokenId?: string;
 }
 
 /** A validated authorization request, carried sealed through the consent page. */
@@ -546,13 +548,13 @@ function pageError(error: string, description: string, status = 400): AuthorizeO
 }
 
 /** Grants as the REST API lists them. */
-export async function listGrants(store: Store, subject: string | undefined) {
+export async function listGrants(store: Store, subjects: readonly string[] | undefined) {
   let query = store.db
     .selectFrom('oauth_grants')
     .selectAll()
     .where('revoked_at', 'is', null)
     .orderBy('created_at', 'desc');
-  if (subject !== undefined) query = query.where('subject', '=', subject);
+  if (subjects !== undefined) query = query.where('subject', 'in', subjects.length > 0 ? [...subjects] : ['']);
   const rows = await query.limit(1_000).execute();
   return rows.map((row) => ({
     id: row.id,
