@@ -3,7 +3,7 @@
  * exactly the endpoint it is presented to (`aud` = that endpoint's public URL), mapped to a principal
  * (the person's grant to the client, role `agent`, groups narrowed to those consented). A verified
  * token is cached by its hash until its `exp`; the cache is dropped whenever the store's `tokens`
- * version moves (a grant, family, access token or the signing-in token was revoked), so the hot path
+ * or `users` version moves (a grant, family, access token or signing-in token revoked; a user disabled), so the hot path
  * is one hash and one map lookup. Nothing else accepts these tokens: off an MCP surface they are no one.
  */
 import { errors as joseErrors, jwtVerify } from 'jose';
@@ -52,7 +52,8 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
   const { store, keys } = options;
   let cache: { version: string; verified: Map<string, Verified>; refused: Map<string, RefusalReason> } | undefined;
   const current = () => {
-    const version = store.version('tokens');
+    // Revocations bump `tokens`; a user disabled or regrouped bumps `users`.
+    const version = `${store.version('tokens')}|${store.version('users')}`;
     if (cache?.version !== version) cache = { version, verified: new Map(), refused: new Map() };
     if (cache.verified.size > CACHE_MAX) cache.verified.clear();
     if (cache.refused.size > CACHE_MAX) cache.refused.clear();

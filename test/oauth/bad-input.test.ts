@@ -12,6 +12,7 @@ import { decodeJwt, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SigningKeys } from '../../src/oauth/keys.js';
 import { sealKeyFrom } from '../../src/secrets/seal.js';
+import { UserStore } from '../../src/store/users.js';
 import { type Listening, listen } from '../fixtures/http.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_SECRET_KEY, type TestGateway } from '../helpers/gateway.js';
@@ -406,6 +407,58 @@ describe('OAuth: bad input and the edges of the flow', () => {
     expect(rotated.statusCode).toBe(200);
     expect((await gw.request('GET', '/oauth/jwks', { token: null })).json().keys).toHaveLength(2);
     expect((await listTools('/mcp', before.access_token)).statusCode).toBe(200);
+  });
+
+  it("signs in a token's owner as the person: the user's groups, narrowed by scope; a disabled user's tokens stop", async () => {
+    const users = new UserStore(gw.gateway.store);
+    const ada = await users.create({ name: 'Ada', role: 'member', groups: ['default', 'research'], source: 'api' });
+    const owned = await gw.gateway.tokens.create({ name: 'ada-laptop', role: 'agent', source: 'api', userId: ada.id });
+    const clientId = await register();
+    const { verifier, challenge } = pkce();
+    const page = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(clientId, challenge, { scope: 'mcp group:research' }),
+    });
+    const request = /name="request" value="([^"]+)"/
+      .exec(page.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const answer = await form(
+      '/authorize',
+      { request: request as string, decision: 'approve', token: owned.token as string },
+      { cookie: cookiesOf(page) },
+    );
+    const code = new URL(answer.headers.location as string).searchParams.get('code') as string;
+    const tokens = (
+      await form('/token', {
+        grant_type: 'authorization_code',
+        code,
+        client_id: clientId,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+      })
+    ).json();
+    expect(tokens.scope).toBe('group:research mcp');
+    const grants = (await gw.request('GET', '/api/oauth/grants')).json().grants as Json[];
+    expect(grants.find((g) => g.clientId === clientId)).toMatchObject({
+      subject: `user:${ada.id}`,
+      subjectName: 'Ada',
+      groups: ['research'],
+    });
+    expect((await listTools('/mcp', tokens.access_token)).statusCode).toBe(200);
+    await users.update(ada.id, { disabled: true });
+    expect((await listTools('/mcp', tokens.access_token)).statusCode).toBe(401);
+    // A disabled user signs nobody in on the consent page either.
+    const again = await gw.gateway.app.inject({ method: 'GET', url: authorizeUrl(clientId, challenge) });
+    const request2 = /name="request" value="([^"]+)"/
+      .exec(again.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const refused = await form(
+      '/authorize',
+      { request: request2 as string, decision: 'approve', token: owned.token as string },
+      { cookie: cookiesOf(again) },
+    );
+    expect(refused.statusCode).toBe(401);
+    expect(refused.body).toContain('does not sign in a person');
   });
 
   it('switches dynamic registration off by setting, and rate-limits /register', async () => {
