@@ -4,12 +4,13 @@
  * naming another client, audience mismatch (a token for /mcp/admin on /mcp), expired and revoked
  * tokens, refresh-token replay. Also discovery answers JSON everywhere, consent is remembered and
  * deniable, grants are revocable, keys rotate without refusing live tokens, DCR can be switched off.
- * Driven over Fastify inject (the public URL is the configured port) with documents on real loopback HTTP.
+ * Driven over Fastify inject (the public URL is the configured port) with documents on real loopback HTTP,
+ * on SQLite and PostgreSQL (replicas share grants, codes, families and keys through the store).
  */
 import type http from 'node:http';
 import type { LightMyRequestResponse } from 'fastify';
 import { decodeJwt, SignJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { SigningKeys } from '../../src/oauth/keys.js';
 import { sealKeyFrom } from '../../src/secrets/seal.js';
 import { UserStore } from '../../src/store/users.js';
@@ -17,7 +18,7 @@ import { type Listening, listen } from '../fixtures/http.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_SECRET_KEY, type TestGateway } from '../helpers/gateway.js';
 import { pkce } from '../helpers/oauth.js';
-import { sqliteTarget } from '../helpers/stores.js';
+import { describeEachStore } from '../helpers/stores.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
 type Json = Record<string, any>;
@@ -25,14 +26,14 @@ type Json = Record<string, any>;
 const BASE = 'http://127.0.0.1:8080';
 const REDIRECT = 'http://127.0.0.1:7777/cb';
 
-describe('OAuth: bad input and the edges of the flow', () => {
+describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
   let gw: TestGateway;
   let upstream: McpFixture;
   let documents: Listening;
   let person: { id: string; token: string };
 
   beforeAll(async () => {
-    gw = await startTestGateway(sqliteTarget);
+    gw = await startTestGateway(target);
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
     await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } });
     person = (await gw.request('POST', '/api/tokens', { body: { role: 'operator', name: 'grace' } })).json();
@@ -149,14 +150,17 @@ describe('OAuth: bad input and the edges of the flow', () => {
       },
     });
 
-  const oauthAudit = async () =>
-    (
+  const oauthAudit = async () => {
+    // Refusals are written by the audit's group commit: everything queued so far, committed.
+    await gw.gateway.audit.flush();
+    return (
       await gw.gateway.store.db
         .selectFrom('audit_events')
         .select(['action', 'outcome'])
         .where('kind', '=', 'oauth')
         .execute()
     ).map((r) => `${r.action}:${r.outcome}`);
+  };
 
   it('answers discovery for every surface as JSON, and JSON for every OAuth path, never the dashboard', async () => {
     const as = (await gw.request('GET', '/.well-known/oauth-authorization-server', { token: null })).json();
