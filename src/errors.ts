@@ -220,6 +220,29 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: "A workspace root of the stdio server cannot be written by its child's uid (it is read-only for it).",
   },
+  // Users and dashboard sign-in (issue 17)
+  'user.name_taken': { status: 409, mcp: 'result', message: 'A user with that name already exists.' },
+  'user.last_admin': {
+    status: 409,
+    mcp: 'result',
+    message: 'This is the last enabled admin user; make another admin first.',
+  },
+  'auth.csrf_failed': {
+    status: 403,
+    mcp: 'result',
+    message: 'A state-changing request signed in by cookie must carry the session’s x-gatehouse-csrf header.',
+  },
+  'oidc.not_configured': {
+    status: 404,
+    mcp: 'result',
+    message: 'Sign-in with an OpenID Connect provider is not configured (GATEHOUSE_OIDC_ISSUER).',
+  },
+  'oidc.failed': { status: 400, mcp: 'result', message: 'The OpenID Connect sign-in failed.' },
+  'oidc.provider_unreachable': {
+    status: 502,
+    mcp: 'result',
+    message: 'The OpenID Connect provider could not be reached or answered something unusable.',
+  },
   // Gatehouse as an OAuth 2.1 authorization server (issue 17): the RFC's error code follows `oauth.`
   'oauth.invalid_request': {
     status: 400,

@@ -163,6 +163,27 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
     return { subject: `token:${row.id}`, name: row.name, groups: await everyGroup(), tokenId: row.id };
   };
 
+  /** A person named earlier (a dashboard session), re-checked now: a disabled user or revoked token is no one. */
+  const personOfSubject = async (subject: string): Promise<Person | undefined> => {
+    if (subject.startsWith('token:')) return personOfToken({ id: subject.slice(6) });
+    if (!subject.startsWith('user:')) return undefined;
+    const user = await deps.store.db
+      .selectFrom('users')
+      .select(['id', 'name', 'groups', 'disabled'])
+      .where('id', '=', subject.slice(5))
+      .executeTakeFirst();
+    if (!user || user.disabled) return undefined;
+    return { subject: `user:${user.id}`, name: user.name, groups: parseJson<string[]>(user.groups, []) };
+  };
+
+  /** The person of the browser's dashboard session (users' sign-in), if the request carries one. */
+  const sessionPerson = async (request: FastifyRequest): Promise<Person | undefined> => {
+    const principal = request.principal;
+    if (!principal || !request.session) return undefined;
+    if (principal.user) return personOfSubject(`user:${principal.user.id}`);
+    return personOfSubject(`token:${principal.id}`);
+  };
+
   /** The person a request names: a token typed on the consent page, or the remembered sign-in cookie. */
   const personOf = async (
     request: FastifyRequest,
@@ -324,11 +345,17 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
             .send({ error: outcome.error, error_description: outcome.description });
         }
         if (outcome.kind === 'redirect') return reply.code(302).header('location', outcome.location).send();
-        const signedIn = await personOf(request, undefined);
+        const fromSession = await sessionPerson(request);
+        const signedIn = fromSession ? { person: fromSession } : await personOf(request, undefined);
         // Consent is remembered per (person, client, resource, scope): a known person is not asked again.
         if (signedIn && (await deps.server.rememberedGrant(outcome.pending, signedIn.person))) {
           const location = await deps.server.approve(outcome.pending, signedIn.person, outcome.client);
           return reply.code(302).header('location', location).header('cache-control', 'no-store').send();
+        }
+        if (fromSession) {
+          // The answer (a form post, which carries no session principal) comes back with the person sealed in.
+          const pending = { ...outcome.pending, person: fromSession };
+          return showConsent(reply, pending, deps.server.sealPending(pending), fromSession);
         }
         return showConsent(reply, outcome.pending, outcome.sealed, signedIn?.person);
       },
@@ -355,7 +382,8 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
             'The consent request expired or is not from this browser; start again from the client.',
           );
         const client = await deps.clients.find(pending.clientId, true);
-        const signedIn = await personOf(request, form.token);
+        const sealedPerson = !form.token && pending.person ? await personOfSubject(pending.person.subject) : undefined;
+        const signedIn = sealedPerson ? { person: sealedPerson } : await personOf(request, form.token);
         if (form.decision === 'deny')
           return reply.code(302).header('location', deps.server.deny(pending, signedIn?.person)).send();
         if (form.decision !== 'approve') throw oauthError('oauth.invalid_request', 'decision must be approve or deny.');

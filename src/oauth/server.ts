@@ -42,6 +42,8 @@ export interface PendingAuthorization {
   scope: string[];
   /** Bound to the browser's CSRF cookie (its SHA-256). */
   nonceHash: string;
+  /** The person the browser's dashboard session named when the page was shown (re-checked on the answer). */
+  person?: Person;
   exp: number;
 }
 
@@ -529,7 +531,7 @@ export class AuthorizationServer {
     };
   }
 
-  private sealPending(pending: PendingAuthorization): string {
+  sealPending(pending: PendingAuthorization): string {
     return seal(this.deps.sealKey, JSON.stringify(pending), aadFor(['oauth-authorize']));
   }
 
