@@ -465,6 +465,49 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
     expect(refused.body).toContain('does not sign in a person');
   });
 
+  it('takes the person from a dashboard session: no token typed, the user named on the page and on the grant', async () => {
+    const users = new UserStore(gw.gateway.store);
+    const lin = await users.create({ name: 'Lin', role: 'operator', groups: ['default'], source: 'api' });
+    const owned = await gw.gateway.tokens.create({ name: 'lin-cli', role: 'agent', source: 'api', userId: lin.id });
+    const signIn = await gw.request('POST', '/auth/session', { token: null, body: { token: owned.token } });
+    expect(signIn.statusCode).toBe(200);
+    const session = cookiesOf(signIn);
+    expect(session).toContain('gatehouse_session=');
+    const clientId = await register();
+    const { verifier, challenge } = pkce();
+    const page = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(clientId, challenge),
+      headers: { cookie: session },
+    });
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('Signed in as <strong>Lin</strong>');
+    expect(page.body).not.toContain('name="token"');
+    const request = /name="request" value="([^"]+)"/
+      .exec(page.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const answer = await form(
+      '/authorize',
+      { request: request as string, decision: 'approve' },
+      { cookie: cookiesOf(page, session) },
+    );
+    expect(answer.statusCode).toBe(302);
+    const code = new URL(answer.headers.location as string).searchParams.get('code') as string;
+    const tokens = await form('/token', {
+      grant_type: 'authorization_code',
+      code,
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      code_verifier: verifier,
+    });
+    expect(tokens.statusCode).toBe(200);
+    const grants = (await gw.request('GET', '/api/oauth/grants')).json().grants as Json[];
+    expect(grants.find((g) => g.clientId === clientId)).toMatchObject({
+      subject: `user:${lin.id}`,
+      groups: ['default'],
+    });
+  });
+
   it('switches dynamic registration off by setting, and rate-limits /register', async () => {
     await gw.request('PATCH', '/api/settings', { body: { 'oauth.dynamicRegistration': false } });
     const off = await gw.request('POST', '/register', { token: null, body: { redirect_uris: [REDIRECT] } });
