@@ -199,6 +199,11 @@ export class AuthorizationServer {
         .execute();
     }
     const code = secret('gh_code_');
+    // Housekeeping on the way: codes are single-use and live a minute; an hour later they prove nothing.
+    await db
+      .deleteFrom('oauth_codes')
+      .where('expires_at', '<', new Date(Date.now() - 3_600_000).toISOString())
+      .execute();
     await db
       .insertInto('oauth_codes')
       .values({
@@ -511,6 +516,12 @@ export class AuthorizationServer {
       .sign(key);
     const refreshToken = secret('gh_rt_');
     const db = this.deps.store.db;
+    // Expired refresh tokens can never be used again (nor replayed: past expiry a replay is just invalid).
+    await db
+      .deleteFrom('oauth_refresh_tokens')
+      .where('family_id', '=', familyId)
+      .where('expires_at', '<', nowIso())
+      .execute();
     await db
       .insertInto('oauth_refresh_tokens')
       .values({
