@@ -17,7 +17,7 @@ export interface AuditFilter {
   kind?: string | undefined;
   /** ISO-8601 time: events at or after it. */
   since?: string | undefined;
-  /** A user id: events of that person (their agents' calls and their own changes). */
+  /** A user id or name: events of that person (their agents' calls and their own changes). */
   user?: string | undefined;
 }
 
@@ -107,7 +107,7 @@ export class AuditQuery {
     if (filter.verdict !== undefined) query = query.where('verdict', '=', filter.verdict);
     if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
     if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
-    if (filter.user !== undefined) query = query.where('user_id', '=', filter.user);
+    if (filter.user !== undefined) query = query.where('user_id', 'in', await this.userIds(filter.user));
     const [rows, counted] = await Promise.all([
       query.selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
       query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
@@ -191,6 +191,12 @@ export class AuditQuery {
       };
     });
     return { clients, total: Number(counted.total) };
+  }
+
+  /** The user ids a `user` filter means: the value itself, and the ids of users with that name. */
+  private async userIds(user: string): Promise<string[]> {
+    const named = await this.store.db.selectFrom('users').select('id').where('name', '=', user).execute();
+    return [...new Set([user, ...named.map((u) => u.id)])];
   }
 
   /** The actor ids a `client` filter means: the value itself, and the ids of tokens with that name. */
