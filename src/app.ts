@@ -22,6 +22,8 @@ export interface AppParts {
   grants?: SurfaceGrants;
   /** Told of every request whose client took longer than the request timeout to send it (counted on /metrics). */
   onRequestTimeout?: () => void;
+  /** The `WWW-Authenticate` of a 401 to this request (an MCP surface names its OAuth metadata); default `Bearer`. */
+  challenge?: (request: FastifyRequest) => string | undefined;
 }
 
 /** Whether a request announces a body (a length above zero, or chunked). */
@@ -157,7 +159,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     const mapped = toGatehouseError(error);
     if (mapped.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
     else request.log.info({ code: mapped.code }, 'request refused');
-    if (mapped.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+    if (mapped.code === 'unauthorized') reply.header('www-authenticate', parts.challenge?.(request) ?? 'Bearer');
     return reply.code(mapped.status).send(mapped.toBody());
   });
 

@@ -415,6 +415,74 @@ export const SETTINGS = {
     description:
       'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
   },
+  oidcIssuer: {
+    env: 'GATEHOUSE_OIDC_ISSUER',
+    flag: 'oidc-issuer',
+    schema: z
+      .string()
+      .url()
+      .refine((v) => /^https?:$/.test(new URL(v).protocol), 'must be an http(s) URL')
+      .transform((v) => v.replace(/\/+$/, '')),
+    description:
+      'An OpenID Connect provider people sign in to the dashboard with (authorization code + PKCE); its discovery document is read from <issuer>/.well-known/openid-configuration.',
+  },
+  oidcClientId: {
+    env: 'GATEHOUSE_OIDC_CLIENT_ID',
+    flag: 'oidc-client-id',
+    schema: z.string().min(1).max(500),
+    description:
+      'The client id Gatehouse is registered with at the OIDC provider (redirect URI <public URL>/auth/oidc/callback).',
+  },
+  oidcClientSecret: {
+    env: 'GATEHOUSE_OIDC_CLIENT_SECRET',
+    flag: 'oidc-client-secret',
+    schema: z.string().min(1).max(2000),
+    description:
+      'The client secret at the OIDC provider; never logged or returned. Unset: a public client (PKCE only).',
+  },
+  oidcRoleMap: {
+    env: 'GATEHOUSE_OIDC_ROLE_MAP',
+    flag: 'oidc-role-map',
+    schema: z
+      .string()
+      .transform((text, ctx) => {
+        try {
+          return JSON.parse(text) as unknown;
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+          return z.NEVER;
+        }
+      })
+      .pipe(
+        z.record(
+          z.string().min(1).max(200),
+          z.strictObject({
+            role: z.enum(['admin', 'operator', 'member']).optional(),
+            groups: z
+              .array(z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/))
+              .max(64)
+              .optional(),
+          }),
+        ),
+      ),
+    default: '{}',
+    description:
+      'Provider groups → Gatehouse role and groups, JSON: {"idp-admins": {"role": "admin"}, "eng": {"groups": ["eng"]}}. The highest mapped role wins (default member); applied at every sign-in.',
+  },
+  oidcGroupsClaim: {
+    env: 'GATEHOUSE_OIDC_GROUPS_CLAIM',
+    flag: 'oidc-groups-claim',
+    schema: z.string().min(1).max(100),
+    default: 'groups',
+    description: 'The ID token claim that lists the user’s groups at the provider.',
+  },
+  oidcPrivateNetwork: {
+    env: 'GATEHOUSE_OIDC_PRIVATE_NETWORK',
+    flag: 'oidc-private-network',
+    schema: boolish,
+    default: false,
+    description: 'Allow the OIDC provider on a private or loopback address (an identity provider inside the network).',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -465,6 +533,12 @@ export interface Config {
   readonly stdioSandbox: 'on' | 'off';
   readonly stdioSandboxUidBase: number;
   readonly nodeEnv: string;
+  readonly oidcIssuer: string | undefined;
+  readonly oidcClientId: string | undefined;
+  readonly oidcClientSecret: string | undefined;
+  readonly oidcRoleMap: Readonly<Record<string, { role?: 'admin' | 'operator' | 'member'; groups?: string[] }>>;
+  readonly oidcGroupsClaim: string;
+  readonly oidcPrivateNetwork: boolean;
 }
 
 /** Names that used to exist or that people guess; each points at the right one. */

@@ -220,6 +220,75 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: "A workspace root of the stdio server cannot be written by its child's uid (it is read-only for it).",
   },
+  // Users and dashboard sign-in (issue 17)
+  'user.name_taken': { status: 409, mcp: 'result', message: 'A user with that name already exists.' },
+  'user.last_admin': {
+    status: 409,
+    mcp: 'result',
+    message: 'This is the last enabled admin user; make another admin first.',
+  },
+  'auth.csrf_failed': {
+    status: 403,
+    mcp: 'result',
+    message: 'A state-changing request signed in by cookie must carry the session’s x-gatehouse-csrf header.',
+  },
+  'oidc.not_configured': {
+    status: 404,
+    mcp: 'result',
+    message: 'Sign-in with an OpenID Connect provider is not configured (GATEHOUSE_OIDC_ISSUER).',
+  },
+  'oidc.failed': { status: 400, mcp: 'result', message: 'The OpenID Connect sign-in failed.' },
+  'oidc.provider_unreachable': {
+    status: 502,
+    mcp: 'result',
+    message: 'The OpenID Connect provider could not be reached or answered something unusable.',
+  },
+  // Gatehouse as an OAuth 2.1 authorization server (issue 17): the RFC's error code follows `oauth.`
+  'oauth.invalid_request': {
+    status: 400,
+    mcp: 'result',
+    message: 'The OAuth request is missing or repeats a parameter, or has a bad one.',
+  },
+  'oauth.invalid_client': {
+    status: 401,
+    mcp: 'result',
+    message: 'The OAuth client is unknown or its metadata is unusable.',
+  },
+  'oauth.invalid_grant': {
+    status: 400,
+    mcp: 'result',
+    message: 'The authorization code or refresh token is invalid, expired, revoked or already used.',
+  },
+  'oauth.unauthorized_client': { status: 400, mcp: 'result', message: 'This client may not use this grant type.' },
+  'oauth.unsupported_grant_type': {
+    status: 400,
+    mcp: 'result',
+    message: 'Only authorization_code and refresh_token are supported.',
+  },
+  'oauth.unsupported_response_type': { status: 400, mcp: 'result', message: 'Only response_type=code is supported.' },
+  'oauth.invalid_scope': {
+    status: 400,
+    mcp: 'result',
+    message: 'The requested scope is unknown or larger than granted.',
+  },
+  'oauth.invalid_target': {
+    status: 400,
+    mcp: 'result',
+    message: 'The resource is not an MCP endpoint of this Gatehouse.',
+  },
+  'oauth.access_denied': { status: 403, mcp: 'result', message: 'The person denied the request.' },
+  'oauth.invalid_redirect_uri': { status: 400, mcp: 'result', message: 'A redirect URI is not acceptable.' },
+  'oauth.invalid_client_metadata': { status: 400, mcp: 'result', message: 'The client metadata is invalid.' },
+  'oauth.registration_disabled': {
+    status: 403,
+    mcp: 'result',
+    message: 'Dynamic client registration is switched off (platform setting oauth.dynamicRegistration).',
+  },
+  'oauth.invalid_token': {
+    status: 401,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'The access token is invalid, expired, revoked or for another resource.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -4,6 +4,8 @@
  * pools, registry — behind one Fastify app. No listening here: the CLI
  * listens, tests inject or use port 0.
  */
+
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { approvalRoutes } from './api/approvals.js';
@@ -19,24 +21,33 @@ import { processRoutes } from './api/processes.js';
 import { readyRoutes } from './api/ready.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
+import { signInRoutes } from './api/signin.js';
 import { streamRoutes } from './api/stream.js';
 import { type Capability, systemRoutes } from './api/system.js';
 import { tokenRoutes } from './api/tokens.js';
+import { userRoutes } from './api/users.js';
 import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
-import { type Config, isLoopbackHost } from './config.js';
+import { type Config, isLoopbackHost, publicBaseUrl } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
-import { tokenAuthenticator } from './identity/index.js';
+import {
+  combinedAuthenticator,
+  eitherAuthenticator,
+  sessionAuthenticator,
+  tokenAuthenticator,
+} from './identity/index.js';
+import { OidcClient } from './identity/oidc.js';
 import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
+import { createOAuth } from './oauth/index.js';
 import { assertCommandAllowed } from './policy/commands.js';
 import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
@@ -51,8 +62,10 @@ import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso, parseJson } from './store/json.js';
+import { SessionStore } from './store/sessions.js';
 import { TokenUsage } from './store/token-usage.js';
 import { TokenStore } from './store/tokens.js';
+import { UserStore } from './store/users.js';
 import { SandboxPlanner } from './supervisor/sandbox-plan.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
@@ -103,6 +116,9 @@ export interface Gateway {
   drain(): Promise<void>;
   /** Notes each token's use and writes `lastUsedAt` in batches. */
   tokenUsage: TokenUsage;
+  /** People (issue 17) and their dashboard sessions. */
+  users: UserStore;
+  sessions: SessionStore;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -139,6 +155,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
   try {
     const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
     const tokens = new TokenStore(store);
+    const users = new UserStore(store);
+    const sessions = new SessionStore(store);
     const bootstrapToken = await tokens.bootstrapAdmin(config.adminToken);
     const settings = new SettingsService(store);
     const audit = new AuditLog(store);
@@ -322,6 +340,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           action: event.operation,
           actor_id: event.principal?.id ?? null,
           actor_name: event.principal?.name ?? null,
+          user_id: null,
+          user_name: null,
           server_id: null,
           tool: event.tool ?? null,
           verdict: null,
@@ -337,17 +357,41 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       },
     };
 
+    // OAuth 2.1 for the MCP endpoints (src/oauth); the port is read per request (0 binds any).
+    const oauth = createOAuth({
+      config,
+      store,
+      sealKey: key,
+      settings,
+      audit,
+      tokens,
+      resolver: deps.resolver,
+      port: () => {
+        const address = app?.server.address();
+        return typeof address === 'object' && address ? address.port : config.port;
+      },
+    });
     const readiness = new Readiness(store);
     const tokenUsage = new TokenUsage(store);
     const grants = new SurfaceGrants();
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
-    const app = await buildApp({
+    let app: FastifyInstance | undefined;
+    app = await buildApp({
       config,
       logger,
       grants,
       onRequestTimeout: () => metrics.requestTimeouts.inc(),
-      authenticate: tokenUsage.tracking(tokenAuthenticator(store, tokens)),
+      authenticate: eitherAuthenticator(
+        tokenUsage.tracking(
+          combinedAuthenticator(
+            tokenAuthenticator(store, tokens, users),
+            sessionAuthenticator({ store, sessions, users, tokens }),
+          ),
+        ),
+        oauth.authenticate,
+      ),
+      challenge: oauth.challenge,
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
@@ -355,7 +399,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           capabilities,
           infoRoles: ['admin', 'operator', 'agent', 'ops'],
         }),
-        ...tokenRoutes({ tokens, audit, events, approvals }),
+        ...tokenRoutes({ tokens, audit, events, approvals, users }),
         ...settingsRoutes({ settings, audit, events }),
         ...serverRoutes({ registry, catalog, guard: guards.for(false) }),
         ...processRoutes({ supervisor, audit }),
@@ -386,7 +430,18 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
+        ...oauth.restRoutes(approvals),
         ...dashboardRoutes(),
+        ...userRoutes({ users, sessions, tokens, approvals, audit, events }),
+        ...signInRoutes({
+          store,
+          sessions,
+          users,
+          tokens,
+          audit,
+          oidc: oidcClient(config, guards),
+          baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
+        }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
@@ -394,6 +449,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       if (readiness.draining && !reply.sent) reply.header('connection', 'close');
     });
     hub.register(app);
+    await oauth.register(app);
     admin = createAdminSurface({
       config,
       app,
@@ -413,6 +469,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
     });
     await approvals.start();
+    await sessions.sweep();
     retention.start();
     await memory.start();
     await supervisor.boot();
@@ -444,6 +501,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await audit.flush();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
+      await oauth.close();
       await tokenUsage.close();
       await store.close();
     });
@@ -475,6 +533,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       listWatchers,
       bootstrapToken,
       tokenUsage,
+      users,
+      sessions,
     };
   } catch (error) {
     await store.close();
@@ -502,4 +562,19 @@ async function auditRowCount(store: Store): Promise<number> {
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .executeTakeFirstOrThrow();
   return Number(row.n);
+}
+
+/** The OIDC sign-in client when GATEHOUSE_OIDC_ISSUER and a client id are set (fetching through the egress guard). */
+function oidcClient(config: Config, guards: Guards): OidcClient | undefined {
+  if (!config.oidcIssuer || !config.oidcClientId) return undefined;
+  return new OidcClient(
+    {
+      issuer: config.oidcIssuer,
+      clientId: config.oidcClientId,
+      clientSecret: config.oidcClientSecret,
+      roleMap: config.oidcRoleMap,
+      groupsClaim: config.oidcGroupsClaim,
+    },
+    guards.for(config.oidcPrivateNetwork).fetch,
+  );
 }

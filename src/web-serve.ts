@@ -19,7 +19,21 @@ import { GatehouseError } from './errors.js';
 export const DASHBOARD_DIR = fileURLToPath(new URL('../dist/web/', import.meta.url));
 
 /** Prefixes that belong to the API and the protocol surfaces: never the app. */
-export const RESERVED_PREFIXES = ['/api', '/mcp', '/ops', '/info', '/health', '/metrics'] as const;
+export const RESERVED_PREFIXES = [
+  '/api',
+  '/mcp',
+  '/ops',
+  '/info',
+  '/health',
+  '/metrics',
+  // OAuth (src/oauth): a client probing these must get JSON, never the app.
+  '/.well-known',
+  '/authorize',
+  '/token',
+  '/register',
+  '/revoke',
+  '/oauth',
+] as const;
 
 export const DASHBOARD_CSP = [
   "default-src 'self'",

@@ -18,6 +18,7 @@ const auditQuery = pageQuery.extend({
   verdict: z.enum(CALL_VERDICTS).optional(),
   kind: z.enum(['admin', 'call', 'ops']).optional(),
   since: isoTime.optional(),
+  user: z.string().min(1).max(200).optional().describe('user id: that person’s activity'),
 });
 
 const clientsQuery = pageQuery.extend({ since: isoTime.optional() });
@@ -30,11 +31,13 @@ export function auditRoutes(deps: { store: Store }): RouteDeclaration[] {
       url: '/api/audit',
       summary: 'Audit events, newest first: tool calls (verdict, outcome, latency, sizes) and control-plane changes.',
       scope: 'audit',
-      access: ['admin', 'operator'],
+      access: ['admin', 'operator', 'member'],
       mcp: { tool: 'audit_list', tier: 'autonomousRead' },
       query: auditQuery,
-      async handler({ query }) {
+      async handler({ query, principal }) {
         const { limit, offset, ...filter } = query;
+        // A member sees its own activity only.
+        if (principal?.role === 'member') filter.user = principal.user?.id ?? principal.id;
         const { events, total } = await audit.list(filter, { limit, offset });
         return listAnswer('events', events, total);
       },

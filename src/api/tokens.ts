@@ -5,6 +5,7 @@ import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
+import type { UserStore } from '../store/users.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
@@ -22,6 +23,8 @@ export const createBody = z.strictObject({
   rateLimit: limitValue.optional(),
   maxConcurrent: limitValue.optional(),
   maxSessions: sessionCap.optional(),
+  /** The user who owns it (default: the signed-in user, for an agent token an admin creates from a session). */
+  userId: z.string().min(1).max(64).nullable().optional(),
 });
 const updateBody = z.strictObject({
   groups: z.array(groupName).max(64).optional(),
@@ -32,12 +35,13 @@ const updateBody = z.strictObject({
 const idParams = z.strictObject({ id: z.string().min(1).max(64) });
 
 export function publicToken(record: TokenRecord) {
-  const { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt } = record;
-  return { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt };
+  const { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt, userId } =
+    record;
+  return { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt, userId };
 }
 
 export function tokenRoutes(
-  deps: { tokens: TokenStore; audit: AuditLog; events: EventHub } & RevocationDeps,
+  deps: { tokens: TokenStore; audit: AuditLog; events: EventHub; users?: UserStore } & RevocationDeps,
 ): RouteDeclaration[] {
   const { tokens, audit, events } = deps;
   return [
@@ -56,7 +60,15 @@ export function tokenRoutes(
             issues: [{ path: 'body.groups', message: 'only agent tokens carry groups' }],
           });
         }
-        const { record, token } = await tokens.create({ ...body, source: 'api' });
+        // Agent tokens created by a signed-in user belong to that user (unless the body names another owner).
+        const userId =
+          body.userId === undefined ? (body.role === 'agent' ? principal?.user?.id : undefined) : body.userId;
+        if (userId && deps.users && !(await deps.users.get(userId))) {
+          throw new GatehouseError('validation_error', `No user ${userId}.`, {
+            issues: [{ path: 'body.userId', message: 'no such user' }],
+          });
+        }
+        const { record, token } = await tokens.create({ ...body, userId: userId ?? null, source: 'api' });
         await audit.recordAdmin({
           action: 'token.create',
           actor: principal,

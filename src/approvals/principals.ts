@@ -28,9 +28,33 @@ export async function revokePrincipal(
 /**
  * Whether a requester may still have its calls run. A token principal is active until revoked; a
  * principal no token row backs (the loopback `local` caller of an unauthenticated hub) has nothing to
- * revoke. Later principal kinds (users, OAuth grants) add their rule here.
+ * revoke. A user (the requester itself, or the person its token acts for) is active until disabled or
+ * deleted; a token whose owner is disabled is not active either.
  */
-export async function principalActive(db: Kysely<Database>, principalId: string): Promise<boolean> {
-  const token = await db.selectFrom('tokens').select('revoked_at').where('id', '=', principalId).executeTakeFirst();
-  return token === undefined || token.revoked_at === null;
+export async function principalActive(
+  db: Kysely<Database>,
+  principalId: string,
+  userId?: string | null,
+): Promise<boolean> {
+  // An OAuth grant (`og_…`, see src/oauth) is active until the person or an admin revokes it (then its user's rule).
+  if (principalId.startsWith('og_')) {
+    const grant = await db
+      .selectFrom('oauth_grants')
+      .select(['revoked_at', 'subject'])
+      .where('id', '=', principalId)
+      .executeTakeFirst();
+    if (!grant || grant.revoked_at !== null) return false;
+    userId ??= grant.subject.startsWith('user:') ? grant.subject.slice(5) : null;
+  }
+  const token = await db
+    .selectFrom('tokens')
+    .select(['revoked_at', 'user_id'])
+    .where('id', '=', principalId)
+    .executeTakeFirst();
+  if (token && token.revoked_at !== null) return false;
+  const owner =
+    userId ?? token?.user_id ?? (token === undefined && principalId.startsWith('usr_') ? principalId : null);
+  if (!owner) return true;
+  const user = await db.selectFrom('users').select('disabled').where('id', '=', owner).executeTakeFirst();
+  return user !== undefined && Number(user.disabled) === 0;
 }

@@ -216,6 +216,9 @@ export class ApprovalQueue {
       status: 'pending',
       requester_id: input.requester.id,
       requester_name: input.requester.name,
+      requester_user_id: input.requester.user?.id ?? null,
+      requester_user_name: input.requester.user?.name ?? null,
+      decided_by_user_id: null,
       server_id: input.serverId,
       tool: input.tool,
       exposed_name: input.exposedName,
@@ -273,8 +276,9 @@ export class ApprovalQueue {
     let rows = this.store.db
       .selectFrom('approvals')
       .leftJoin('tokens', 'tokens.id', 'approvals.decided_by')
+      .leftJoin('users', 'users.id', 'approvals.decided_by')
       .selectAll('approvals')
-      .select('tokens.name as decided_by_name');
+      .select(['tokens.name as decided_by_name', 'users.name as decided_by_user_name']);
     let count = this.store.db.selectFrom('approvals').select((eb) => eb.fn.countAll<number>().as('total'));
     if (query.status) {
       rows = rows.where('approvals.status', '=', query.status);
@@ -311,6 +315,13 @@ export class ApprovalQueue {
         id,
       });
     }
+    // Per person too: a user cannot approve what their own agent (any token they own) asked for.
+    const deciderUser = decider.user?.id;
+    if (deciderUser !== undefined && (row.requester_user_id === deciderUser || row.requester_id === deciderUser)) {
+      throw new GatehouseError('approval.self_approval', 'A call made by your own agent cannot be decided by you.', {
+        id,
+      });
+    }
     const now = Date.now();
     if (row.status === 'pending' && row.expires_at <= iso(now)) {
       await this.expire([id]);
@@ -324,7 +335,13 @@ export class ApprovalQueue {
     const won = await this.store.db.transaction().execute(async (trx) => {
       const result = await trx
         .updateTable('approvals')
-        .set({ status, decided_at: decidedAt, decided_by: decider.id, reason: reason ?? null })
+        .set({
+          status,
+          decided_at: decidedAt,
+          decided_by: decider.id,
+          decided_by_user_id: decider.user?.id ?? null,
+          reason: reason ?? null,
+        })
         .where('id', '=', id)
         .where('status', '=', 'pending')
         .where('expires_at', '>', decidedAt)
@@ -358,6 +375,7 @@ export class ApprovalQueue {
       status,
       decided_at: decidedAt,
       decided_by: decider.id,
+      decided_by_user_id: decider.user?.id ?? null,
       decided_by_name: decider.name,
       reason: reason ?? null,
     };
@@ -414,7 +432,8 @@ export class ApprovalQueue {
     const open = await this.store.db
       .selectFrom('approvals')
       .select(['id', 'status', 'server_id', 'tool', 'surface'])
-      .where('requester_id', '=', requesterId)
+      // A user's revocation reaches what any of their agents asked for.
+      .where((eb) => eb.or([eb('requester_id', '=', requesterId), eb('requester_user_id', '=', requesterId)]))
       .where('status', 'in', ['pending', 'approved'])
       .execute();
     const cancelled: string[] = [];
@@ -466,8 +485,9 @@ export class ApprovalQueue {
     return this.store.db
       .selectFrom('approvals')
       .leftJoin('tokens', 'tokens.id', 'approvals.decided_by')
+      .leftJoin('users', 'users.id', 'approvals.decided_by')
       .selectAll('approvals')
-      .select('tokens.name as decided_by_name')
+      .select(['tokens.name as decided_by_name', 'users.name as decided_by_user_name'])
       .where('approvals.id', '=', id)
       .executeTakeFirst();
   }
@@ -569,7 +589,7 @@ export class ApprovalQueue {
     }
     if (!check.ok) return this.finish(row, 'out_of_scope', { reason: check.reason });
     // Right before it runs: a requester revoked since it asked (even after an operator approved) never runs.
-    if (!(await principalActive(this.store.db, row.requester_id))) {
+    if (!(await principalActive(this.store.db, row.requester_id, row.requester_user_id))) {
       return this.finish(row, 'cancelled', { reason: REQUESTER_INACTIVE });
     }
     if (Date.parse(row.expires_at) <= Date.now()) {

@@ -59,7 +59,8 @@ export interface ApprovalView {
   id: string;
   surface: ApprovalSurface;
   status: ApprovalStatus;
-  requester: { id: string; name: string };
+  /** The agent that asked, and the person it acts for (when known). */
+  requester: { id: string; name: string; user?: { id: string; name: string | null } };
   serverId: string | null;
   /** The upstream tool (hub) or the admin tool name. */
   tool: string;
@@ -76,7 +77,7 @@ export interface ApprovalView {
   expiresAt: string;
   decidedAt: string | null;
   /** The deciding token (its name from the token table, null if it no longer exists); null for expiry. */
-  decidedBy: { id: string; name: string | null } | null;
+  decidedBy: { id: string; name: string | null; userId?: string } | null;
   /** The operator's reason, or why the system ended it (expired, out_of_scope, cancelled). */
   reason: string | null;
   /** When the call finished (executed or failed). */
@@ -139,7 +140,7 @@ export function argumentsHash(args: unknown): string {
   return createHash('sha256').update(canonical, 'utf8').digest('hex');
 }
 
-export type ApprovalRow = ApprovalTable & { decided_by_name?: string | null };
+export type ApprovalRow = ApprovalTable & { decided_by_name?: string | null; decided_by_user_name?: string | null };
 
 export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalView {
   const status = row.status as ApprovalStatus;
@@ -147,7 +148,11 @@ export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalV
     id: row.id,
     surface: row.surface as ApprovalSurface,
     status,
-    requester: { id: row.requester_id, name: row.requester_name },
+    requester: {
+      id: row.requester_id,
+      name: row.requester_name,
+      ...(row.requester_user_id ? { user: { id: row.requester_user_id, name: row.requester_user_name ?? null } } : {}),
+    },
     serverId: row.server_id,
     tool: row.tool,
     exposedName: row.exposed_name,
@@ -159,7 +164,13 @@ export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalV
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     decidedAt: row.decided_at,
-    decidedBy: row.decided_by ? { id: row.decided_by, name: row.decided_by_name ?? null } : null,
+    decidedBy: row.decided_by
+      ? {
+          id: row.decided_by,
+          name: row.decided_by_name ?? row.decided_by_user_name ?? null,
+          ...(row.decided_by_user_id ? { userId: row.decided_by_user_id } : {}),
+        }
+      : null,
     reason: row.reason,
     // While executing, the column holds the execution lease (heartbeat), not a finish time.
     executedAt: status === 'executed' || status === 'failed' ? row.executed_at : null,

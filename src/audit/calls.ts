@@ -14,7 +14,6 @@
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { ErrorCode } from '../errors.js';
-import type { Principal } from '../identity/index.js';
 import type { CallSurface, Metrics } from '../metrics/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
 import type { Settings } from '../settings/keys.js';
@@ -30,7 +29,7 @@ export interface CallEvent {
   /** When the call arrived (default: now). */
   at?: Date | string | undefined;
   /** Who asked (an approved call runs later, for the token that asked: only its id and name are at hand). */
-  client: Pick<Principal, 'id' | 'name'>;
+  client: { id: string; name: string; user?: { id: string; name: string | null } | undefined };
   surface: CallSurface;
   /** The server the call addressed; null on the admin/memory surfaces or when none resolved. */
   serverId: string | null;
@@ -196,6 +195,8 @@ export class CallAuditor {
       action: `${event.surface}.call`,
       actor_id: event.client.id,
       actor_name: event.client.name,
+      user_id: event.client.user?.id ?? null,
+      user_name: event.client.user?.name ?? null,
       server_id: event.serverId,
       tool: event.tool,
       verdict: event.verdict,
@@ -214,6 +215,7 @@ export class CallAuditor {
         surface: event.surface,
         clientId: event.client.id,
         clientName: event.client.name,
+        ...(event.client.user ? { userId: event.client.user.id, userName: event.client.user.name } : {}),
         server: event.serverId,
         tool: event.tool,
         verdict: event.verdict,

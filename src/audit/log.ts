@@ -243,6 +243,8 @@ export class AuditLog {
       action: event.action,
       actor_id: event.actor?.id ?? null,
       actor_name: event.actor?.name ?? null,
+      user_id: event.actor?.user?.id ?? null,
+      user_name: event.actor?.user?.name ?? null,
       server_id: event.serverId ?? null,
       tool: event.tool ?? null,
       verdict: null,

@@ -17,6 +17,8 @@ export interface AuditFilter {
   kind?: string | undefined;
   /** ISO-8601 time: events at or after it. */
   since?: string | undefined;
+  /** A user id or name: events of that person (their agents' calls and their own changes). */
+  user?: string | undefined;
 }
 
 export interface PageOptions {
@@ -31,6 +33,9 @@ export interface AuditEventView {
   action: string;
   actorId: string | null;
   actorName: string | null;
+  /** The person the actor acted for, when known. */
+  userId: string | null;
+  userName: string | null;
   serverId: string | null;
   tool: string | null;
   verdict: string | null;
@@ -52,6 +57,8 @@ export interface ClientServerView {
 export interface ClientView {
   id: string;
   name: string | null;
+  /** The person this agent acted for (one entry per agent and user); null when nobody in particular. */
+  user: { id: string; name: string | null } | null;
   /** The token's role; null for a client without a token record (e.g. `local`). */
   role: string | null;
   lastSeen: string;
@@ -72,6 +79,8 @@ function toView(row: AuditEventRow): AuditEventView {
     action: row.action,
     actorId: row.actor_id,
     actorName: row.actor_name,
+    userId: row.user_id ?? null,
+    userName: row.user_name ?? null,
     serverId: row.server_id,
     tool: row.tool,
     verdict: row.verdict,
@@ -98,6 +107,7 @@ export class AuditQuery {
     if (filter.verdict !== undefined) query = query.where('verdict', '=', filter.verdict);
     if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
     if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
+    if (filter.user !== undefined) query = query.where('user_id', 'in', await this.userIds(filter.user));
     const [rows, counted] = await Promise.all([
       query.selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
       query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),
@@ -113,24 +123,32 @@ export class AuditQuery {
     let calls = db.selectFrom('audit_events').where('kind', '=', 'call').where('actor_id', 'is not', null);
     if (options.since !== undefined) calls = calls.where('at', '>=', options.since);
 
+    // One entry per agent and the person it acted for (an agent acting for two users is two entries).
     const [rows, counted] = await Promise.all([
       calls
         .select((eb) => [
           'actor_id',
+          'user_id',
           eb.fn.max('actor_name').as('actor_name'),
+          eb.fn.max('user_name').as('user_name'),
           eb.fn.max('at').as('last_seen'),
           eb.fn.countAll<number>().as('calls'),
         ])
-        .groupBy('actor_id')
+        .groupBy(['actor_id', 'user_id'])
         .orderBy('last_seen', 'desc')
         .orderBy('actor_id')
+        .orderBy('user_id')
         .limit(options.limit)
         .offset(options.offset)
         .execute(),
-      calls.select((eb) => eb.fn.count<number>('actor_id').distinct().as('total')).executeTakeFirstOrThrow(),
+      db
+        .selectFrom(calls.select(['actor_id', 'user_id']).groupBy(['actor_id', 'user_id']).as('pairs'))
+        .select((eb) => eb.fn.countAll<number>().as('total'))
+        .executeTakeFirstOrThrow(),
     ]);
-    const ids = rows.map((row) => row.actor_id as string);
+    const ids = [...new Set(rows.map((row) => row.actor_id as string))];
     if (ids.length === 0) return { clients: [], total: Number(counted.total) };
+    const pairKey = (actor: unknown, user: unknown) => `${String(actor)}\u0000${user ?? ''}`;
 
     const [tokens, perServer] = await Promise.all([
       db.selectFrom('tokens').select(['id', 'name', 'role']).where('id', 'in', ids).execute(),
@@ -140,29 +158,32 @@ export class AuditQuery {
         .where('verdict', '<>', 'unknown_server')
         .select((eb) => [
           'actor_id',
+          'user_id',
           'server_id',
           eb.fn.countAll<number>().as('calls'),
           eb.fn.max('at').as('last_seen'),
         ])
-        .groupBy(['actor_id', 'server_id'])
+        .groupBy(['actor_id', 'user_id', 'server_id'])
         .execute(),
     ]);
     const tokenById = new Map(tokens.map((t) => [t.id, t]));
     const serversByClient = new Map<string, ClientServerView[]>();
     for (const row of perServer) {
-      const list = serversByClient.get(row.actor_id as string) ?? [];
+      const key = pairKey(row.actor_id, row.user_id);
+      const list = serversByClient.get(key) ?? [];
       list.push({ id: row.server_id as string, calls: Number(row.calls), lastSeen: String(row.last_seen) });
-      serversByClient.set(row.actor_id as string, list);
+      serversByClient.set(key, list);
     }
     const clients = rows.map((row): ClientView => {
       const id = row.actor_id as string;
       const token = tokenById.get(id);
-      const servers = (serversByClient.get(id) ?? [])
+      const servers = (serversByClient.get(pairKey(row.actor_id, row.user_id)) ?? [])
         .sort((a, b) => (a.lastSeen < b.lastSeen ? 1 : a.lastSeen > b.lastSeen ? -1 : a.id.localeCompare(b.id)))
         .slice(0, MAX_SERVERS_PER_CLIENT);
       return {
         id,
         name: token?.name ?? row.actor_name ?? null,
+        user: row.user_id ? { id: row.user_id, name: (row.user_name as string | null) ?? null } : null,
         role: token?.role ?? null,
         lastSeen: String(row.last_seen),
         calls: Number(row.calls),
@@ -170,6 +191,12 @@ export class AuditQuery {
       };
     });
     return { clients, total: Number(counted.total) };
+  }
+
+  /** The user ids a `user` filter means: the value itself, and the ids of users with that name. */
+  private async userIds(user: string): Promise<string[]> {
+    const named = await this.store.db.selectFrom('users').select('id').where('name', '=', user).execute();
+    return [...new Set([user, ...named.map((u) => u.id)])];
   }
 
   /** The actor ids a `client` filter means: the value itself, and the ids of tokens with that name. */

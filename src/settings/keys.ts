@@ -77,6 +77,26 @@ export const SETTING_KEYS = {
     description:
       "Processes and threads (RLIMIT_NPROC) of each sandboxed stdio server's own uid (applied when the gateway runs as root).",
   },
+  'oauth.dynamicRegistration': {
+    schema: z.boolean(),
+    default: true,
+    description: 'Let OAuth clients register themselves at /register (RFC 7591).',
+  },
+  'oauth.clientMetadataDocuments': {
+    schema: z.boolean(),
+    default: true,
+    description: 'Accept an https URL as an OAuth client_id and fetch its client metadata document.',
+  },
+  'oauth.accessTokenTtlSeconds': {
+    schema: z.number().int().min(30).max(300),
+    default: 300,
+    description: 'Lifetime of an OAuth access token (at most 5 minutes; refresh tokens renew it).',
+  },
+  'oauth.refreshTokenTtlDays': {
+    schema: z.number().int().min(1).max(365),
+    default: 30,
+    description: 'Lifetime of an OAuth refresh token; each use replaces it with a new one.',
+  },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 
 export type SettingName = keyof typeof SETTING_KEYS;

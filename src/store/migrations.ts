@@ -252,6 +252,138 @@ export const MIGRATIONS: readonly Migration[] = [
       await db.schema.alterTable('tokens').addColumn('max_sessions', 'integer').execute();
     },
   },
+  {
+    version: 8,
+    name: 'users: people, dashboard sessions, OIDC sign-in state; tokens.user_id; user on audit and approvals',
+    async up(db) {
+      await db.schema
+        .createTable('users')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('email', 'text')
+        .addColumn('role', 'text', (c) => c.notNull())
+        .addColumn('groups', 'text', (c) => c.notNull())
+        .addColumn('disabled', 'integer', (c) => c.notNull())
+        .addColumn('source', 'text', (c) => c.notNull())
+        // `issuer#subject` of an OIDC-provisioned user: the one key a returning sign-in is matched on.
+        .addColumn('external_id', 'text', (c) => c.unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('last_seen_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('user_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('hash', 'text', (c) => c.notNull().unique())
+        .addColumn('csrf_hash', 'text', (c) => c.notNull())
+        .addColumn('user_id', 'text')
+        .addColumn('token_id', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('last_seen_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema.createIndex('user_sessions_user').on('user_sessions').column('user_id').execute();
+      await db.schema
+        .createTable('oidc_logins')
+        .addColumn('state_hash', 'text', (c) => c.primaryKey())
+        .addColumn('verifier', 'text', (c) => c.notNull())
+        .addColumn('nonce', 'text', (c) => c.notNull())
+        .addColumn('return_to', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.alterTable('tokens').addColumn('user_id', 'text').execute();
+      await db.schema.alterTable('audit_events').addColumn('user_id', 'text').execute();
+      await db.schema.alterTable('audit_events').addColumn('user_name', 'text').execute();
+      await db.schema.createIndex('audit_events_user').on('audit_events').columns(['user_id', 'at']).execute();
+      await db.schema.alterTable('approvals').addColumn('requester_user_id', 'text').execute();
+      await db.schema.alterTable('approvals').addColumn('requester_user_name', 'text').execute();
+      await db.schema.alterTable('approvals').addColumn('decided_by_user_id', 'text').execute();
+    },
+  },
+  {
+    version: 9,
+    name: 'oauth: clients, codes, grants, token families, refresh tokens, revoked access tokens, signing keys',
+    async up(db) {
+      await db.schema
+        .createTable('oauth_clients')
+        .addColumn('client_id', 'text', (c) => c.primaryKey())
+        .addColumn('kind', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('redirect_uris', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('created_by', 'text')
+        .execute();
+      await db.schema
+        .createTable('oauth_codes')
+        .addColumn('hash', 'text', (c) => c.primaryKey())
+        .addColumn('grant_id', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('redirect_uri', 'text', (c) => c.notNull())
+        .addColumn('resource', 'text', (c) => c.notNull())
+        .addColumn('code_challenge', 'text', (c) => c.notNull())
+        .addColumn('family_id', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('oauth_grants')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('subject', 'text', (c) => c.notNull())
+        .addColumn('subject_name', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('client_name', 'text', (c) => c.notNull())
+        .addColumn('resource', 'text', (c) => c.notNull())
+        .addColumn('scope', 'text', (c) => c.notNull())
+        .addColumn('groups', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('oauth_grants_consent')
+        .on('oauth_grants')
+        .columns(['subject', 'client_id', 'resource', 'scope'])
+        .execute();
+      await db.schema
+        .createTable('oauth_families')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('grant_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('revoked_at', 'text')
+        .addColumn('revoked_reason', 'text')
+        .execute();
+      await db.schema.createIndex('oauth_families_grant').on('oauth_families').column('grant_id').execute();
+      await db.schema
+        .createTable('oauth_refresh_tokens')
+        .addColumn('hash', 'text', (c) => c.primaryKey())
+        .addColumn('family_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'text')
+        .execute();
+      await db.schema
+        .createIndex('oauth_refresh_tokens_family')
+        .on('oauth_refresh_tokens')
+        .column('family_id')
+        .execute();
+      await db.schema
+        .createTable('oauth_revoked_access')
+        .addColumn('jti', 'text', (c) => c.primaryKey())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('oauth_signing_keys')
+        .addColumn('kid', 'text', (c) => c.primaryKey())
+        .addColumn('alg', 'text', (c) => c.notNull())
+        .addColumn('public_jwk', 'text', (c) => c.notNull())
+        .addColumn('private_sealed', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

@@ -32,6 +32,8 @@ export interface TokenTable {
   revoked_at: string | null;
   /** The token's own cap on live sessions; null: the platform setting `hub.maxSessionsPerToken`. */
   max_sessions: number | null;
+  /** The user who owns this (agent) token; null: a token of nobody in particular. */
+  user_id?: string | null;
 }
 
 export interface SettingTable {
@@ -128,6 +130,9 @@ export interface AuditEventTable {
   response_bytes: number | null;
   args_digest: string | null;
   data: string | null;
+  /** The person the actor (agent) acted for, when known. */
+  user_id?: string | null;
+  user_name?: string | null;
 }
 
 export interface StreamEventTable {
@@ -167,6 +172,10 @@ export interface ApprovalTable {
   /** The stored upstream result (JSON), returned again on every status read. */
   result: string | null;
   error: string | null;
+  /** The person behind the requesting agent, and the person who decided (requester ≠ approver per user). */
+  requester_user_id?: string | null;
+  requester_user_name?: string | null;
+  decided_by_user_id?: string | null;
 }
 
 export interface Database extends MemoryTables {
@@ -181,6 +190,16 @@ export interface Database extends MemoryTables {
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
+  users: UserTable;
+  user_sessions: UserSessionTable;
+  oidc_logins: OidcLoginTable;
+  oauth_clients: OAuthClientTable;
+  oauth_codes: OAuthCodeTable;
+  oauth_grants: OAuthGrantTable;
+  oauth_families: OAuthFamilyTable;
+  oauth_refresh_tokens: OAuthRefreshTokenTable;
+  oauth_revoked_access: OAuthRevokedAccessTable;
+  oauth_signing_keys: OAuthSigningKeyTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -189,4 +208,122 @@ export interface RateWindowTable {
   /** The window's start, in milliseconds since the epoch. */
   window_start: number;
   used: number;
+}
+
+/** People (issue 17): they own agent tokens and sign in to the dashboard. */
+export interface UserTable {
+  id: string;
+  name: string;
+  email: string | null;
+  /** `admin`, `operator` or `member`. */
+  role: string;
+  groups: string;
+  disabled: number;
+  /** `api`, `cli` or `oidc` (provisioned on first sign-in). */
+  source: string;
+  external_id: string | null;
+  created_at: string;
+  updated_at: string;
+  last_seen_at: string | null;
+}
+
+/** Dashboard sessions: the cookie's secret and the CSRF token are kept only as SHA-256. */
+export interface UserSessionTable {
+  id: string;
+  hash: string;
+  csrf_hash: string;
+  user_id: string | null;
+  /** A session opened with a token no user owns acts as that token. */
+  token_id: string | null;
+  created_at: string;
+  expires_at: string;
+  last_seen_at: string | null;
+  revoked_at: string | null;
+}
+
+/** An OIDC sign-in under way: state (hashed), PKCE verifier and nonce, for a few minutes. */
+export interface OidcLoginTable {
+  state_hash: string;
+  verifier: string;
+  nonce: string;
+  return_to: string;
+  created_at: string;
+  expires_at: string;
+}
+
+/** OAuth clients registered with Gatehouse (dynamic registration or by an admin); metadata-document clients are fetched, not stored. */
+export interface OAuthClientTable {
+  client_id: string;
+  /** `dynamic` (RFC 7591) or `static` (pre-registered by an admin). */
+  kind: string;
+  name: string;
+  redirect_uris: string;
+  metadata: string;
+  created_at: string;
+  created_by: string | null;
+}
+
+/** Authorization codes: only their SHA-256 is stored; single use. */
+export interface OAuthCodeTable {
+  hash: string;
+  grant_id: string;
+  client_id: string;
+  redirect_uri: string;
+  resource: string;
+  /** The PKCE S256 challenge. */
+  code_challenge: string;
+  /** The token family the code's exchange starts (revoked if the code is replayed). */
+  family_id: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** A person's consent to a client, for one resource and scope; the principal of its tokens. */
+export interface OAuthGrantTable {
+  id: string;
+  /** `token:<id>` (signed in with a token) or `user:<id>`. */
+  subject: string;
+  subject_name: string;
+  client_id: string;
+  client_name: string;
+  resource: string;
+  /** The scope string, its words sorted. */
+  scope: string;
+  /** The groups consented (JSON list). */
+  groups: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** One chain of rotating refresh tokens (one code exchange); a replayed member revokes it whole. */
+export interface OAuthFamilyTable {
+  id: string;
+  grant_id: string;
+  created_at: string;
+  revoked_at: string | null;
+  revoked_reason: string | null;
+}
+
+export interface OAuthRefreshTokenTable {
+  hash: string;
+  family_id: string;
+  created_at: string;
+  expires_at: string;
+  used_at: string | null;
+}
+
+/** Access tokens revoked before their `exp` (RFC 7009), kept until then. */
+export interface OAuthRevokedAccessTable {
+  jti: string;
+  expires_at: string;
+}
+
+/** Access-token signing keys: the private JWK sealed with the store's key. */
+export interface OAuthSigningKeyTable {
+  kid: string;
+  alg: string;
+  public_jwk: string;
+  private_sealed: string;
+  created_at: string;
 }

@@ -70,6 +70,8 @@ const CONTAINED_TOOLS = new Set([
   'settings_get',
   'token_list',
   'mcp_server_config_write', // contained as a whole; its fields are classified below
+  'user_list',
+  'user_get',
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */

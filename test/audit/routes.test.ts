@@ -119,6 +119,8 @@ describeEachStore('audit routes', (target) => {
       action: 'hub.call',
       actorId: 'local',
       actorName: 'local',
+      userId: null,
+      userName: null,
       serverId: 'files',
       tool: 'read',
       verdict: 'allow',
@@ -196,6 +198,7 @@ describeEachStore('audit routes', (target) => {
         {
           id: 'local',
           name: 'local',
+          user: null,
           role: null,
           lastSeen: at(6),
           calls: 1,
@@ -204,6 +207,7 @@ describeEachStore('audit routes', (target) => {
         {
           id: ids.alpha,
           name: 'alpha',
+          user: null,
           role: 'agent',
           lastSeen: at(5),
           calls: 3,
@@ -215,6 +219,7 @@ describeEachStore('audit routes', (target) => {
         {
           id: ids.beta,
           name: 'beta',
+          user: null,
           role: 'agent',
           lastSeen: at(4),
           calls: 2,
@@ -266,7 +271,7 @@ describeEachStore('audit routes', (target) => {
       {
         url: '/api/audit',
         scope: 'audit',
-        access: ['admin', 'operator'],
+        access: ['admin', 'operator', 'member'],
         mcp: { tool: 'audit_list', tier: 'autonomousRead' },
       },
       {

@@ -43,6 +43,8 @@ async function healthyDataDir(): Promise<{ gw: TestGateway; upstream: McpFixture
     const tested = (await gw.request('POST', '/api/mcp/servers/fix/test')).json();
     expect(tested.ok, JSON.stringify(tested)).toBe(true);
     await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'claude' } });
+    // Publishing the JWKS makes the first OAuth signing key (sealed with this folder's key).
+    expect((await gw.request('GET', '/oauth/jwks', { token: null })).json().keys).toHaveLength(1);
     await gw.gateway.app.close();
   } catch (error) {
     await upstream.close();
@@ -82,7 +84,10 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
       tokens: 'ok',
       'server fix': 'ok',
       settings: 'ok',
+      'oauth issuer': 'ok',
+      'oauth signing keys': 'ok',
     });
+    expect(row(r, 'oauth signing keys')?.detail).toMatch(/1 stored, newest .* opens with this key/);
     // bubblewrap is installed here; as root each server gets a uid of its own, without /etc/passwd.
     expect(row(r, 'stdio sandbox')?.detail).toContain('bubblewrap at');
     expect(row(r, 'migrations')?.detail).toContain(`schema version ${LATEST_MIGRATION}`);
@@ -92,7 +97,7 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
     const text = await gatehouse(['doctor', '--data-dir', dataDir]);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/^ok {4}store {2,}SQLite at /m);
-    expect(text.stdout).toMatch(/0 fail, 0 warn, 9 ok/);
+    expect(text.stdout).toMatch(/0 fail, 0 warn, 11 ok/);
   });
 
   it('fails a key file other users can read, with the fix as hint, and leaves the mode alone', async () => {
@@ -121,6 +126,10 @@ describe('gatehouse doctor', { timeout: 90_000 }, () => {
     expect(row(report(run), 'secret key fingerprint')).toMatchObject({
       status: 'fail',
       detail: expect.stringMatching(/is not the one this store was sealed with/),
+    });
+    expect(row(report(run), 'oauth signing keys')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringMatching(/does not open with this secret key/),
     });
     // A lost key file is a warning about the file, and a failure: the sealed secrets cannot be opened.
     rmSync(join(dataDir, 'secret.key'));

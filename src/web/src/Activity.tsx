@@ -7,11 +7,13 @@ const VERDICTS = ['allow', 'gated', 'blocked', 'unknown_server', 'unknown_tool',
 
 export function Activity() {
   const [client, setClient] = useState('');
+  const [user, setUser] = useState('');
   const [server, setServer] = useState('');
   const [verdict, setVerdict] = useState('');
-  const [applied, setApplied] = useState({ client: '', server: '' });
+  const [applied, setApplied] = useState({ client: '', server: '', user: '' });
   const params = new URLSearchParams({ limit: '100' });
   if (applied.client) params.set('client', applied.client);
+  if (applied.user) params.set('user', applied.user);
   if (applied.server) params.set('server', applied.server);
   if (verdict) params.set('verdict', verdict);
   const qs = params.toString();
@@ -25,7 +27,10 @@ export function Activity() {
     ['tool.called', 'approval.', 'server.changed', 'settings.changed', 'token.changed', 'tool.approved'],
     refresh,
   );
-  const applyText = useDebounced(() => setApplied({ client: client.trim(), server: server.trim() }), 300);
+  const applyText = useDebounced(
+    () => setApplied({ client: client.trim(), server: server.trim(), user: user.trim() }),
+    300,
+  );
 
   return (
     <section aria-labelledby="activity-title">
@@ -43,6 +48,17 @@ export function Activity() {
               applyText();
             }}
             placeholder="token name or id"
+          />
+        </label>
+        <label>
+          User
+          <input
+            value={user}
+            onChange={(e) => {
+              setUser(e.target.value);
+              applyText();
+            }}
+            placeholder="user name or id"
           />
         </label>
         <label>
@@ -89,7 +105,10 @@ export function Activity() {
               {audit.data.events.map((e) => (
                 <tr key={e.id} data-verdict={e.verdict ?? ''}>
                   <td className="small-text">{when(e.at)}</td>
-                  <td>{e.actorName ?? e.actorId ?? '—'}</td>
+                  <td>
+                    {e.actorName ?? e.actorId ?? '—'}
+                    {e.userName && <span className="muted small-text"> for {e.userName}</span>}
+                  </td>
                   <td>
                     <span className="tag">{e.kind}</span> {e.action}
                   </td>

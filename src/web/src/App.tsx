@@ -15,6 +15,7 @@ import {
   type Info,
   type LiveEvent,
   openEventStream,
+  type SessionInfo,
   type StreamState,
   storedToken,
   storeToken,
@@ -48,11 +49,33 @@ type Gate =
   | { kind: 'unavailable'; message: string }
   | { kind: 'ready'; info: Info; who: AuthContext };
 
-/** Reads /info and who the token is; throws ApiError. */
-async function probe(token: string): Promise<{ info: Info; who: AuthContext }> {
-  const info = await api<Info>('/info', { token });
-  const who = await api<AuthContext>('/api/platform/auth-context', { token });
+/** Reads /info and who the token (or, without one, the session cookie) is; throws ApiError. */
+async function probe(token: string | undefined): Promise<{ info: Info; who: AuthContext }> {
+  const options = token ? { token } : {};
+  const info = await api<Info>('/info', options);
+  const who = await api<AuthContext>('/api/platform/auth-context', options);
   return { info, who };
+}
+
+/** The session cookie's state and the sign-in options (never throws: an old gateway has no /auth/session). */
+async function sessionInfo(): Promise<SessionInfo> {
+  try {
+    return await api<SessionInfo>('/auth/session', { token: '' });
+  } catch {
+    return { signedIn: false, oidc: null };
+  }
+}
+
+/** What `?signin_error=` (set by the OIDC callback) means, once; the address is cleaned of it. */
+function signInErrorFromUrl(): string | undefined {
+  const url = new URL(window.location.href);
+  const code = url.searchParams.get('signin_error');
+  if (!code) return undefined;
+  url.searchParams.delete('signin_error');
+  window.history.replaceState(null, '', url.toString());
+  return code === 'user.disabled'
+    ? 'Your account is disabled. Ask an admin.'
+    : `Sign-in with the identity provider failed (${code}).`;
 }
 
 function gateFromError(error: unknown): Gate {
@@ -71,20 +94,26 @@ function gateFromError(error: unknown): Gate {
 }
 
 export function App() {
-  const [gate, setGate] = useState<Gate>(() => (storedToken() ? { kind: 'checking' } : { kind: 'signed-out' }));
+  const [gate, setGate] = useState<Gate>(() => ({ kind: 'checking' }));
+  const [oidc, setOidc] = useState<SessionInfo['oidc']>(null);
 
   const check = useCallback(async () => {
     const token = storedToken();
-    if (!token) return setGate({ kind: 'signed-out' });
+    if (!token) {
+      // No token in this tab: a session cookie (token or OIDC sign-in) may sign us in.
+      const session = await sessionInfo();
+      setOidc(session.oidc);
+      if (!session.signedIn) return setGate({ kind: 'signed-out', message: signInErrorFromUrl() });
+    }
     try {
-      setGate(gateOf(await probe(token)));
+      setGate(gateOf(await probe(token ?? undefined)));
     } catch (error) {
       setGate(gateFromError(error));
     }
   }, []);
 
   useEffect(() => {
-    if (storedToken()) void check();
+    void check();
   }, [check]);
 
   useEffect(() => {
@@ -103,7 +132,11 @@ export function App() {
     try {
       const probed = await probe(token);
       const next = gateOf(probed);
-      if (next.kind === 'ready' || next.kind === 'unavailable') storeToken(token);
+      if (next.kind === 'ready' || next.kind === 'unavailable') {
+        storeToken(token);
+        // A server-side session too, so signing out ends it everywhere (an older gateway has none).
+        await api('/auth/session', { method: 'POST', body: { token }, token }).catch(() => undefined);
+      }
       setGate(next);
     } catch (error) {
       if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
@@ -118,9 +151,11 @@ export function App() {
   const signOut = () => {
     storeToken(null);
     setGate({ kind: 'signed-out' });
+    // Revokes the session in the store (every replica); the cookies are cleared by the answer.
+    void api('/auth/logout', { method: 'POST', token: '' }).catch(() => undefined);
   };
 
-  if (gate.kind === 'signed-out') return <SignIn message={gate.message} onSignIn={signIn} />;
+  if (gate.kind === 'signed-out') return <SignIn message={gate.message} onSignIn={signIn} oidc={oidc} />;
   if (gate.kind === 'checking') {
     return (
       <main className="center">
@@ -149,7 +184,15 @@ function gateOf({ info, who }: { info: Info; who: AuthContext }): Gate {
   return { kind: 'ready', info, who };
 }
 
-function SignIn({ message, onSignIn }: { message?: string | undefined; onSignIn: (token: string) => Promise<void> }) {
+function SignIn({
+  message,
+  onSignIn,
+  oidc,
+}: {
+  message?: string | undefined;
+  onSignIn: (token: string) => Promise<void>;
+  oidc: SessionInfo['oidc'];
+}) {
   const [token, setToken] = useState('');
   const [busy, setBusy] = useState(false);
   const submit = async (event: FormEvent) => {
@@ -189,6 +232,11 @@ function SignIn({ message, onSignIn }: { message?: string | undefined; onSignIn:
         <p className="muted small-text">
           Create one with <code>gatehouse token create --role operator --name you</code>.
         </p>
+        {oidc && (
+          <a className="button" href={`${oidc.start}?returnTo=${encodeURIComponent('/')}`}>
+            Sign in with {new URL(oidc.issuer).host}
+          </a>
+        )}
       </form>
     </main>
   );

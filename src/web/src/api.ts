@@ -52,10 +52,22 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** The session's CSRF token (double submit): the dashboard echoes it on every request it makes by cookie. */
+export function csrfToken(): string | null {
+  const match = /(?:^|;\s*)gatehouse_csrf=([^;]+)/.exec(document.cookie);
+  return match?.[1] ?? null;
+}
+
+/** Without a stored token the dashboard is signed in by its session cookie (token or OIDC sign-in). */
+function authHeaders(token: string | null): Record<string, string> {
+  if (token) return { authorization: `Bearer ${token}` };
+  const csrf = csrfToken();
+  return csrf ? { 'x-gatehouse-csrf': csrf } : {};
+}
+
 export async function api<T>(path: string, options: RequestOptions = {}): Promise<T> {
   const token = options.token ?? storedToken();
-  const headers: Record<string, string> = { accept: 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
+  const headers: Record<string, string> = { accept: 'application/json', ...authHeaders(token) };
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   let response: Response;
   try {
@@ -64,7 +76,7 @@ export async function api<T>(path: string, options: RequestOptions = {}): Promis
       headers,
       body: options.body === undefined ? null : JSON.stringify(options.body),
       cache: 'no-store',
-      credentials: 'omit',
+      credentials: 'same-origin',
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {
@@ -256,6 +268,8 @@ export interface AuditEvent {
   action: string;
   actorId: string | null;
   actorName: string | null;
+  userId?: string | null;
+  userName?: string | null;
   serverId: string | null;
   tool: string | null;
   verdict: string | null;
@@ -331,13 +345,12 @@ export function openEventStream(
       };
       try {
         const headers: Record<string, string> = { accept: 'text/event-stream' };
-        const token = storedToken();
-        if (token) headers.authorization = `Bearer ${token}`;
+        Object.assign(headers, authHeaders(storedToken()));
         if (lastId !== undefined) headers['last-event-id'] = String(lastId);
         const response = await fetch('/api/mcp/stream', {
           headers,
           cache: 'no-store',
-          credentials: 'omit',
+          credentials: 'same-origin',
           signal: attempt.signal,
         });
         if (!response.ok || !response.body) throw new Error(`stream answered ${response.status}`);
@@ -463,4 +476,11 @@ export interface MentalModel {
   content?: string | null;
   source_query?: string;
   max_tokens?: number;
+}
+
+/** What `GET /auth/session` answers: the cookie's session, and how one may sign in here. */
+export interface SessionInfo {
+  signedIn: boolean;
+  principal?: { id: string; name: string; role: string; user?: { id: string; name: string; role: string } };
+  oidc: { issuer: string; start: string } | null;
 }

@@ -1,0 +1,49 @@
+/**
+ * What disabling or deleting a person does, in one place: their dashboard sessions end, their tokens
+ * stop working (the authenticators refuse a token whose owner is disabled), and what they or their
+ * agents asked for and has not run is cancelled through the one revocation path.
+ */
+import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js';
+import type { SessionStore } from '../store/sessions.js';
+import type { TokenStore } from '../store/tokens.js';
+import type { UserStore } from '../store/users.js';
+import type { Principal } from './principal.js';
+
+export interface LifecycleDeps extends RevocationDeps {
+  users: UserStore;
+  sessions: SessionStore;
+  tokens: TokenStore;
+}
+
+/** Ends a person's access now (disable). Returns the approvals it cancelled and the sessions it ended. */
+export async function endUserAccess(
+  deps: LifecycleDeps,
+  userId: string,
+  actor: Principal | undefined,
+  reason: string,
+): Promise<{ cancelledApprovals: string[]; endedSessions: number }> {
+  const endedSessions = await deps.sessions.revokeFor({ userId });
+  const { cancelledApprovals } = await revokePrincipal(deps, userId, actor, reason);
+  // Approvals asked by tokens the user owns but recorded before the owner was set reach here too.
+  for (const token of await deps.tokens.ownedBy(userId)) {
+    cancelledApprovals.push(...(await revokePrincipal(deps, token.id, actor, reason)).cancelledApprovals);
+  }
+  return { cancelledApprovals, endedSessions };
+}
+
+/** Deletes a person: access ended as for disabling, and the tokens they own revoked. */
+export async function deleteUser(
+  deps: LifecycleDeps,
+  userId: string,
+  actor: Principal | undefined,
+): Promise<{ revokedTokens: string[] } | undefined> {
+  const user = await deps.users.update(userId, { disabled: true });
+  if (!user) return undefined;
+  await endUserAccess(deps, userId, actor, 'The user was deleted.');
+  const revokedTokens: string[] = [];
+  for (const token of await deps.tokens.ownedBy(userId)) {
+    if (await deps.tokens.revoke(token.id)) revokedTokens.push(token.id);
+  }
+  await deps.users.delete(userId);
+  return { revokedTokens };
+}

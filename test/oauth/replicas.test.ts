@@ -1,0 +1,130 @@
+/**
+ * Two replicas on one PostgreSQL store agree on everything OAuth: a token issued by one is honoured by
+ * the other, a key rotated on one is used there at once and verified by the other without a refusal
+ * (the other reloads on the unknown kid), and a refresh token spent on one is a replay on the other.
+ */
+import { decodeProtectedHeader } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { pkce } from '../helpers/oauth.js';
+import { POSTGRES_AVAILABLE, postgresTarget } from '../helpers/stores.js';
+
+const REDIRECT = 'http://127.0.0.1:7777/cb';
+
+describe.skipIf(!POSTGRES_AVAILABLE)('OAuth across replicas [postgres]', () => {
+  let place: Awaited<ReturnType<typeof postgresTarget.fresh>>;
+  let a: TestGateway;
+  let b: TestGateway;
+  let person: { token: string };
+
+  beforeAll(async () => {
+    place = await postgresTarget.fresh();
+    a = await startTestGateway(postgresTarget, {}, {}, place);
+    b = await startTestGateway(postgresTarget, {}, {}, place);
+    person = (await a.request('POST', '/api/tokens', { body: { role: 'operator', name: 'ops' } })).json();
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await place?.cleanup();
+  });
+
+  const form = (gw: TestGateway, url: string, params: Record<string, string>, cookie = '') =>
+    gw.gateway.app.inject({
+      method: 'POST',
+      url,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) },
+      payload: new URLSearchParams(params).toString(),
+    });
+
+  const accepted = async (gw: TestGateway, token: string) =>
+    (
+      await gw.gateway.app.inject({
+        method: 'POST',
+        url: '/mcp',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+        },
+        payload: {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+        },
+      })
+    ).statusCode;
+
+  /** Registers, consents and exchanges on `gw`. */
+  const grant = async (gw: TestGateway) => {
+    const clientId = (
+      await gw.request('POST', '/register', { token: null, body: { redirect_uris: [REDIRECT] } })
+    ).json().client_id;
+    const { verifier, challenge } = pkce();
+    const query = new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: REDIRECT,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      resource: 'http://127.0.0.1:8080/mcp',
+    });
+    const page = await gw.gateway.app.inject({ method: 'GET', url: `/authorize?${query}` });
+    const request = /name="request" value="([^"]+)"/
+      .exec(page.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const setCookie = page.headers['set-cookie'];
+    const cookie = (Array.isArray(setCookie) ? setCookie : [String(setCookie)]).map((c) => c.split(';')[0]).join('; ');
+    const answer = await form(
+      gw,
+      '/authorize',
+      { request: request as string, decision: 'approve', token: person.token },
+      cookie,
+    );
+    const code = new URL(answer.headers.location as string).searchParams.get('code') as string;
+    const tokens = (
+      await form(gw, '/token', {
+        grant_type: 'authorization_code',
+        code,
+        client_id: clientId,
+        redirect_uri: REDIRECT,
+        code_verifier: verifier,
+      })
+    ).json();
+    return { clientId, ...(tokens as { access_token: string; refresh_token: string }) };
+  };
+
+  it('honours each other’s tokens, rotations and refresh-token spending', async () => {
+    const first = await grant(a);
+    expect(await accepted(b, first.access_token)).toBe(200);
+    const oldKid = decodeProtectedHeader(first.access_token).kid;
+
+    // Rotate on B: B signs with the new key at once; A, which cached the old set, verifies it too.
+    const rotated = (await b.request('POST', '/api/oauth/keys/rotate')).json().kid;
+    const refreshed = await form(b, '/token', {
+      grant_type: 'refresh_token',
+      refresh_token: first.refresh_token,
+      client_id: first.clientId,
+    });
+    expect(refreshed.statusCode).toBe(200);
+    const renewed = refreshed.json() as { access_token: string; refresh_token: string };
+    expect(decodeProtectedHeader(renewed.access_token).kid).toBe(rotated);
+    expect(rotated).not.toBe(oldKid);
+    expect(await accepted(a, renewed.access_token)).toBe(200);
+    expect(await accepted(a, first.access_token)).toBe(200);
+    expect(
+      (await a.request('GET', '/oauth/jwks', { token: null })).json().keys.map((k: { kid: string }) => k.kid),
+    ).toEqual(expect.arrayContaining([oldKid, rotated]));
+
+    // The refresh token B spent is a replay on A: the family ends on both.
+    const replay = await form(a, '/token', {
+      grant_type: 'refresh_token',
+      refresh_token: first.refresh_token,
+      client_id: first.clientId,
+    });
+    expect(replay.json().error).toBe('invalid_grant');
+    expect(await accepted(b, renewed.access_token)).toBe(401);
+    expect(await accepted(a, renewed.access_token)).toBe(401);
+  });
+});

@@ -1,0 +1,284 @@
+/**
+ * The dashboard's sign-in through a real OpenID provider (`oidc-provider`, a certified implementation,
+ * on 127.0.0.1) in Chromium: the "Sign in with …" button, the provider's login and consent, the
+ * callback (code + PKCE, ID token verified against the provider's JWKS), a user provisioned with the
+ * role its groups map to, the session cookie's flags, and logout revoking the session.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Provider from 'oidc-provider';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+import { CHROMIUM_AVAILABLE, launchBrowser, openPage } from './harness.js';
+
+const CLIENT_ID = 'gatehouse-dashboard';
+const CLIENT_SECRET = 'test-client-secret-0123456789';
+
+/** A provider on 127.0.0.1 whose client is the gateway at `base` (built once both addresses are known). */
+async function startIdp(): Promise<{ server: Server; issuer: string; configure(base: string): void }> {
+  let provider: Provider | undefined;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (!provider) {
+      res.statusCode = 503;
+      res.end();
+      return;
+    }
+    provider.callback()(req, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    server,
+    issuer,
+    configure(base: string) {
+      provider = new Provider(issuer, {
+        clients: [
+          {
+            client_id: CLIENT_ID,
+            client_secret: CLIENT_SECRET,
+            redirect_uris: [`${base}/auth/oidc/callback`],
+            grant_types: ['authorization_code'],
+            response_types: ['code'],
+            token_endpoint_auth_method: 'client_secret_basic',
+          },
+        ],
+        // Claims in the ID token itself (the gateway reads no userinfo).
+        conformIdTokenClaims: false,
+        claims: { openid: ['sub'], profile: ['name', 'groups'], email: ['email'] },
+        pkce: { required: () => true },
+        cookies: { keys: ['oidc-test-cookie-key'] },
+        async findAccount(_ctx: unknown, sub: string) {
+          return {
+            accountId: sub,
+            async claims() {
+              return { sub, name: `Ada ${sub}`, email: `${sub}@example.com`, groups: ['idp-admins', 'unmapped'] };
+            },
+          };
+        },
+      });
+    },
+  };
+}
+
+const gatewayEnv = (issuer: string) => ({
+  GATEHOUSE_OIDC_ISSUER: issuer,
+  GATEHOUSE_OIDC_CLIENT_ID: CLIENT_ID,
+  GATEHOUSE_OIDC_CLIENT_SECRET: CLIENT_SECRET,
+  GATEHOUSE_OIDC_ROLE_MAP: JSON.stringify({ 'idp-admins': { role: 'admin', groups: ['platform'] } }),
+  GATEHOUSE_OIDC_PRIVATE_NETWORK: 'true',
+});
+
+/**
+ * A browser without a browser: follows redirects by hand with a cookie jar per origin and submits the
+ * provider's (development) login and consent forms — the same requests Chromium makes below.
+ */
+async function signInOverHttp(start: string, login: string): Promise<{ location: string; setCookie: string[] }> {
+  const jar = new Map<string, Map<string, string>>();
+  const cookieHeader = (url: URL) =>
+    [...(jar.get(url.origin) ?? new Map()).entries()].map(([k, v]) => `${k}=${v}`).join('; ');
+  const keep = (url: URL, response: Response) => {
+    const store = jar.get(url.origin) ?? new Map<string, string>();
+    for (const line of response.headers.getSetCookie()) {
+      const [pair = ''] = line.split(';');
+      const eq = pair.indexOf('=');
+      store.set(pair.slice(0, eq).trim(), pair.slice(eq + 1));
+    }
+    jar.set(url.origin, store);
+  };
+  let url = new URL(start);
+  let init: RequestInit = {};
+  const gatewayOrigin = url.origin;
+  for (let step = 0; step < 20; step++) {
+    const response = await fetch(url, {
+      ...init,
+      redirect: 'manual',
+      headers: { cookie: cookieHeader(url), ...(init.headers as Record<string, string> | undefined) },
+    });
+    keep(url, response);
+    const location = response.headers.get('location');
+    if (response.status >= 300 && response.status < 400 && location) {
+      // Back on the gateway's callback: its answer is what the test checks.
+      if (url.origin === gatewayOrigin && url.pathname === '/auth/oidc/callback') {
+        return { location, setCookie: response.headers.getSetCookie() };
+      }
+      url = new URL(location, url);
+      init = {};
+      continue;
+    }
+    const html = await response.text();
+    const form = /<form[^>]*action="([^"]+)"[^>]*>([\s\S]*?)<\/form>/i.exec(html);
+    if (!form) throw new Error(`no form at ${url} (HTTP ${response.status}): ${html.slice(0, 300)}`);
+    const fields = new URLSearchParams();
+    for (const input of (form[2] as string).matchAll(/<input[^>]*>/gi)) {
+      const name = /name="([^"]+)"/.exec(input[0])?.[1];
+      const value = /value="([^"]*)"/.exec(input[0])?.[1] ?? '';
+      if (name) fields.set(name, name === 'login' ? login : name === 'password' ? 'any' : value);
+    }
+    url = new URL((form[1] as string).replace(/&amp;/g, '&'), url);
+    init = {
+      method: 'POST',
+      body: fields.toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    };
+  }
+  throw new Error('too many steps');
+}
+
+describe('sign in with OpenID Connect (HTTP)', { timeout: 120_000 }, () => {
+  let idp: Awaited<ReturnType<typeof startIdp>>;
+  let gw: TestGateway;
+  let base: string;
+  beforeAll(async () => {
+    idp = await startIdp();
+    gw = await startTestGateway(sqliteTarget, gatewayEnv(idp.issuer));
+    base = await gw.listen();
+    idp.configure(base);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await new Promise<void>((resolve) => idp?.server.close(() => resolve()));
+  });
+
+  it('provisions the user on first sign-in with the mapped role and opens a session; a second sign-in finds them', async () => {
+    const info = (await gw.request('GET', '/auth/session', { token: null })).json();
+    expect(info).toEqual({ signedIn: false, oidc: { issuer: idp.issuer, start: '/auth/oidc/start' } });
+
+    const first = await signInOverHttp(`${base}/auth/oidc/start?returnTo=%2F%23activity`, 'grace');
+    expect(first.location).toBe('/#activity');
+    const secret = /gatehouse_session=([^;]+)/.exec(first.setCookie.join('\n'))?.[1] as string;
+    expect(first.setCookie.find((c) => c.startsWith('gatehouse_session='))).toMatch(/HttpOnly; Path=\/; SameSite=Lax/);
+    const me = (
+      await gw.request('GET', '/api/users/me', { token: null, headers: { cookie: `gatehouse_session=${secret}` } })
+    ).json();
+    expect(me.principal).toMatchObject({ name: 'Ada grace', role: 'admin', groups: ['platform'] });
+    expect(me.user).toMatchObject({ name: 'Ada grace', email: 'grace@example.com', role: 'admin', source: 'oidc' });
+
+    const again = await signInOverHttp(`${base}/auth/oidc/start`, 'grace');
+    expect(again.location).toBe('/');
+    expect((await gw.request('GET', '/api/users')).json().total).toBe(1);
+
+    // Disabled at Gatehouse: the provider still vouches for them, the gateway lets nobody in.
+    await gw.request('PATCH', `/api/users/${me.user.id}`, { body: { disabled: true } });
+    const refused = await signInOverHttp(`${base}/auth/oidc/start`, 'grace');
+    expect(refused.location).toBe('/?signin_error=user.disabled');
+    expect(refused.setCookie.some((c) => c.startsWith('gatehouse_session='))).toBe(false);
+  });
+
+  it('refuses an unknown or replayed state, a foreign returnTo, and says when OIDC is not configured', async () => {
+    const replay = await gw.request('GET', '/auth/oidc/callback?code=x&state=never-issued', { token: null });
+    expect(replay.statusCode).toBe(302);
+    expect(replay.headers.location).toBe('/?signin_error=oidc.failed');
+    const open = await gw.request('GET', '/auth/oidc/start?returnTo=https://evil.example/', { token: null });
+    expect(open.statusCode).toBe(400);
+    const protocolRelative = await gw.request('GET', '/auth/oidc/start?returnTo=//evil.example/', { token: null });
+    expect(protocolRelative.statusCode).toBe(400);
+    const start = await gw.request('GET', '/auth/oidc/start', { token: null });
+    expect(start.statusCode).toBe(302);
+    const authorize = new URL(start.headers.location as string);
+    expect(authorize.origin).toBe(idp.issuer);
+    expect(authorize.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(authorize.searchParams.get('redirect_uri')).toBe(`${base}/auth/oidc/callback`);
+    expect(authorize.searchParams.get('nonce')).toBeTruthy();
+
+    const plain = await startTestGateway(sqliteTarget);
+    try {
+      const answer = await plain.request('GET', '/auth/oidc/start', { token: null });
+      expect(answer.statusCode).toBe(404);
+      expect(answer.json().error.code).toBe('oidc.not_configured');
+    } finally {
+      await plain.close();
+    }
+  });
+});
+
+describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: sign in with OpenID Connect', { timeout: 180_000 }, () => {
+  let idp: Server;
+  let issuer: string;
+  let gw: TestGateway;
+  let base: string;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  const browserErrors: string[] = [];
+
+  beforeAll(async () => {
+    const started = await startIdp();
+    idp = started.server;
+    issuer = started.issuer;
+    gw = await startTestGateway(sqliteTarget, gatewayEnv(issuer));
+    base = await gw.listen();
+    started.configure(base);
+
+    browser = await launchBrowser();
+    ({ context, page } = await openPage(browser, { width: 1280, height: 900 }, browserErrors));
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    await browser?.close();
+    await gw?.close();
+    await new Promise<void>((resolve) => idp?.close(() => resolve()));
+  });
+
+  it('signs in through the provider, provisions the user with the mapped role, and signs out', async () => {
+    await page.goto(base);
+    const button = page.getByRole('link', { name: `Sign in with ${new URL(issuer).host}` });
+    await button.waitFor();
+    await button.click();
+
+    // The provider's own (development) login and consent pages.
+    await page.waitForURL((url) => url.origin === issuer);
+    await page.locator('input[name="login"]').fill('ada');
+    await page.locator('input[name="password"]').fill('any');
+    await page.locator('button[type="submit"]').click();
+    await page.locator('button[type="submit"]').click(); // consent: "Continue"
+
+    // Back on the gateway, signed in as the provisioned user.
+    await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
+    await page.getByText('Ada ada (admin)').waitFor();
+
+    const cookies = await context.cookies(base);
+    const session = cookies.find((c) => c.name === 'gatehouse_session');
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Lax', secure: false, path: '/' });
+    expect(cookies.find((c) => c.name === 'gatehouse_csrf')?.httpOnly).toBe(false);
+
+    const users = (await gw.request('GET', '/api/users')).json().users;
+    expect(users).toEqual([
+      expect.objectContaining({
+        name: 'Ada ada',
+        email: 'ada@example.com',
+        role: 'admin',
+        groups: ['platform'],
+        source: 'oidc',
+        disabled: false,
+      }),
+    ]);
+    expect(users[0].lastSeenAt).not.toBeNull();
+
+    // A state change by cookie from the dashboard carries the CSRF header: an approval-free write works.
+    const secret = session?.value as string;
+    const refused = await gw.request('POST', '/api/users', {
+      token: null,
+      body: { name: 'from-elsewhere' },
+      headers: { cookie: `gatehouse_session=${secret}` },
+    });
+    expect(refused.json().error.code).toBe('auth.csrf_failed');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('link', { name: `Sign in with ${new URL(issuer).host}` }).waitFor();
+    // The session is revoked in the store, not only forgotten by the browser.
+    const after = await gw.request('GET', '/api/users/me', {
+      token: null,
+      headers: { cookie: `gatehouse_session=${secret}` },
+    });
+    expect(after.statusCode).toBe(401);
+
+    // A replayed callback (state already used) signs nobody in.
+    const replay = await gw.request('GET', '/auth/oidc/callback?code=x&state=used-or-unknown', { token: null });
+    expect(replay.statusCode).toBe(302);
+    expect(replay.headers.location).toBe('/?signin_error=oidc.failed');
+    expect(browserErrors).toEqual([]);
+  });
+});
