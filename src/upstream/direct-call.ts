@@ -14,9 +14,10 @@
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
+import { boundStrings } from './bounds.js';
 import { answerInStreams } from './direct-stream.js';
 import { isPlainObject, isRequest, type Json, protocolError } from './direct-wire.js';
-import type { Exchange, InteractiveCallOptions } from './types.js';
+import type { Exchange, InteractiveCallOptions, UpstreamLogMessage } from './types.js';
 
 export interface DirectTarget {
   url: string;
@@ -62,6 +63,24 @@ export interface CallExchange {
   onRequest?: (request: Json) => Promise<void>;
   /** The headers of a GET that resumes an SSE answer (2025 era; see `direct-stream.ts`). */
   resumeHeaders?: Record<string, string>;
+  /** A notification met before the response (a log message, say); the reading does not wait for it. */
+  onNotification?: (notification: Json) => void;
+}
+
+/** Relays the upstream's `notifications/message` of one call to `onLog`, bounded; other notifications pass by. */
+export function logRelay(onLog: ((message: UpstreamLogMessage) => void) | undefined): CallExchange['onNotification'] {
+  if (!onLog) return undefined;
+  return (notification) => {
+    if (notification.method !== 'notifications/message' || !isPlainObject(notification.params)) return;
+    const { level, logger, data } = boundStrings(notification.params).value;
+    if (typeof level !== 'string') return;
+    onLog({ level, ...(typeof logger === 'string' ? { logger } : {}), ...(data !== undefined ? { data } : {}) });
+  };
+}
+
+/** A JSON-RPC notification: a method and no id. */
+export function isNotification(message: Json): boolean {
+  return message.jsonrpc === '2.0' && typeof message.method === 'string' && !('id' in message);
 }
 
 /** POSTs the call and returns the JSON-RPC response to it (a result or an error, unchecked). */
@@ -105,6 +124,7 @@ async function answerInJson(call: CallExchange, body: unknown): Promise<Json> {
     if (!isPlainObject(message)) break;
     if (message.jsonrpc === '2.0' && message.id === call.id) return message;
     if (call.onRequest && isRequest(message)) await call.onRequest(message);
+    else if (call.onNotification && isNotification(message)) call.onNotification(message);
   }
   throw new GatehouseError(
     'upstream_protocol_error',

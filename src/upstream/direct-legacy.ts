@@ -13,10 +13,10 @@
  */
 import { GatehouseError } from '../errors.js';
 import type { Deadline } from './deadline.js';
-import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
+import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
-import type { Exchange, InteractiveCallResult } from './types.js';
+import type { CallOptions, Exchange, InteractiveCallResult } from './types.js';
 
 /** What a 2025-era connection's transport adds to every request: the session and the negotiated version. */
 export interface LegacySession {
@@ -39,6 +39,7 @@ export async function callLegacyDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
+  options: Pick<CallOptions, 'onLog'> = {},
 ): Promise<InteractiveCallResult> {
   const { signal } = deadline;
   signal.throwIfAborted();
@@ -83,6 +84,7 @@ export async function callLegacyDirect(
       errorIn400: false,
       onRequest: answerRequest,
       resumeHeaders: headers.get,
+      onNotification: logRelay(options.onLog),
     });
     return outcomeOf(message, 'legacy');
   } finally {

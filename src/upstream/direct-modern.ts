@@ -6,11 +6,12 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
+  LOG_LEVEL_META_KEY,
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
 import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
-import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
+import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
@@ -21,7 +22,7 @@ export async function callModernDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities'>,
+  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel'>,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
   const { continuation, inputCapabilities } = options;
@@ -33,6 +34,8 @@ export async function callModernDirect(
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
     [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+    // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
+    ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
   };
   const message = await sendCall(exchange, {
     url: target.url,
@@ -41,6 +44,7 @@ export async function callModernDirect(
     id,
     signal: deadline.signal,
     errorIn400: true,
+    onNotification: logRelay(options.onLog),
   });
   return outcomeOf(message, 'modern');
 }

@@ -12,7 +12,7 @@ import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { createParser } from 'eventsource-parser';
 import type { Exchanged } from '../egress/index.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import type { CallExchange } from './direct-call.js';
+import { type CallExchange, isNotification } from './direct-call.js';
 import { inSdkOrder, isPlainObject, isRequest, type Json } from './direct-wire.js';
 import type { Exchange } from './types.js';
 
@@ -71,6 +71,7 @@ async function answerInStream(
       if (!isPlainObject(message)) continue;
       if (message.id === call.id && ('result' in message || 'error' in message)) return message;
       if (call.onRequest && isRequest(message)) await call.onRequest(message);
+      else if (call.onNotification && isNotification(message)) call.onNotification(message);
     }
   }
   return undefined;

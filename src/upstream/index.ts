@@ -28,6 +28,7 @@ export type {
   Tool,
   UpstreamInputRequired,
   UpstreamLogger,
+  UpstreamLogMessage,
   UpstreamOptions,
   UpstreamTarget,
 } from './types.js';

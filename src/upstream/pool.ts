@@ -150,7 +150,7 @@ export class UpstreamPool {
     this.directCalls += 1;
     return connection.era === 'modern'
       ? callModernDirect(exchange, connection.directTarget, deadline, name, args, opts)
-      : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args);
+      : callLegacyDirect(exchange, connection.directTarget, connection.legacySession, deadline, name, args, opts);
   }
 
   /**

@@ -57,6 +57,20 @@ export interface OperationOptions {
 export interface CallOptions extends OperationOptions {
   /** Progress the upstream reports while the call runs (`message` bounded like result strings). */
   onProgress?: (progress: Progress) => void;
+  /**
+   * Log messages (`notifications/message`) the upstream sends on this call's own answer stream, bounded;
+   * relayed on direct calls, where they can be told apart from other calls' on a shared connection.
+   */
+  onLog?: (message: UpstreamLogMessage) => void;
+  /** The lowest level the agent wants (`_meta` logLevel), asked of a 2026-07-28 upstream for this call. */
+  logLevel?: string;
+}
+
+/** One upstream log message, as `notifications/message` carries it. */
+export interface UpstreamLogMessage {
+  level: string;
+  logger?: string;
+  data?: unknown;
 }
 
 /** What an agent answered to an upstream's input request, and the upstream's state to echo (2026-07-28). */

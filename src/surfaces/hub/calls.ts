@@ -12,6 +12,7 @@ import {
   type ClientCapabilities,
   type InputRequests,
   type InputRequiredResult,
+  LOG_LEVEL_META_KEY,
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
@@ -25,6 +26,7 @@ import type {
   InteractiveCallOptions,
   InteractiveCallResult,
   UpstreamInputRequired,
+  UpstreamLogMessage,
   UpstreamPool,
 } from '../../upstream/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
@@ -32,6 +34,7 @@ import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
 import { errorResult, isResultError } from '../results.js';
 import { assertAnswerable } from './input-requests.js';
+import { admits } from './log-levels.js';
 import { wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import type { HubServer, HubTool, Snapshot } from './view.js';
@@ -135,6 +138,8 @@ export async function runUpstream(
   options: {
     signal?: AbortSignal;
     onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
+    onLog?: ((message: UpstreamLogMessage) => void) | undefined;
+    logLevel?: string | undefined;
     continuation?: Continuation | undefined;
     inputCapabilities?: Record<string, unknown> | undefined;
   },
@@ -142,6 +147,8 @@ export async function runUpstream(
   const interactive = {
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+    ...(options.onLog ? { onLog: options.onLog } : {}),
+    ...(options.logLevel !== undefined ? { logLevel: options.logLevel } : {}),
     ...(options.continuation ? { continuation: options.continuation } : {}),
     ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
   };
@@ -190,19 +197,46 @@ export interface CallContext {
   notify?:
     | ((notification: { method: 'notifications/progress'; params: Record<string, unknown> }) => Promise<void>)
     | undefined;
+  /**
+   * Relays an upstream log message to the agent, filtered by the level the agent set: its 2025 session's
+   * (`logging/setLevel`) or its request's `_meta` logLevel (2026-07-28; none set, none sent).
+   */
+  log?: ((message: UpstreamLogMessage) => Promise<void>) | undefined;
+  /** The agent's own `_meta` logLevel on this request (2026-07-28), asked of a 2026-07-28 upstream in turn. */
+  logLevel?: string | undefined;
 }
 
 export function callContextOf(
   ctx: ServerContext,
   params: { _meta?: { progressToken?: string | number } | undefined },
+  /** The level the agent's 2025 session set (`log-levels.ts`); without one (or a `_meta` level) no logs relay. */
+  sessionLevel?: string,
 ): CallContext {
+  const logLevel = logLevelOf(ctx) ?? sessionLevel;
   return {
     signal: ctx.mcpReq.signal,
     state: verifiedState(ctx),
     inputResponses: ctx.mcpReq.inputResponses,
     progressToken: ctx.mcpReq._meta?.progressToken ?? params._meta?.progressToken,
     notify: (notification) => ctx.mcpReq.notify(notification as Parameters<ServerContext['mcpReq']['notify']>[0]),
+    ...(logLevel !== undefined
+      ? {
+          log: (message: UpstreamLogMessage) =>
+            admits(message.level, logLevel)
+              ? ctx.mcpReq.notify({ method: 'notifications/message', params: { ...message } } as Parameters<
+                  ServerContext['mcpReq']['notify']
+                >[0])
+              : Promise.resolve(),
+          logLevel,
+        }
+      : {}),
   };
+}
+
+/** The `_meta` logLevel of a 2026-07-28 request, when it carries one. */
+function logLevelOf(ctx: ServerContext): string | undefined {
+  const level = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[LOG_LEVEL_META_KEY];
+  return typeof level === 'string' ? level : undefined;
 }
 
 const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const;
@@ -315,9 +349,10 @@ export class HubCalls {
       },
       run: async () => {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
-        const { progressToken, notify } = ctx;
+        const { progressToken, notify, log } = ctx;
         const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
           signal: ctx.signal,
+          ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
           continuation: continuationOf(ctx.inputResponses, ctx.state),
           inputCapabilities,
           ...(progressToken !== undefined && notify

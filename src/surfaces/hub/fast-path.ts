@@ -26,6 +26,7 @@ import {
   CLIENT_INFO_META_KEY,
   isJsonContentType,
   isSpecType,
+  LOG_LEVEL_META_KEY,
   PROTOCOL_VERSION_META_KEY,
   ProtocolErrorCode,
   SERVER_INFO_META_KEY,
@@ -35,6 +36,7 @@ import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js
 import type { EndpointScope } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
+import { sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX } from './names.js';
 import { hubIdentity, hubToolPage } from './server.js';
 import type { HubRegistry, Snapshot } from './view.js';
@@ -130,6 +132,8 @@ function legacyCallOf(headers: IncomingHttpHeaders, body: unknown, session: Sess
   if (headers['mcp-name'] !== undefined && headers['mcp-name'] !== name) return undefined;
   const capabilities = (session.server.getClientCapabilities() ?? {}) as Json;
   if (INPUT_CAPABILITIES.some((key) => capabilities[key] !== undefined)) return undefined;
+  // A session that set a logging level hears its calls' upstream logs: the SDK path relays them.
+  if (sessionLogLevel(session.server) !== undefined) return undefined;
   return { method: 'tools/call', era: 'legacy', id: body.id, name, arguments: args, capabilities: {} };
 }
 
@@ -167,6 +171,8 @@ export function fastRequestOf(
     return { method, era: 'modern', id };
   }
   if (!hasOnlyKeys(params, CALL_PARAM_KEYS)) return undefined;
+  // A request that asks for log messages hears its upstream's: the SDK path relays them.
+  if (isPlainObject(params._meta) && params._meta[LOG_LEVEL_META_KEY] !== undefined) return undefined;
   const { name, arguments: args } = params;
   // The hub's own tools (approval status long-polls) stay on the SDK path.
   if (typeof name !== 'string' || name.length === 0 || name.startsWith(GATEHOUSE_PREFIX)) return undefined;

@@ -24,6 +24,7 @@ import { type CallPorts, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import type { HubStateCodec } from './request-state.js';
 import { buildHubServer, HUB_SERVER_INFO } from './server.js';
+import { ResourceSubscriptions } from './subscriptions.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
 
 export interface HubDeps {
@@ -86,6 +87,7 @@ export function createHub(deps: HubDeps): Hub {
     approvals: deps.approvals,
   });
 
+  const subscriptions = new ResourceSubscriptions();
   const withUpstream = async <T>(
     snapshot: Snapshot,
     server: HubServer,
@@ -109,6 +111,7 @@ export function createHub(deps: HubDeps): Hub {
         approvedRounds,
         stateCodec: deps.stateCodec,
         listPageSize: deps.config.listPageSize,
+        subscriptions,
       },
       principal,
       scope,

@@ -13,8 +13,10 @@ import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
+import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
+import type { ResourceSubscriptions } from './subscriptions.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
@@ -67,6 +69,8 @@ export interface HubServerDeps {
   ): Promise<T>;
   /** Most items in one page of tools/list, prompts/list or resources/list. */
   listPageSize: number;
+  /** Agent sessions' resource subscriptions, relayed from the upstreams' updates. */
+  subscriptions: ResourceSubscriptions;
 }
 
 const INSTRUCTIONS =
@@ -127,7 +131,8 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       capabilities: {
         tools: { listChanged: true },
         prompts: { listChanged: true },
-        resources: { listChanged: true },
+        // Subscriptions pass to the upstream that owns the URI (one that cannot subscribe says so).
+        resources: { listChanged: true, subscribe: true },
         completions: {},
         // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
         // (one per request on 2026-07-28): a level is the agent session's own, never global.
@@ -144,6 +149,8 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     scope.kind === 'single'
       ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
       : snapshot.visibleTo(principal.groups);
+
+  handleSetLevel(server);
 
   server.setRequestHandler('tools/list', async (request) =>
     hubToolPage(await deps.registry.snapshot(), principal.groups, scope, request.params?.cursor, deps.listPageSize),
@@ -170,7 +177,7 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
       snapshot,
       scope,
       params,
-      callContextOf(ctx, params),
+      callContextOf(ctx, params, sessionLogLevel(server)),
       agentInputCapabilities(ctx, server.getClientCapabilities()),
     );
   });
@@ -290,10 +297,10 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     }
   });
 
-  server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
-    const snapshot = await deps.registry.snapshot();
+  /** The server that owns a resource URI the agent gave, and the URI as that server knows it. */
+  const resourceOwner = (snapshot: Snapshot, given: string): { owner: HubServer; uri: string } => {
     let hub: HubServer | undefined;
-    let uri = request.params.uri;
+    let uri = given;
     if (scope.kind === 'aggregate') {
       const unwrapped = unwrapResourceUri(uri);
       hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
@@ -303,9 +310,64 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
     // upstream answers for what it does not have (its own error passes through).
     // (A `gatehouse://` URI is the aggregate's, never an upstream's.)
     if (!hub || uri.length === 0 || (scope.kind === 'single' && unwrapResourceUri(uri))) {
-      throw invalidParams(`Resource ${request.params.uri} not found`);
+      throw invalidParams(`Resource ${given} not found`);
     }
-    const owner = hub;
+    return { owner: hub, uri };
+  };
+
+  server.setRequestHandler('resources/subscribe', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { owner, uri } = resourceOwner(snapshot, request.params.uri);
+    try {
+      await deps.withUpstream(
+        snapshot,
+        owner,
+        async (client, signal) => {
+          if (!client.getServerCapabilities()?.resources?.subscribe) {
+            throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `Server ${owner.row.id} has no subscriptions`);
+          }
+          // A 2026-07-28 upstream announces updates on `subscriptions/listen`, which the hub does not relay yet.
+          if (client.getProtocolEra() === 'modern') {
+            throw new ProtocolError(
+              ProtocolErrorCode.MethodNotFound,
+              `Server ${owner.row.id} speaks 2026-07-28: resource subscriptions to it are not relayed yet`,
+            );
+          }
+          await client.subscribeResource({ uri }, { signal });
+          if (!deps.subscriptions.add(client, uri, server, request.params.uri)) {
+            throw invalidParams('This session holds the most resource subscriptions it may.');
+          }
+        },
+        ctx.mcpReq.signal,
+      );
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+    return {};
+  });
+
+  server.setRequestHandler('resources/unsubscribe', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { owner } = resourceOwner(snapshot, request.params.uri);
+    const last = deps.subscriptions.remove(server, request.params.uri);
+    // The upstream is told when no other agent session listens to that URI there any more.
+    if (last) {
+      await deps
+        .withUpstream(
+          snapshot,
+          owner,
+          (client, signal) =>
+            client === last.client ? client.unsubscribeResource({ uri: last.uri }, { signal }) : Promise.resolve({}),
+          ctx.mcpReq.signal,
+        )
+        .catch(() => {});
+    }
+    return {};
+  });
+
+  server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
+    const snapshot = await deps.registry.snapshot();
+    const { owner, uri } = resourceOwner(snapshot, request.params.uri);
     try {
       const result = await deps.withUpstream(
         snapshot,
