@@ -220,6 +220,25 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: "A workspace root of the stdio server cannot be written by its child's uid (it is read-only for it).",
   },
+  // Toolsets and overrides (issue 22)
+  'toolset.not_found': { status: 404, mcp: 'result', message: 'No toolset has that name.' },
+  'toolset.already_exists': { status: 409, mcp: 'result', message: 'A toolset with that name exists.' },
+  'override.invalid': {
+    status: 400,
+    mcp: 'result',
+    message:
+      "The override does not fit the tool's pinned definition (an unknown argument or a value its schema refuses).",
+  },
+  'override.name_taken': {
+    status: 409,
+    mcp: 'result',
+    message: 'That display name is already an aggregated name of another tool (or another override).',
+  },
+  'override.argument_fixed': {
+    status: 400,
+    mcp: 'result',
+    message: 'An argument of this call is fixed by an operator override and may not be given.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -181,6 +181,7 @@ export interface Database extends MemoryTables {
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
+  toolsets: ToolsetTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -189,4 +190,16 @@ export interface RateWindowTable {
   /** The window's start, in milliseconds since the epoch. */
   window_start: number;
   used: number;
+}
+
+/** A toolset: a named, curated set of tools from several servers, served at `/mcp/t/{name}` (issue 22). */
+export interface ToolsetTable {
+  name: string;
+  description: string | null;
+  /** `[{"server", "tool"}]` (JSON): upstream tool names, so an override's display name never breaks a toolset. */
+  tools: string;
+  created_at: string;
+  updated_at: string;
+  /** The principal id of the last writer. */
+  updated_by: string | null;
 }

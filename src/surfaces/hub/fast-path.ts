@@ -233,7 +233,8 @@ function encodedList(
   groups: readonly string[],
   scope: EndpointScope,
 ) {
-  const key = `${scope.kind === 'single' ? `s:${scope.serverId}` : 'a'}|${[...groups].sort().join(',')}`;
+  const where = scope.kind === 'single' ? `s:${scope.serverId}` : scope.kind === 'toolset' ? `t:${scope.toolset}` : 'a';
+  const key = `${where}|${[...groups].sort().join(',')}`;
   let lists = listCache.get(snapshot);
   if (!lists) {
     lists = new Map();

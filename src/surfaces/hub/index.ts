@@ -58,7 +58,7 @@ export interface HubDeps {
 
 export interface Hub {
   endpoint: McpEndpoint;
-  /** Mounts `/mcp` and `/mcp/s/{server}`. */
+  /** Mounts `/mcp`, `/mcp/s/{server}` and `/mcp/t/{toolset}`. */
   register(app: FastifyInstance): void;
   registry: HubRegistry;
   close(): Promise<void>;
@@ -123,8 +123,13 @@ export function createHub(deps: HubDeps): Hub {
     maxBodySize: deps.config.maxBodySize,
     gate: async () =>
       (await deps.settings.current())['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled'),
-    scopeVisible: async (scope, principal) =>
-      scope.kind === 'aggregate' || (await registry.snapshot()).server(scope.serverId, principal.groups) !== undefined,
+    scopeVisible: async (scope, principal) => {
+      if (scope.kind === 'aggregate') return true;
+      const snapshot = await registry.snapshot();
+      // A toolset exists for everyone; what each agent sees in it is still per server (exposure, policy).
+      if (scope.kind === 'toolset') return snapshot.toolsets.has(scope.toolset);
+      return snapshot.server(scope.serverId, principal.groups) !== undefined;
+    },
     buildServer,
     // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).
     admitSession: async (principal) => {
@@ -214,6 +219,10 @@ export function createHub(deps: HubDeps): Hub {
       endpoint.route(app, '/mcp/s/:server', (request) => ({
         kind: 'single',
         serverId: (request.params as { server: string }).server,
+      }));
+      endpoint.route(app, '/mcp/t/:toolset', (request) => ({
+        kind: 'toolset',
+        toolset: (request.params as { toolset: string }).toolset,
       }));
     },
     async close() {

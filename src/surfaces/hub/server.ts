@@ -23,6 +23,7 @@ const approvalStatusTool = approvalStatusToolOf();
 /** The tools a caller sees in this scope: the listed ones, then the hub's own. */
 export function hubToolList(snapshot: Snapshot, groups: readonly string[], scope: CallScope): Tool[] {
   if (scope.kind === 'aggregate') return [...snapshot.aggregateTools(groups), approvalStatusTool];
+  if (scope.kind === 'toolset') return [...snapshot.toolsetTools(scope.toolset, groups), approvalStatusTool];
   const tools: Tool[] = [];
   for (const tool of snapshot.server(scope.serverId, groups)?.tools.values() ?? []) {
     // No upstream may take a gatehouse__ name, unprefixed or not.
@@ -100,6 +101,11 @@ const SINGLE_NOTE =
   'Served through Gatehouse: a call that needs approval answers {"status":"pending_approval","approval_id",...}: ' +
   'poll gatehouse__approval_status.';
 
+/** What `/mcp/t/{toolset}` tells its agents. */
+const TOOLSET_NOTE =
+  'A Gatehouse toolset: a curated set of tools from several MCP servers. A call that needs approval answers ' +
+  '{"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
 /**
  * Who the hub says it is in this scope: Gatehouse on `/mcp`; on `/mcp/s/{server}` the upstream as it
  * introduced itself at its last handshake (its `serverInfo`, its `instructions` with Gatehouse's note
@@ -111,6 +117,13 @@ export function hubIdentity(
   scope: CallScope,
 ): { serverInfo: Implementation; instructions: string } {
   if (scope.kind === 'aggregate') return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };
+  if (scope.kind === 'toolset') {
+    const description = snapshot?.toolsets.get(scope.toolset)?.description;
+    return {
+      serverInfo: { name: `gatehouse-toolset-${scope.toolset}`, version: VERSION },
+      instructions: description ? `${description}\n\n${TOOLSET_NOTE}` : TOOLSET_NOTE,
+    };
+  }
   const identity = snapshot?.server(scope.serverId, groups)?.identity;
   return {
     serverInfo: identity?.serverInfo ?? HUB_SERVER_INFO,
@@ -140,10 +153,13 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
   );
   const single = (snapshot: Snapshot): HubServer | undefined =>
     scope.kind === 'single' ? snapshot.server(scope.serverId, principal.groups) : undefined;
+  // A toolset is tools only: no prompts, resources or completions of its servers.
   const visible = (snapshot: Snapshot): HubServer[] =>
-    scope.kind === 'single'
-      ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
-      : snapshot.visibleTo(principal.groups);
+    scope.kind === 'toolset'
+      ? []
+      : scope.kind === 'single'
+        ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
+        : snapshot.visibleTo(principal.groups);
 
   server.setRequestHandler('tools/list', async (request) =>
     hubToolPage(await deps.registry.snapshot(), principal.groups, scope, request.params?.cursor, deps.listPageSize),
@@ -162,7 +178,7 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
         ),
       );
     }
-    if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
+    if (scope.kind !== 'aggregate' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
     const snapshot = await deps.registry.snapshot();
     const params = request.params as Parameters<HubCalls['call']>[3] & Parameters<typeof callContextOf>[1];
     return deps.calls.call(
