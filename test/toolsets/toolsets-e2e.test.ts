@@ -287,6 +287,19 @@ describe('toolsets and overrides', () => {
       repo: 'site',
       title: 't',
     });
+
+    // A call approved under one override never runs under another: changing it ends the pending approval.
+    const second = (await client.callTool({ name: 'file_bug', arguments: { repo: 'site', title: 'u' } })) as Json;
+    const secondId = second.structuredContent.approval_id as string;
+    await api('PUT', '/api/mcp/servers/tracker/overrides/create_issue', {
+      displayName: 'file_bug',
+      fixedArguments: { owner: 'other' },
+    });
+    const calls = tracker.log.count('tools/call');
+    await api('POST', `/api/approvals/${secondId}/approve`, {});
+    await gw.gateway.approvals.idle();
+    expect((await api('GET', `/api/approvals/${secondId}`)).body).toMatchObject({ status: 'out_of_scope' });
+    expect(tracker.log.count('tools/call')).toBe(calls);
   });
 
   it('refuses overrides that do not fit the pinned schema or take a name in use', async () => {
