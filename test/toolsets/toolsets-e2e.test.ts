@@ -192,6 +192,13 @@ describe('toolsets and overrides', () => {
     });
     expect(replaced.body).toMatchObject({ description: 'two now', available: 2 });
     expect((await api('GET', '/api/toolsets')).body).toMatchObject({ count: 1, total: 1 });
+    // The endpoint's transport checks and identity are the hub's: a foreign Origin, no token, an admin token.
+    const rpc = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} };
+    const at = (headers: Record<string, string>, token?: string | null) =>
+      gw.request('POST', '/mcp/t/set-one', { body: rpc, headers, ...(token !== undefined ? { token } : {}) });
+    expect((await at({ origin: 'https://evil.example' }, agent.token)).statusCode).toBe(403);
+    expect((await at({}, null)).statusCode).toBe(401);
+    expect((await at({})).statusCode).toBe(403);
     expect((await api('DELETE', '/api/toolsets/set-one')).status).toBe(200);
     expect((await api('GET', '/api/toolsets/set-one')).body.error.code).toBe('toolset.not_found');
     expect((await api('PUT', '/api/toolsets/set-one', { tools: [] })).status).toBe(404);

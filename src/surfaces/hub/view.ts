@@ -25,7 +25,7 @@ import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
 import { toToolset } from '../../toolsets/store.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
-import { exposeNames } from './names.js';
+import { exposeNames, grantDisplayNames } from './names.js';
 
 export interface HubTool {
   exposed: string;
@@ -405,23 +405,22 @@ function appliedOverride(
  */
 function applyDisplayNames(snapshot: Snapshot): void {
   const autoNames = new Set<string>();
-  const wanted = new Map<string, HubTool[]>();
+  const wanted = new Map<HubTool, string>();
   for (const server of snapshot.servers.values()) {
     for (const tool of server.tools.values()) {
       autoNames.add(tool.autoName);
       // A quarantined override keeps its name: agents calling it read why it waits, not "not found".
       const displayName = tool.override?.record.override.displayName;
-      if (displayName !== undefined && displayName !== tool.autoName) {
-        wanted.set(displayName, [...(wanted.get(displayName) ?? []), tool]);
-      }
+      if (displayName !== undefined && displayName !== tool.autoName) wanted.set(tool, displayName);
     }
   }
-  for (const [displayName, tools] of wanted) {
-    if (tools.length > 1 || autoNames.has(displayName)) {
-      for (const tool of tools) if (tool.override) tool.override = { ...tool.override, reason: 'name_conflict' };
+  const granted = grantDisplayNames(autoNames, wanted);
+  for (const tool of wanted.keys()) {
+    const displayName = granted.get(tool);
+    if (displayName === undefined) {
+      if (tool.override) tool.override = { ...tool.override, reason: 'name_conflict' };
       continue;
     }
-    const tool = tools[0] as HubTool;
     const server = snapshot.servers.get(tool.serverId) as HubServer;
     const byExposed = server.tools as Map<string, HubTool>;
     byExposed.delete(tool.autoName);
