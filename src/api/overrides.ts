@@ -38,6 +38,8 @@ export function overrideView(record: OverrideRecord, snapshot: Snapshot) {
   const applied = tool?.override;
   return {
     ...record,
+    // The fields at the top too, as the PUT takes them: an approval card's diff reads them from here.
+    ...record.override,
     state: tool ? (applied?.state ?? 'active') : 'tool_missing',
     ...(applied?.reason ? { reason: applied.reason } : {}),
     ...(applied?.missing ? { missingArguments: applied.missing } : {}),
