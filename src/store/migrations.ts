@@ -252,6 +252,13 @@ export const MIGRATIONS: readonly Migration[] = [
       await db.schema.alterTable('tokens').addColumn('max_sessions', 'integer').execute();
     },
   },
+  {
+    version: 13,
+    name: 'context control: tokens.tool_view (all | search | toolset:<name>; null: the hub.toolView setting)',
+    async up(db) {
+      await db.schema.alterTable('tokens').addColumn('tool_view', 'text').execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"
