@@ -220,6 +220,11 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: "A workspace root of the stdio server cannot be written by its child's uid (it is read-only for it).",
   },
+  'search.unknown_tool': {
+    status: 404,
+    mcp: 'result',
+    message: 'No tool of that name is visible to this agent; find one with gatehouse__search_tools.',
+  },
   // Toolsets and overrides (issue 22)
   'toolset.not_found': { status: 404, mcp: 'result', message: 'No toolset has that name.' },
   'toolset.already_exists': { status: 409, mcp: 'result', message: 'A toolset with that name exists.' },

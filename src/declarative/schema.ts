@@ -60,6 +60,9 @@ export const tokenEntrySchema = createBody
     if (token.groups && token.role !== 'agent') {
       ctx.addIssue({ code: 'custom', path: ['groups'], message: 'only agent tokens carry groups' });
     }
+    if (token.toolView != null && token.role !== 'agent') {
+      ctx.addIssue({ code: 'custom', path: ['toolView'], message: 'only agent tokens carry toolView' });
+    }
   });
 
 /** Ids and names identify entries across applies, so each may appear once. */

@@ -18,6 +18,7 @@ function toPrincipal(record: TokenRecord): TokenPrincipal {
     rateLimit: record.rateLimit,
     maxConcurrent: record.maxConcurrent,
     maxSessions: record.maxSessions,
+    toolView: record.toolView,
   };
 }
 

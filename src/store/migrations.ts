@@ -253,6 +253,13 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 13,
+    name: 'context control: tokens.tool_view (all | search | toolset:<name>; null: the hub.toolView setting)',
+    async up(db) {
+      await db.schema.alterTable('tokens').addColumn('tool_view', 'text').execute();
+    },
+  },
+  {
     version: 14,
     name: 'toolsets: named, curated sets of tools from several servers (issue 22); overrides ride in tool_pins as kind override',
     async up(db) {

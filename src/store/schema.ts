@@ -32,6 +32,8 @@ export interface TokenTable {
   revoked_at: string | null;
   /** The token's own cap on live sessions; null: the platform setting `hub.maxSessionsPerToken`. */
   max_sessions: number | null;
+  /** What the hub lists to this agent (`all`, `search`, `toolset:<name>`); null: the platform setting `hub.toolView`. */
+  tool_view: string | null;
 }
 
 export interface SettingTable {

@@ -233,6 +233,12 @@ export class McpEndpoint {
     }
   }
 
+  /** Tells one token's agents that their tool list changed (its 2025 sessions; the stateless era's listeners). */
+  notifyToolsChangedFor(tokenId: string): void {
+    this.modern.notify.toolsChanged();
+    this.sessions.notifyToolsChangedFor(tokenId);
+  }
+
   notifyListChanged(): void {
     this.modern.notify.toolsChanged();
     this.modern.notify.promptsChanged();

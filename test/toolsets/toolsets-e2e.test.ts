@@ -125,6 +125,25 @@ describe('toolsets and overrides', () => {
     });
   }
 
+  for (const era of ERAS) {
+    it(`an agent whose toolView is toolset:<name> sees and calls only that toolset on /mcp (${era})`, async () => {
+      await api('POST', '/api/toolsets', { name: 'narrow', tools: [{ server: 'calc', tool: 'add' }] });
+      const narrow = (await api('POST', '/api/tokens', { role: 'agent', name: 'narrow', toolView: 'toolset:narrow' }))
+        .body as { token: string };
+      const client = await connectAgent(`${base}/mcp`, narrow.token, { era });
+      clients.push(client);
+      expect(await names(client)).toEqual(['calc__add', 'gatehouse__approval_status']);
+      expect(text(await client.callTool({ name: 'calc__add', arguments: { a: 1, b: 2 } }))).toBe('3');
+      await expect(client.callTool({ name: 'calc__echo', arguments: { text: 'x' } })).rejects.toThrow(/not found/);
+      // A view naming a toolset that does not exist lists nothing but the hub's own tool.
+      const none = (await api('POST', '/api/tokens', { role: 'agent', name: 'none', toolView: 'toolset:absent' }))
+        .body as { token: string };
+      const empty = await connectAgent(`${base}/mcp`, none.token, { era });
+      clients.push(empty);
+      expect(await names(empty)).toEqual(['gatehouse__approval_status']);
+    });
+  }
+
   it('a toolset tool that is quarantined or gone shows that state and the toolset keeps serving the rest', async () => {
     await api('POST', '/api/toolsets', {
       name: 'ops',

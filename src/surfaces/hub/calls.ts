@@ -35,7 +35,7 @@ import { errorResult, isResultError } from '../results.js';
 import { assertAnswerable } from './input-requests.js';
 import { wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
-import { activeOverride, type HubServer, type HubTool, quarantineReason, type Snapshot } from './view.js';
+import { activeOverride, type HubServer, type HubTool, isListed, quarantineReason, type Snapshot } from './view.js';
 
 /** What an approval card adds for an overridden tool: its aggregated and display names, the fixed arguments. */
 function overrideCard(tool: HubTool): Record<string, unknown> {
@@ -59,6 +59,8 @@ export interface CallPorts extends GatePorts {
   stateCodec: HubStateCodec;
   /** Supervised stdio servers (src/supervisor). */
   stdio: StdioUpstream;
+  /** Told of every call on `/mcp` to a usable tool (search mode's recent tools). */
+  onToolCalled?: ((principal: TokenPrincipal, exposed: string) => void) | undefined;
 }
 
 /** What the hub needs of the stdio supervisor. */
@@ -298,6 +300,8 @@ export class HubCalls {
     ctx: CallContext,
     /** What input the agent can give an upstream that asks (see `agentInputCapabilities`). */
     inputCapabilities?: Record<string, unknown>,
+    /** The meta-tool that carried the call (`gatehouse__call_tool`), marked on its card and audit row. */
+    via?: string,
   ): Promise<CallToolResult | InputRequiredResult> {
     const given = params.arguments ?? {};
     // What really goes upstream: the agent's arguments with an override's fixed values (set by `check`).
@@ -315,11 +319,13 @@ export class HubCalls {
       get arguments() {
         return args;
       },
+      via,
       resolve: () => {
         const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
         if ('missing' in resolution) return { verdict: resolution.missing, serverId: resolution.serverId };
         resolved = resolution;
         const { tool, server } = resolution;
+        if (scope.kind === 'aggregate' && isListed(tool)) this.ports.onToolCalled?.(principal, tool.exposed);
         // resolveTool answers an excluded tool as missing, so only usable, blocked or quarantined tools get here.
         const verdict = tool.verdict as Exclude<typeof tool.verdict, 'excluded'>;
         return { verdict, serverId: server.row.id, tool: tool.name, reason: quarantineReason(tool) };
