@@ -289,6 +289,30 @@ export const ERROR_CATALOGUE = {
     mcp: JSONRPC_INVALID_PARAMS,
     message: 'The access token is invalid, expired, revoked or for another resource.',
   },
+  'search.unknown_tool': {
+    status: 404,
+    mcp: 'result',
+    message: 'No tool of that name is visible to this agent; find one with gatehouse__search_tools.',
+  },
+  // Toolsets and overrides (issue 22)
+  'toolset.not_found': { status: 404, mcp: 'result', message: 'No toolset has that name.' },
+  'toolset.already_exists': { status: 409, mcp: 'result', message: 'A toolset with that name exists.' },
+  'override.invalid': {
+    status: 400,
+    mcp: 'result',
+    message:
+      "The override does not fit the tool's pinned definition (an unknown argument or a value its schema refuses).",
+  },
+  'override.name_taken': {
+    status: 409,
+    mcp: 'result',
+    message: 'That display name is already an aggregated name of another tool (or another override).',
+  },
+  'override.argument_fixed': {
+    status: 400,
+    mcp: 'result',
+    message: 'An argument of this call is fixed by an operator override and may not be given.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

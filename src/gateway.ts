@@ -15,6 +15,7 @@ import { SurfaceGrants } from './api/grants.js';
 import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
+import { overrideRoutes } from './api/overrides.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
@@ -25,6 +26,7 @@ import { signInRoutes } from './api/signin.js';
 import { streamRoutes } from './api/stream.js';
 import { type Capability, systemRoutes } from './api/system.js';
 import { tokenRoutes } from './api/tokens.js';
+import { toolsetRoutes } from './api/toolsets.js';
 import { userRoutes } from './api/users.js';
 import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
@@ -48,6 +50,7 @@ import { MemoryEngine } from './memory/engine.js';
 import { LlmClient } from './memory/llm.js';
 import { Metrics } from './metrics/index.js';
 import { createOAuth } from './oauth/index.js';
+import { ArgumentValidator } from './policy/arguments.js';
 import { assertCommandAllowed } from './policy/commands.js';
 import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
@@ -442,6 +445,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           oidc: oidcClient(config, guards),
           baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
         }),
+        ...toolsetRoutes({ store, audit, events, hub: hub.registry }),
+        ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.

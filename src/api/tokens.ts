@@ -4,6 +4,7 @@ import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
+import { toolViewValue } from '../identity/index.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -15,6 +16,8 @@ export const groupName = z
 const limitValue = z.number().int().min(1).max(1_000_000).nullable();
 /** A token's own cap on live sessions (null: `hub.maxSessionsPerToken`). */
 const sessionCap = z.number().int().min(1).max(10_000).nullable();
+/** What the hub lists to the agent (null: the platform setting `hub.toolView`). */
+const toolView = toolViewValue.nullable();
 
 export const createBody = z.strictObject({
   role: z.enum(['admin', 'operator', 'agent', 'ops']),
@@ -25,19 +28,45 @@ export const createBody = z.strictObject({
   maxSessions: sessionCap.optional(),
   /** The user who owns it (default: the signed-in user, for an agent token an admin creates from a session). */
   userId: z.string().min(1).max(64).nullable().optional(),
+  toolView: toolView.optional(),
 });
 const updateBody = z.strictObject({
   groups: z.array(groupName).max(64).optional(),
   rateLimit: limitValue.optional(),
   maxConcurrent: limitValue.optional(),
   maxSessions: sessionCap.optional(),
+  toolView: toolView.optional(),
 });
 const idParams = z.strictObject({ id: z.string().min(1).max(64) });
 
 export function publicToken(record: TokenRecord) {
-  const { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt, userId } =
+  const { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, toolView, source, createdAt, lastUsedAt } =
     record;
-  return { id, name, role, groups, rateLimit, maxConcurrent, maxSessions, source, createdAt, lastUsedAt, userId };
+  return {
+    id,
+    name,
+    role,
+    groups,
+    rateLimit,
+    maxConcurrent,
+    maxSessions,
+    toolView,
+    source,
+    createdAt,
+    lastUsedAt,
+    userId: record.userId,
+  };
+}
+
+/** Groups and a tool view shape what an agent sees on the hub: other roles carry neither. */
+function agentOnly(body: { groups?: unknown; toolView?: unknown }, role: string): void {
+  for (const field of ['groups', 'toolView'] as const) {
+    if (body[field] !== undefined && body[field] !== null && role !== 'agent') {
+      throw new GatehouseError('validation_error', `Only agent tokens carry ${field}.`, {
+        issues: [{ path: `body.${field}`, message: `only agent tokens carry ${field}` }],
+      });
+    }
+  }
 }
 
 export function tokenRoutes(
@@ -55,11 +84,7 @@ export function tokenRoutes(
       body: createBody,
       status: 201,
       async handler({ body, principal }) {
-        if (body.groups && body.role !== 'agent') {
-          throw new GatehouseError('validation_error', 'Only agent tokens carry groups.', {
-            issues: [{ path: 'body.groups', message: 'only agent tokens carry groups' }],
-          });
-        }
+        agentOnly(body, body.role);
         // Agent tokens created by a signed-in user belong to that user (unless the body names another owner).
         const userId =
           body.userId === undefined ? (body.role === 'agent' ? principal?.user?.id : undefined) : body.userId;
@@ -94,7 +119,7 @@ export function tokenRoutes(
     defineRoute({
       method: 'PATCH',
       url: '/api/tokens/:id',
-      summary: "Change a token's groups or its rate and concurrency limits.",
+      summary: "Change a token's groups, tool view, or its rate, concurrency and session limits.",
       scope: 'tokens',
       access: ['admin'],
       mcp: { exclude: 'an agent could widen its own limits or groups' },
@@ -103,11 +128,7 @@ export function tokenRoutes(
       async handler({ params, body, principal }) {
         const existing = await tokens.get(params.id);
         if (!existing) throw new GatehouseError('not_found', `No token ${params.id}.`);
-        if (body.groups && existing.role !== 'agent') {
-          throw new GatehouseError('validation_error', 'Only agent tokens carry groups.', {
-            issues: [{ path: 'body.groups', message: 'only agent tokens carry groups' }],
-          });
-        }
+        agentOnly(body, existing.role);
         const record = await tokens.update(params.id, body);
         await audit.recordAdmin({
           action: 'token.update',

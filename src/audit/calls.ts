@@ -59,6 +59,8 @@ export interface CallEvent {
    * otherwise the auditor reads them (cached; a store read only after a settings change).
    */
   payloads?: PayloadMode | undefined;
+  /** The meta-tool that carried the call (`gatehouse__call_tool`), kept in the row's data and its event. */
+  via?: string | undefined;
 }
 
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
@@ -181,13 +183,15 @@ export class CallAuditor {
 
   private enqueue(event: CallEvent, at: string, payloads: PayloadMode): Promise<void> {
     let data: string | null = null;
+    // How the call came is no payload: it is kept in every mode.
+    const via = event.via !== undefined ? { via: event.via } : {};
     if (payloads === 'data') {
       try {
-        data = JSON.stringify({ arguments: redact(event.arguments), result: redact(event.result) });
+        data = JSON.stringify({ arguments: redact(event.arguments), result: redact(event.result), ...via });
       } catch {
-        data = JSON.stringify({ payloadError: 'the payload could not be serialized' });
+        data = JSON.stringify({ payloadError: 'the payload could not be serialized', ...via });
       }
-    }
+    } else if (event.via !== undefined) data = JSON.stringify(via);
     const latencyMs = count(event.latencyMs);
     const row: AuditRow = {
       at,
@@ -222,6 +226,7 @@ export class CallAuditor {
         outcome: event.outcome,
         latencyMs,
         ...(event.approvalId ? { approvalId: event.approvalId } : {}),
+        ...via,
       },
     });
   }

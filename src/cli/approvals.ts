@@ -79,6 +79,14 @@ function card(a: ApprovalView): string {
   ];
   if (typeof a.detail.title === 'string') lines.push(`title:      ${a.detail.title}`);
   if (typeof a.detail.description === 'string') lines.push(`about:      ${a.detail.description}`);
+  const override = a.detail.override as { aggregatedName?: string; fixedArguments?: string[] } | undefined;
+  if (override && typeof override === 'object') {
+    // An override renamed the tool or fixed arguments: the card says so, and the arguments below include them.
+    const fixed = override.fixedArguments?.length ? `; fixed by it: ${override.fixedArguments.join(', ')}` : '';
+    lines.push(
+      `override:   shown to the agent as ${a.exposedName} (aggregated name ${override.aggregatedName})${fixed}`,
+    );
+  }
   lines.push('arguments (exactly as they will be sent):', JSON.stringify(a.arguments, null, 2));
   lines.push(`argsHash:   ${a.argsHash}`);
   if (a.pinHash) lines.push(`pin:        ${a.pinHash} (policy version ${a.policyVersion ?? '-'})`);

@@ -14,6 +14,7 @@ import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
 import { addStdioBridgeCommand } from './stdio-bridge.js';
 import { addTokenCommands } from './token.js';
+import { addToolsetCommands } from './toolsets.js';
 
 /**
  * Adds one `--flag` per setting, so every setting can be given on the command line; a boolean gets
@@ -86,6 +87,7 @@ export function buildCli(): Command {
   addConnectCommands(program, configFrom);
   addStdioBridgeCommand(program);
   addDoctorCommand(program, configFrom);
+  addToolsetCommands(program);
   return program;
 }
 

@@ -69,7 +69,7 @@ export class RestClient {
     }
   }
 
-  async request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  async request<T>(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const { baseUrl, token, timeoutMs } = this.options;
     const url = new URL(path, baseUrl);
     let response: Response;

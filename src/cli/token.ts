@@ -3,11 +3,20 @@ import type { Command } from 'commander';
 import { publicToken } from '../api/tokens.js';
 import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
-import type { Role } from '../identity/index.js';
+import { type Role, toolViewValue } from '../identity/index.js';
 import { TokenStore } from '../store/tokens.js';
 import { openCliStore } from './store-notice.js';
 
 const ROLES: readonly Role[] = ['admin', 'operator', 'agent', 'ops'];
+
+type TokenCreateFlags = {
+  role: string;
+  name: string;
+  groups?: string;
+  toolView?: string;
+  dataDir?: string;
+  databaseUrl?: string;
+};
 
 async function withTokens<T>(config: Config, fn: (tokens: TokenStore) => Promise<T>): Promise<T> {
   const store = await openCliStore(config);
@@ -31,17 +40,27 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
       .description('Create a token; it is printed once.')
       .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
       .requiredOption('--name <name>', 'who or what uses it, e.g. claude-laptop')
-      .option('--groups <groups>', 'agent groups, comma-separated (default: default)'),
-  ).action(async (flags: { role: string; name: string; groups?: string; dataDir?: string; databaseUrl?: string }) => {
+      .option('--groups <groups>', 'agent groups, comma-separated (default: default)')
+      .option(
+        '--tool-view <view>',
+        'what /mcp lists to the agent: all, search or toolset:<name> (default: hub.toolView)',
+      ),
+  ).action(async (flags: TokenCreateFlags) => {
     if (!ROLES.includes(flags.role as Role)) {
       throw new GatehouseError('validation_error', `--role must be one of ${ROLES.join(', ')}.`);
     }
+    const toolView = flags.toolView === undefined ? undefined : toolViewValue.safeParse(flags.toolView);
+    if (toolView && !toolView.success) {
+      throw new GatehouseError('validation_error', '--tool-view must be all, search or toolset:<name>.');
+    }
+    if (toolView && flags.role !== 'agent')
+      throw new GatehouseError('validation_error', 'Only agent tokens carry a tool view.');
     const groups = flags.groups
       ?.split(',')
       .map((g) => g.trim())
       .filter(Boolean);
     const created = await withTokens(configOf(flags), (tokens) =>
-      tokens.create({ name: flags.name, role: flags.role as Role, groups, source: 'cli' }),
+      tokens.create({ name: flags.name, role: flags.role as Role, groups, toolView: toolView?.data, source: 'cli' }),
     );
     process.stdout.write(`${JSON.stringify({ ...publicToken(created.record), token: created.token }, null, 2)}\n`);
   });

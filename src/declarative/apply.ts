@@ -1,6 +1,6 @@
 /**
- * Applies a loaded `gatehouse.yaml` to a gateway: servers, settings and tokens. Everything is planned against the
- * store before anything is written, so the conflicts a plan can see (a transport that would change, a token held
+ * Applies a loaded `gatehouse.yaml` to a gateway: servers, settings, tokens and toolsets. Everything is planned
+ * against the store before anything is written, so the conflicts a plan can see (a transport that would change, a token held
  * by another live record) fail the start with nothing written; then only what differs is written, so applying the
  * same file twice writes nothing — no audit event, no policy version bump — the second time.
  *
@@ -15,8 +15,12 @@ import { type ApplyReport, configPrincipal, emptyKindReport } from './report.js'
 import { applyServers, planServers } from './servers.js';
 import { applySettings, planSettings } from './settings.js';
 import { applyTokens, planTokens } from './tokens.js';
+import { applyToolsets, planToolsets } from './toolsets.js';
 
-export type DeclarativeTarget = Pick<Gateway, 'registry' | 'settings' | 'tokens' | 'audit' | 'events' | 'approvals'>;
+export type DeclarativeTarget = Pick<
+  Gateway,
+  'registry' | 'settings' | 'tokens' | 'audit' | 'events' | 'approvals' | 'store'
+>;
 
 export interface ApplyOptions {
   /** Remove servers and config tokens the file's sections omit. */
@@ -31,14 +35,18 @@ export async function applyDeclarativeConfig(
   const prune = options.prune ?? false;
   const actor = configPrincipal(basename(config.file));
   const report: ApplyReport = { servers: emptyKindReport(), settings: emptyKindReport(), tokens: emptyKindReport() };
+  if (config.toolsets) report.toolsets = emptyKindReport();
   report.servers.warnings.push(...config.warnings);
   try {
     const servers = config.servers && (await planServers(gateway.registry, config.servers, { prune }));
     const settings = config.settings && (await planSettings(gateway, config.settings));
     const tokens = config.tokens && (await planTokens(gateway.tokens, config.tokens, { prune }));
+    const toolsets = config.toolsets && (await planToolsets(gateway, config.toolsets, { prune }));
     if (settings) await applySettings(gateway, settings, actor, report.settings);
     if (servers) await applyServers(gateway.registry, servers, actor, report.servers);
     if (tokens) await applyTokens(gateway, tokens, actor, report.tokens);
+    // After servers: a toolset may name the servers this very file installs.
+    if (toolsets && report.toolsets) await applyToolsets(gateway, toolsets, actor, report.toolsets);
   } catch (error) {
     // The message names the YAML path; this adds the file.
     if (!isGatehouseError(error)) throw error;

@@ -12,6 +12,7 @@ import { hashToken } from '../identity/index.js';
 import type { SecretInput } from '../registry/secret-values.js';
 import { formatPath, locate, type PathSegment } from './paths.js';
 import { declarativeSchema, type ServerEntry, type TokenEntry } from './schema.js';
+import type { DeclaredToolset } from './toolsets.js';
 
 /** A token as the store keeps it: its SHA-256 hex, never the token. */
 export type DeclaredToken = Omit<TokenEntry, 'hash' | 'env'> & { hash: string };
@@ -22,6 +23,7 @@ export interface DeclarativeConfig {
   servers?: ServerEntry[] | undefined;
   settings?: Record<string, unknown> | undefined;
   tokens?: DeclaredToken[] | undefined;
+  toolsets?: DeclaredToolset[] | undefined;
   /** About the file itself (literal secrets); the apply report repeats them under servers. */
   warnings: string[];
 }
@@ -73,7 +75,7 @@ export function parseDeclarativeConfig(text: string, file: string, options: Load
 
   const parsed = declarativeSchema.safeParse(doc.toJS({ maxAliasCount: 100 }) ?? {});
   if (!parsed.success) throw invalidFile(file, located(zodIssues(parsed.error)));
-  const { servers, settings, tokens } = parsed.data;
+  const { servers, settings, tokens, toolsets } = parsed.data;
 
   const issues: FileIssue[] = [];
   const warnings: string[] = [];
@@ -103,7 +105,7 @@ export function parseDeclarativeConfig(text: string, file: string, options: Load
     return { ...token, hash: value ? hashToken(value) : '' };
   });
   if (issues.length > 0) throw invalidFile(file, located(issues));
-  return { file, servers, settings, tokens: declaredTokens, warnings };
+  return { file, servers, settings, tokens: declaredTokens, ...(toolsets ? { toolsets } : {}), warnings };
 }
 
 /** Every header, env and auth value of a server entry, with its path inside the entry. */

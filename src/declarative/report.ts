@@ -13,6 +13,8 @@ export interface ApplyReport {
   servers: KindReport;
   settings: KindReport;
   tokens: KindReport;
+  /** Present when the file has a `toolsets:` section. */
+  toolsets?: KindReport;
 }
 
 export const emptyKindReport = (): KindReport => ({

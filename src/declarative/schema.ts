@@ -11,6 +11,7 @@ import { assertToolPolicy } from '../policy/tool-policy.js';
 import { serverIdSchema } from '../registry/ids.js';
 import { envNameSchema } from '../registry/manifest.js';
 import { isSettingName, SETTING_KEYS } from '../settings/keys.js';
+import { toolsetNameSchema, toolsetToolsSchema } from '../toolsets/model.js';
 
 export const serverEntrySchema = manifestSchema.safeExtend({ id: serverIdSchema }).superRefine((server, ctx) => {
   if (!server.toolPolicy) return;
@@ -59,6 +60,9 @@ export const tokenEntrySchema = createBody
     if (token.groups && token.role !== 'agent') {
       ctx.addIssue({ code: 'custom', path: ['groups'], message: 'only agent tokens carry groups' });
     }
+    if (token.toolView != null && token.role !== 'agent') {
+      ctx.addIssue({ code: 'custom', path: ['toolView'], message: 'only agent tokens carry toolView' });
+    }
   });
 
 /** Ids and names identify entries across applies, so each may appear once. */
@@ -80,10 +84,22 @@ export const declarativeSchema = z
     servers: z.array(serverEntrySchema).max(1000).optional(),
     settings: settingsSchema.optional(),
     tokens: z.array(tokenEntrySchema).max(1000).optional(),
+    /** Toolsets (issue 22): the REST create body. */
+    toolsets: z
+      .array(
+        z.strictObject({
+          name: toolsetNameSchema,
+          description: z.string().max(2000).nullable().optional(),
+          tools: toolsetToolsSchema,
+        }),
+      )
+      .max(1000)
+      .optional(),
   })
   .superRefine((file, ctx) => {
     unique(file.servers, (s) => s.id, 'servers', 'id')(ctx);
     unique(file.tokens, (t) => t.name, 'tokens', 'name')(ctx);
+    unique(file.toolsets, (t) => t.name, 'toolsets', 'name')(ctx);
   });
 
 export type DeclarativeFile = z.output<typeof declarativeSchema>;

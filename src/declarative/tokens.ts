@@ -25,6 +25,7 @@ type TokenChanges = {
   rateLimit?: number | null;
   maxConcurrent?: number | null;
   maxSessions?: number | null;
+  toolView?: string | null;
 };
 
 export type TokenPlan =
@@ -71,6 +72,7 @@ export async function planTokens(
     if (token.maxSessions !== undefined && token.maxSessions !== holder.maxSessions) {
       changes.maxSessions = token.maxSessions;
     }
+    if (token.toolView !== undefined && token.toolView !== holder.toolView) changes.toolView = token.toolView;
     if (Object.keys(changes).length === 0 && revoke.length === 0) return { action: 'unchanged', index, token };
     return { action: 'update', index, token, id: holder.id, changes, revoke };
   });

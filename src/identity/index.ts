@@ -19,4 +19,5 @@ export {
 } from './session-authenticator.js';
 export { tokenAuthenticator } from './token-authenticator.js';
 export { generateToken, hashToken, safeEqual } from './tokens.js';
+export { parseToolView, type ToolView, toolViewFor, toolViewValue } from './tool-view.js';
 export { isUserRole, type PrincipalUser, USER_ROLES, type User, type UserRole } from './users.js';

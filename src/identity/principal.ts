@@ -25,6 +25,8 @@ export interface TokenPrincipal extends Principal {
   maxConcurrent: number | null;
   /** Its own cap on live 2025-era sessions (null: `hub.maxSessionsPerToken`). */
   maxSessions?: number | null;
+  /** What the hub lists to it (`all`, `search`, `toolset:<name>`); null: the platform setting `hub.toolView`. */
+  toolView?: string | null;
 }
 
 /** Turns a request into a principal (or nothing). */

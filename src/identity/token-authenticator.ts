@@ -22,6 +22,7 @@ function toPrincipal(record: TokenRecord, owner: User | undefined): TokenPrincip
     maxConcurrent: record.maxConcurrent,
     maxSessions: record.maxSessions,
     ...(owner ? { user: { id: owner.id, name: owner.name, role: owner.role, groups: owner.groups } } : {}),
+    toolView: record.toolView,
   };
 }
 

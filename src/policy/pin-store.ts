@@ -160,6 +160,7 @@ export async function listPins(db: Kysely<Database>, serverId: string): Promise<
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .where('kind', '!=', 'override') // overrides ride beside the pins (src/overrides/store.ts)
     .orderBy('kind', 'desc')
     .orderBy('tool_name')
     .execute();
@@ -197,6 +198,7 @@ export async function listPinsPage(
     .selectFrom('tool_pins')
     .selectAll()
     .where('server_id', '=', serverId)
+    .where('kind', '!=', 'override') // overrides ride beside the pins (src/overrides/store.ts)
     .orderBy('kind', 'desc')
     .orderBy('tool_name')
     .limit(page.limit)
@@ -206,6 +208,7 @@ export async function listPinsPage(
     .selectFrom('tool_pins')
     .select((eb) => eb.fn.countAll<number>().as('total'))
     .where('server_id', '=', serverId)
+    .where('kind', '!=', 'override')
     .executeTakeFirstOrThrow();
   return { pins: rows.map(toPinView), total: Number(total) };
 }

@@ -3,6 +3,7 @@
  * defaults. Later issues add their keys here, the same way.
  */
 import { z } from 'zod';
+import { toolViewValue } from '../identity/tool-view.js';
 
 export const ACCESS_LEVELS = ['off', 'read', 'write'] as const;
 export type AccessLevel = (typeof ACCESS_LEVELS)[number];
@@ -96,6 +97,18 @@ export const SETTING_KEYS = {
     schema: z.number().int().min(1).max(365),
     default: 30,
     description: 'Lifetime of an OAuth refresh token; each use replaces it with a new one.',
+  },
+  'hub.toolView': {
+    schema: toolViewValue,
+    default: 'all',
+    description:
+      'What /mcp lists to an agent whose token sets no toolView: all (every tool), search (meta-tools to search, describe and call them) or toolset:<name>.',
+  },
+  'hub.search.recentTools': {
+    schema: z.number().int().min(0).max(50),
+    default: 0,
+    description:
+      'In search mode, list this many of the tools the agent called most recently beside the meta-tools (0: none).',
   },
 } as const satisfies Record<string, { schema: z.ZodType; default: unknown; description: string }>;
 

@@ -384,6 +384,28 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 13,
+    name: 'context control: tokens.tool_view (all | search | toolset:<name>; null: the hub.toolView setting)',
+    async up(db) {
+      await db.schema.alterTable('tokens').addColumn('tool_view', 'text').execute();
+    },
+  },
+  {
+    version: 14,
+    name: 'toolsets: named, curated sets of tools from several servers (issue 22); overrides ride in tool_pins as kind override',
+    async up(db) {
+      await db.schema
+        .createTable('toolsets')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('description', 'text')
+        .addColumn('tools', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('updated_by', 'text')
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

@@ -34,6 +34,8 @@ export interface TokenTable {
   max_sessions: number | null;
   /** The user who owns this (agent) token; null: a token of nobody in particular. */
   user_id?: string | null;
+  /** What the hub lists to this agent (`all`, `search`, `toolset:<name>`); null: the platform setting `hub.toolView`. */
+  tool_view: string | null;
 }
 
 export interface SettingTable {
@@ -200,6 +202,7 @@ export interface Database extends MemoryTables {
   oauth_refresh_tokens: OAuthRefreshTokenTable;
   oauth_revoked_access: OAuthRevokedAccessTable;
   oauth_signing_keys: OAuthSigningKeyTable;
+  toolsets: ToolsetTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -326,4 +329,16 @@ export interface OAuthSigningKeyTable {
   public_jwk: string;
   private_sealed: string;
   created_at: string;
+}
+
+/** A toolset: a named, curated set of tools from several servers, served at `/mcp/t/{name}` (issue 22). */
+export interface ToolsetTable {
+  name: string;
+  description: string | null;
+  /** `[{"server", "tool"}]` (JSON): upstream tool names, so an override's display name never breaks a toolset. */
+  tools: string;
+  created_at: string;
+  updated_at: string;
+  /** The principal id of the last writer. */
+  updated_by: string | null;
 }

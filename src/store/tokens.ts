@@ -14,6 +14,8 @@ export interface TokenRecord {
   rateLimit: number | null;
   maxConcurrent: number | null;
   maxSessions: number | null;
+  /** `all`, `search` or `toolset:<name>`; null: the platform setting `hub.toolView`. */
+  toolView: string | null;
   source: string;
   createdAt: string;
   lastUsedAt: string | null;
@@ -29,6 +31,7 @@ export interface NewToken {
   rateLimit?: number | null | undefined;
   maxConcurrent?: number | null | undefined;
   maxSessions?: number | null | undefined;
+  toolView?: string | null | undefined;
   source: 'bootstrap' | 'api' | 'cli' | 'config';
   /** Use this token instead of generating one (bootstrap from GATEHOUSE_ADMIN_TOKEN, declarative config). */
   token?: string | undefined;
@@ -47,6 +50,7 @@ function toRecord(row: TokenTable): TokenRecord {
     rateLimit: row.rate_limit,
     maxConcurrent: row.max_concurrent,
     maxSessions: row.max_sessions ?? null,
+    toolView: row.tool_view ?? null,
     source: row.source,
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
@@ -72,6 +76,7 @@ export class TokenStore {
       rate_limit: input.rateLimit ?? null,
       max_concurrent: input.maxConcurrent ?? null,
       max_sessions: input.maxSessions ?? null,
+      tool_view: input.toolView ?? null,
       source: input.source,
       created_at: nowIso(),
       last_used_at: null,
@@ -128,6 +133,7 @@ export class TokenStore {
       rateLimit?: number | null;
       maxConcurrent?: number | null;
       maxSessions?: number | null;
+      toolView?: string | null;
       groups?: readonly string[];
     },
   ): Promise<TokenRecord | undefined> {
@@ -135,6 +141,7 @@ export class TokenStore {
     if (changes.rateLimit !== undefined) values.rate_limit = changes.rateLimit;
     if (changes.maxConcurrent !== undefined) values.max_concurrent = changes.maxConcurrent;
     if (changes.maxSessions !== undefined) values.max_sessions = changes.maxSessions;
+    if (changes.toolView !== undefined) values.tool_view = changes.toolView;
     if (changes.groups !== undefined) values.groups = JSON.stringify(changes.groups);
     if (Object.keys(values).length > 0) {
       await this.store.db

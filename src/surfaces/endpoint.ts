@@ -1,6 +1,6 @@
 /**
  * A Streamable HTTP MCP endpoint of Gatehouse's own surfaces (`/mcp`,
- * `/mcp/s/{server}`, `/mcp/admin`), both protocol eras. Per request:
+ * `/mcp/s/{server}`, `/mcp/t/{toolset}`, `/mcp/admin`), both protocol eras. Per request:
  * transport hygiene (Origin, Host), identity (an agent token, or the `local`
  * client when hub auth is off), the surface's settings gate (404 while off),
  * then the era: 2026-07-28 requests go to the SDK's stateless handler (any
@@ -30,8 +30,14 @@ export const LOCAL_PRINCIPAL: TokenPrincipal = {
 
 const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
-/** What part of a surface a request addresses: the whole surface, or one upstream server unprefixed. */
-export type EndpointScope = { kind: 'aggregate' } | { kind: 'single'; serverId: string };
+/**
+ * What part of a surface a request addresses: the whole surface, one upstream server unprefixed, or a
+ * toolset (a curated set of tools from several servers, aggregated names).
+ */
+export type EndpointScope =
+  | { kind: 'aggregate' }
+  | { kind: 'single'; serverId: string }
+  | { kind: 'toolset'; toolset: string };
 
 export interface McpEndpointOptions {
   host: string;
@@ -227,6 +233,12 @@ export class McpEndpoint {
     }
   }
 
+  /** Tells one token's agents that their tool list changed (its 2025 sessions; the stateless era's listeners). */
+  notifyToolsChangedFor(tokenId: string): void {
+    this.modern.notify.toolsChanged();
+    this.sessions.notifyToolsChangedFor(tokenId);
+  }
+
   notifyListChanged(): void {
     this.modern.notify.toolsChanged();
     this.modern.notify.promptsChanged();
@@ -283,6 +295,7 @@ const SSE_EVENT_CLOSING = Buffer.from('\n\n');
 
 /** Whose a 2025-era session is: the token and the scope that opened it. */
 function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
+  if (scope.kind === 'toolset') return `${principal.id}|t:${scope.toolset}`;
   return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;
 }
 

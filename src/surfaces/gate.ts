@@ -74,6 +74,11 @@ export interface SurfaceCall {
   approval?(): ApprovalCard | Promise<ApprovalCard>;
   /** Runs an allowed call. */
   run(): Promise<RunOutcome>;
+  /**
+   * The meta-tool that carried the call (`gatehouse__call_tool` in search mode): the one mark that sets
+   * its approval card and audit row apart from a direct call's.
+   */
+  via?: string | undefined;
 }
 
 /** What every surface shares: settings, the approval queue, the audit trail, the per-token limits. */
@@ -177,6 +182,7 @@ export class Gate {
         upstream: verdict === 'allow' && this.profile.upstream === true,
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
+        ...(call.via ? { via: call.via } : {}),
         payloads: settings['audit.payloads'],
       });
 
@@ -281,7 +287,7 @@ export class Gate {
       arguments: card.arguments,
       pinHash: card.pinHash,
       policyVersion: card.policyVersion,
-      detail: card.detail,
+      detail: call.via ? { ...card.detail, via: call.via } : card.detail,
     });
     await audit('gated', 'pending_approval', { approvalId: approval.id });
     return pendingAnswer(approval.id, message);

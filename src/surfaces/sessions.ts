@@ -177,6 +177,15 @@ export class LegacySessions {
   }
 
   /** Tells every live session its lists changed. */
+  notifyToolsChangedFor(tokenId: string): void {
+    for (const id of this.byToken.get(tokenId) ?? []) {
+      void this.sessions
+        .get(id)
+        ?.server.sendToolListChanged()
+        .catch(() => {});
+    }
+  }
+
   notifyListChanged(): void {
     for (const { server } of this.sessions.values()) {
       void server.sendToolListChanged().catch(() => {});

@@ -28,6 +28,8 @@ const WIDENING_TOOLS = new Set([
   'memory_unit_delete',
   'memory_directive_delete',
   'memory_mental_model_delete',
+  'toolset_delete', // destructive: the toolset's agents lose their surface
+  'mcp_server_override_delete', // a fixed argument becomes the agent's to choose
 ]);
 
 /** Tools that read, or change something reversible within what was already approved. */
@@ -72,6 +74,13 @@ const CONTAINED_TOOLS = new Set([
   'mcp_server_config_write', // contained as a whole; its fields are classified below
   'user_list',
   'user_get',
+  'toolset_list',
+  'toolset_get',
+  'toolset_create', // a window on tools the caller's groups already reach; policy stays per server
+  'toolset_update',
+  'mcp_server_override_list',
+  'mcp_server_override_get',
+  'mcp_server_override_set', // contained as a whole; its fields are classified below
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */
@@ -97,6 +106,16 @@ const FIELDS: Record<string, Record<string, boolean>> = {
   memory_mental_model_create: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
   memory_mental_model_update: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
   memory_unit_curate: { text: false, context: false, fact_type: false, entities: false, state: false },
+  toolset_create: { name: false, description: false, tools: false },
+  toolset_update: { description: false, tools: false },
+  // A fixed argument changes what is really sent upstream.
+  mcp_server_override_set: {
+    displayName: false,
+    description: false,
+    descriptionMode: false,
+    fixedArguments: true,
+    annotations: false,
+  },
 };
 
 function bodyFields(tool: AdminTool): string[] {

@@ -18,6 +18,7 @@ import {
 } from '@modelcontextprotocol/server';
 import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
+import { withFixedArguments } from '../../overrides/model.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type {
@@ -37,7 +38,21 @@ import { assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
-import type { HubServer, HubTool, Snapshot } from './view.js';
+import { activeOverride, type HubServer, type HubTool, isListed, quarantineReason, type Snapshot } from './view.js';
+
+/** What an approval card adds for an overridden tool: its aggregated and display names, the fixed arguments. */
+function overrideCard(tool: HubTool): Record<string, unknown> {
+  const override = activeOverride(tool);
+  if (!override) return {};
+  return {
+    override: {
+      aggregatedName: tool.autoName,
+      displayName: tool.exposed,
+      upstreamName: tool.name,
+      fixedArguments: Object.keys(override.fixedArguments ?? {}),
+    },
+  };
+}
 
 /** What the call path needs from the rest of Gatehouse (each a real module, passed in at assembly). */
 export interface CallPorts extends GatePorts {
@@ -47,6 +62,8 @@ export interface CallPorts extends GatePorts {
   stateCodec: HubStateCodec;
   /** Supervised stdio servers (src/supervisor). */
   stdio: StdioUpstream;
+  /** Told of every call on `/mcp` to a usable tool (search mode's recent tools). */
+  onToolCalled?: ((principal: TokenPrincipal, exposed: string) => void) | undefined;
 }
 
 /** What the hub needs of the stdio supervisor. */
@@ -81,12 +98,28 @@ export function resolveTool(snapshot: Snapshot, groups: readonly string[], scope
       ? { tool, server }
       : { missing: 'unknown_tool', serverId: server.row.id };
   }
+  if (scope.kind === 'toolset') {
+    // A toolset is a window on the aggregate: the same names, only the tools it lists.
+    if (!snapshot.toolsets.has(scope.toolset)) return { missing: 'unknown_server', serverId: null };
+    const found = resolveTool(snapshot, groups, { kind: 'aggregate' }, name);
+    return 'tool' in found && !snapshot.inToolset(scope.toolset, found.tool)
+      ? { missing: 'unknown_tool', serverId: found.server.row.id }
+      : found;
+  }
+  // An override's display name first (it need not have a `<server>__` shape).
+  const renamed = snapshot.renamed.get(name);
+  if (renamed) {
+    const server = snapshot.server(renamed.serverId, groups);
+    if (server && renamed.verdict !== 'excluded') return { tool: renamed, server };
+  }
   const split = name.indexOf('__');
   const serverId = split > 0 ? name.slice(0, split) : null;
   const server = serverId ? snapshot.server(serverId, groups) : undefined;
   if (!server) return { missing: 'unknown_server', serverId };
   const tool = server.tools.get(name);
-  return tool && tool.verdict !== 'excluded' ? { tool, server } : { missing: 'unknown_tool', serverId: server.row.id };
+  return tool && tool.verdict !== 'excluded' && !snapshot.renamed.has(name)
+    ? { tool, server }
+    : { missing: 'unknown_tool', serverId: server.row.id };
 }
 
 /** `_meta` keys the protocol reserves: the upstream's (its serverInfo, …) describe it, not Gatehouse, so they stay behind. */
@@ -301,8 +334,12 @@ export class HubCalls {
     ctx: CallContext,
     /** What input the agent can give an upstream that asks (see `agentInputCapabilities`). */
     inputCapabilities?: Record<string, unknown>,
+    /** The meta-tool that carried the call (`gatehouse__call_tool`), marked on its card and audit row. */
+    via?: string,
   ): Promise<CallToolResult | InputRequiredResult> {
-    const args = params.arguments ?? {};
+    const given = params.arguments ?? {};
+    // What really goes upstream: the agent's arguments with an override's fixed values (set by `check`).
+    let args = given;
     let resolved: { tool: HubTool; server: HubServer } | undefined;
     // Hashing the arguments is only needed when a round carries state or an upstream asks for input.
     const binding = () => {
@@ -312,18 +349,24 @@ export class HubCalls {
     return this.gate.call({
       principal,
       name: params.name,
-      arguments: args,
+      // Audited as sent: once checked, the real arguments (fixed values included).
+      get arguments() {
+        return args;
+      },
+      via,
       resolve: () => {
         const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
         if ('missing' in resolution) return { verdict: resolution.missing, serverId: resolution.serverId };
         resolved = resolution;
         const { tool, server } = resolution;
+        if (scope.kind === 'aggregate' && isListed(tool)) this.ports.onToolCalled?.(principal, tool.exposed);
         // resolveTool answers an excluded tool as missing, so only usable, blocked or quarantined tools get here.
         const verdict = tool.verdict as Exclude<typeof tool.verdict, 'excluded'>;
-        return { verdict, serverId: server.row.id, tool: tool.name, reason: tool.pin?.reason ?? undefined };
+        return { verdict, serverId: server.row.id, tool: tool.name, reason: quarantineReason(tool) };
       },
       check: () => {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
+        args = withFixedArguments(activeOverride(tool), given);
         // A later round of a multi-round-trip call: its state must be the one minted for this very call.
         if (ctx.state && !stateMatches(ctx.state, binding())) throw new GatehouseError('hub.request_state_mismatch');
         this.ports.validator.validate(
@@ -342,6 +385,8 @@ export class HubCalls {
           detail: {
             ...(tool.definition.title ? { title: tool.definition.title } : {}),
             ...(tool.definition.description ? { description: tool.definition.description } : {}),
+            // Both names and what the override fixed: the card never hides what is really sent.
+            ...overrideCard(tool),
             // The approved call runs without the agent; it may ask only for input the agent can give later.
             ...(inputCapabilities ? { inputCapabilities } : {}),
           },
@@ -363,7 +408,7 @@ export class HubCalls {
             : {}),
         });
         if (!needsInput(result)) {
-          const answer = scope.kind === 'aggregate' ? withLinksThroughHub(result, server.row.id) : result;
+          const answer = scope.kind !== 'single' ? withLinksThroughHub(result, server.row.id) : result;
           return { answer, outcome: result.isError ? 'tool_error' : 'ok' };
         }
         assertAnswerable(result.inputRequired.inputRequests, inputCapabilities);

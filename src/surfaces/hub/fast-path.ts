@@ -38,7 +38,7 @@ import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX } from './names.js';
-import { hubIdentity, hubToolPage } from './server.js';
+import { callScopeOf, hubIdentity, hubToolPage, type ListView } from './server.js';
 import type { HubRegistry, Snapshot } from './view.js';
 
 /** An eligible request, read off its headers and body. */
@@ -191,6 +191,8 @@ export interface FastPathDeps {
   serverInfo: { name: string; version: string };
   /** Most tools in one page (a request with a cursor, for the next pages, goes to the SDK path). */
   listPageSize: number;
+  /** The agent's tool view on this scope (`server.ts`): a search or toolset view lists its own tools. */
+  listViewOf(principal: TokenPrincipal, scope: EndpointScope): Promise<ListView>;
 }
 
 /** Serialized list results per snapshot; a few group sets each (a snapshot lives until the registry changes). */
@@ -212,14 +214,25 @@ export async function serveFastRequest(
     const snapshot = await deps.registry.snapshot();
     const { serverInfo } = hubIdentity(snapshot, principal.groups, scope);
     if (request.method === 'tools/list') {
+      const listView = await deps.listViewOf(principal, scope);
+      if (listView.view.kind !== 'all') {
+        // A short list (meta-tools, recent tools): encoded per request, never cached across agents.
+        const page = hubToolPage(snapshot, principal.groups, scope, undefined, deps.listPageSize, listView);
+        const result = { ...page, resultType: 'complete', ttlMs: 0, cacheScope: 'private' };
+        return Buffer.from(
+          `{"result":${asciiJson(JSON.stringify(encodeResult(result, serverInfo)))},"jsonrpc":"2.0","id":${id}}`,
+        );
+      }
       // The encoded list is reused as bytes: only the id around it is new.
       const list = encodedList(deps, serverInfo, snapshot, principal.groups, scope);
       return Buffer.concat([RESULT_OPENING, list, Buffer.from(`,"jsonrpc":"2.0","id":${id}}`)]);
     }
+    // On `/mcp`, a toolset view calls only the toolset's tools (as the SDK path does).
+    const callScope = scope.kind === 'aggregate' ? callScopeOf(scope, await deps.listViewOf(principal, scope)) : scope;
     const result = await deps.calls.call(
       principal,
       snapshot,
-      scope,
+      callScope,
       { name: request.name, arguments: request.arguments },
       { signal },
       pickInputCapabilities(request.capabilities),
@@ -239,7 +252,8 @@ function encodedList(
   groups: readonly string[],
   scope: EndpointScope,
 ) {
-  const key = `${scope.kind === 'single' ? `s:${scope.serverId}` : 'a'}|${[...groups].sort().join(',')}`;
+  const where = scope.kind === 'single' ? `s:${scope.serverId}` : scope.kind === 'toolset' ? `t:${scope.toolset}` : 'a';
+  const key = `${where}|${[...groups].sort().join(',')}`;
   let lists = listCache.get(snapshot);
   if (!lists) {
     lists = new Map();

@@ -11,19 +11,21 @@ import type { ApprovalView } from '../../approvals/types.js';
 import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
-import type { TokenPrincipal } from '../../identity/index.js';
+import { type TokenPrincipal, toolViewFor } from '../../identity/index.js';
 import { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { ServerStore } from '../../registry/records.js';
+import { DEFAULT_SETTINGS, type Settings } from '../../settings/keys.js';
 import type { SettingsService } from '../../settings/service.js';
 import type { Store } from '../../store/db.js';
 import type { Continuation, UpstreamPool } from '../../upstream/index.js';
 import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
-import { type CallPorts, HubCalls, runUpstream } from './calls.js';
+import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import type { HubStateCodec } from './request-state.js';
-import { buildHubServer, HUB_SERVER_INFO } from './server.js';
+import { RecentTools } from './search/recent.js';
+import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
 import { HubRegistry, type HubServer, type Snapshot } from './view.js';
 
@@ -59,7 +61,7 @@ export interface HubDeps {
 
 export interface Hub {
   endpoint: McpEndpoint;
-  /** Mounts `/mcp` and `/mcp/s/{server}`. */
+  /** Mounts `/mcp`, `/mcp/s/{server}` and `/mcp/t/{toolset}`. */
   register(app: FastifyInstance): void;
   registry: HubRegistry;
   close(): Promise<void>;
@@ -67,6 +69,14 @@ export interface Hub {
 
 /** Stream events after which the aggregate may look different to agents. */
 const LIST_EVENTS = new Set(['server.changed', 'server.status', 'tool.quarantined', 'tool.approved']);
+
+/** A token's tool view, or the platform's default one, changed: the agents' lists may have. */
+function changesToolViews(event: { type: string; data: unknown }): boolean {
+  const data = (event.data ?? {}) as { change?: unknown; keys?: unknown };
+  if (event.type === 'token.changed') return data.change === 'updated';
+  if (event.type !== 'settings.changed' || !Array.isArray(data.keys)) return false;
+  return data.keys.some((key) => key === 'hub.toolView' || key === 'hub.search.recentTools');
+}
 
 /** The input capabilities the agent declared when it asked (kept on the approval's card). */
 function storedCapabilities(approval: ApprovalView): Record<string, unknown> | undefined {
@@ -76,7 +86,25 @@ function storedCapabilities(approval: ApprovalView): Record<string, unknown> | u
 
 export function createHub(deps: HubDeps): Hub {
   const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax);
+  const recent = new RecentTools();
+  /** The settings the endpoint's gate read for the request being served (servers are built synchronously). */
+  let lastSettings: Settings = DEFAULT_SETTINGS;
+  const listViewOf = async (principal: TokenPrincipal, scope: CallScope): Promise<ListView> => {
+    if (scope.kind !== 'aggregate') return { view: { kind: 'all' } };
+    const settings = await deps.settings.current();
+    const view = toolViewFor(principal, settings);
+    const count = settings['hub.search.recentTools'];
+    return view.kind === 'search' && count > 0 ? { view, recent: recent.recent(principal.id, count) } : { view };
+  };
+  // A search-mode agent whose recent tools gained one is told its list changed (its sessions; and the
+  // stateless era's listeners, which carry no token to single out).
+  const onToolCalled = (principal: TokenPrincipal, exposed: string) => {
+    const count = lastSettings['hub.search.recentTools'];
+    if (count === 0 || toolViewFor(principal, lastSettings).kind !== 'search') return;
+    if (recent.record(principal.id, exposed, count)) endpoint.notifyToolsChangedFor(principal.id);
+  };
   const calls = new HubCalls({
+    onToolCalled,
     settings: deps.settings,
     validator: new ArgumentValidator(),
     poolFor: deps.poolFor,
@@ -112,22 +140,37 @@ export function createHub(deps: HubDeps): Hub {
         stateCodec: deps.stateCodec,
         listPageSize: deps.config.listPageSize,
         subscriptions,
+        listViewOf,
       },
       principal,
       scope,
+      scope.kind === 'aggregate' ? toolViewFor(principal, lastSettings) : undefined,
     );
 
-  const fastDeps = { registry, calls, serverInfo: HUB_SERVER_INFO, listPageSize: deps.config.listPageSize };
+  const fastDeps = {
+    registry,
+    calls,
+    serverInfo: HUB_SERVER_INFO,
+    listPageSize: deps.config.listPageSize,
+    listViewOf,
+  };
   const endpoint = new McpEndpoint({
     host: deps.config.host,
     hubAuth: deps.config.hubAuth,
     allowedOrigins: deps.config.allowedOrigins,
     allowedHosts: deps.config.allowedHosts,
     maxBodySize: deps.config.maxBodySize,
-    gate: async () =>
-      (await deps.settings.current())['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled'),
-    scopeVisible: async (scope, principal) =>
-      scope.kind === 'aggregate' || (await registry.snapshot()).server(scope.serverId, principal.groups) !== undefined,
+    gate: async () => {
+      lastSettings = await deps.settings.current();
+      return lastSettings['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled');
+    },
+    scopeVisible: async (scope, principal) => {
+      if (scope.kind === 'aggregate') return true;
+      const snapshot = await registry.snapshot();
+      // A toolset exists for everyone; what each agent sees in it is still per server (exposure, policy).
+      if (scope.kind === 'toolset') return snapshot.toolsets.has(scope.toolset);
+      return snapshot.server(scope.serverId, principal.groups) !== undefined;
+    },
     buildServer,
     // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).
     admitSession: async (principal) => {
@@ -206,7 +249,7 @@ export function createHub(deps: HubDeps): Hub {
   deps.approvals.registerExecutor('hub', executor);
 
   const unsubscribe = deps.events.subscribe((event) => {
-    if (LIST_EVENTS.has(event.type)) endpoint.notifyListChanged();
+    if (LIST_EVENTS.has(event.type) || changesToolViews(event)) endpoint.notifyListChanged();
   });
 
   return {
@@ -217,6 +260,10 @@ export function createHub(deps: HubDeps): Hub {
       endpoint.route(app, '/mcp/s/:server', (request) => ({
         kind: 'single',
         serverId: (request.params as { server: string }).server,
+      }));
+      endpoint.route(app, '/mcp/t/:toolset', (request) => ({
+        kind: 'toolset',
+        toolset: (request.params as { toolset: string }).toolset,
       }));
     },
     async close() {

@@ -73,6 +73,20 @@ export function exposeNames(serverId: string, originals: readonly string[], max:
 
 export const GATEHOUSE_PREFIX = `gatehouse${SEPARATOR}`;
 
+/**
+ * Operators' display names (overrides) joining the collision check: given every aggregated name in use
+ * (`taken`) and the display name each item wants, the names granted. A name another item's aggregated
+ * name already is, or that two items want, is granted to none of them (each keeps its aggregated name):
+ * never one shadowing another. Deterministic for a given set.
+ */
+export function grantDisplayNames<K>(taken: ReadonlySet<string>, wanted: ReadonlyMap<K, string>): Map<K, string> {
+  const wantedBy = new Map<string, number>();
+  for (const name of wanted.values()) wantedBy.set(name, (wantedBy.get(name) ?? 0) + 1);
+  const granted = new Map<K, string>();
+  for (const [key, name] of wanted) if (wantedBy.get(name) === 1 && !taken.has(name)) granted.set(key, name);
+  return granted;
+}
+
 /** Resources in the aggregate are wrapped so a read routes back to its server. */
 export function wrapResourceUri(serverId: string, uri: string): string {
   return `gatehouse://${serverId}/${encodeURIComponent(uri)}`;

@@ -6,25 +6,69 @@
 import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
-import type { TokenPrincipal } from '../../identity/index.js';
+import type { TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
-import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls } from './calls.js';
+import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
+import {
+  CALL_TOOL,
+  callArgs,
+  DESCRIBE_TOOL,
+  describeTool,
+  isRefusal,
+  META_TOOLS,
+  parseArgs,
+  SEARCH_TOOL,
+  searchTools,
+  VIA_CALL_TOOL,
+} from './search/meta-tools.js';
 import type { ResourceSubscriptions } from './subscriptions.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
 const approvalStatusTool = approvalStatusToolOf();
 
-/** The tools a caller sees in this scope: the listed ones, then the hub's own. */
-export function hubToolList(snapshot: Snapshot, groups: readonly string[], scope: CallScope): Tool[] {
-  if (scope.kind === 'aggregate') return [...snapshot.aggregateTools(groups), approvalStatusTool];
+/** What `/mcp` lists besides the catalog: the agent's tool view, and in search mode its recent tools. */
+export interface ListView {
+  view: ToolView;
+  /** Exposed names of the agent's recently called tools (search mode lists those still usable). */
+  recent?: readonly string[] | undefined;
+}
+
+/** Search mode's list without recent tools: one array, so its key order is computed once. */
+const SEARCH_LIST: Tool[] = [...META_TOOLS, approvalStatusTool];
+
+/** The aggregate's list in a search or toolset view, or undefined for `all`. */
+function viewList(snapshot: Snapshot, groups: readonly string[], listView: ListView | undefined): Tool[] | undefined {
+  if (!listView || listView.view.kind === 'all') return undefined;
+  // A toolset view: the toolset's tools (what its groups may use), as `/mcp/t/{name}` lists them.
+  if (listView.view.kind === 'toolset')
+    return [...snapshot.toolsetTools(listView.view.name, groups), approvalStatusTool];
+  const recent: Tool[] = [];
+  for (const name of listView.recent ?? []) {
+    const resolution = resolveTool(snapshot, groups, { kind: 'aggregate' }, name);
+    if (!('missing' in resolution) && isListed(resolution.tool)) recent.push(advertised(resolution.tool, name));
+  }
+  return recent.length > 0 ? [...SEARCH_LIST, ...recent] : SEARCH_LIST;
+}
+
+/** The tools a caller sees in this scope: the listed ones (or its view's), then the hub's own. */
+export function hubToolList(
+  snapshot: Snapshot,
+  groups: readonly string[],
+  scope: CallScope,
+  listView?: ListView,
+): Tool[] {
+  if (scope.kind === 'aggregate') {
+    return viewList(snapshot, groups, listView) ?? [...snapshot.aggregateTools(groups), approvalStatusTool];
+  }
+  if (scope.kind === 'toolset') return [...snapshot.toolsetTools(scope.toolset, groups), approvalStatusTool];
   const tools: Tool[] = [];
   for (const tool of snapshot.server(scope.serverId, groups)?.tools.values() ?? []) {
     // No upstream may take a gatehouse__ name, unprefixed or not.
@@ -43,9 +87,12 @@ export function hubToolPage(
   scope: CallScope,
   cursor: string | undefined,
   pageSize: number,
+  listView?: ListView,
 ): { tools: Tool[]; nextCursor?: string } {
   let tools: Tool[];
-  if (scope.kind === 'aggregate') {
+  const viewed = scope.kind === 'aggregate' ? viewList(snapshot, groups, listView) : undefined;
+  if (viewed) tools = viewed;
+  else if (scope.kind === 'aggregate') {
     const aggregate = snapshot.aggregateTools(groups);
     tools = withApprovalTool.get(aggregate) ?? [...aggregate, approvalStatusTool];
     withApprovalTool.set(aggregate, tools);
@@ -71,11 +118,32 @@ export interface HubServerDeps {
   listPageSize: number;
   /** Agent sessions' resource subscriptions, relayed from the upstreams' updates. */
   subscriptions: ResourceSubscriptions;
+  /** The tool view and recent tools of an agent on this scope (`all` off the aggregate). */
+  listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
 }
 
 const INSTRUCTIONS =
   'Gatehouse aggregates the MCP servers you may use. Tools are named <server>__<tool>. A call that needs ' +
   'approval answers {"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
+const SEARCH_INSTRUCTIONS =
+  'Gatehouse aggregates the MCP servers you may use, in search mode: find a tool with gatehouse__search_tools, ' +
+  'read its full definition with gatehouse__describe_tool, and call it with gatehouse__call_tool. A call that ' +
+  'needs approval answers {"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
+/** What an agent whose view is a toolset reads: its tools only (a toolset not defined lists none, and says so). */
+function toolsetNote(name: string, defined: boolean): string {
+  return defined
+    ? `Your token's tool view is the toolset "${name}": only its tools are listed and callable.`
+    : `Your token's tool view is the toolset "${name}", which is not defined on this gateway: no tools are listed.`;
+}
+
+/** The scope a call resolves in: on `/mcp`, an agent whose view is a toolset calls only that toolset's tools. */
+export function callScopeOf(scope: CallScope, listView: ListView): CallScope {
+  return scope.kind === 'aggregate' && listView.view.kind === 'toolset'
+    ? { kind: 'toolset', toolset: listView.view.name }
+    : scope;
+}
 
 /** Templates taken from one upstream's list (its first page). */
 const MAX_TEMPLATES_PER_SERVER = 100;
@@ -104,6 +172,11 @@ const SINGLE_NOTE =
   'Served through Gatehouse: a call that needs approval answers {"status":"pending_approval","approval_id",...}: ' +
   'poll gatehouse__approval_status.';
 
+/** What `/mcp/t/{toolset}` tells its agents. */
+const TOOLSET_NOTE =
+  'A Gatehouse toolset: a curated set of tools from several MCP servers. A call that needs approval answers ' +
+  '{"status":"pending_approval","approval_id",...}: poll gatehouse__approval_status.';
+
 /**
  * Who the hub says it is in this scope: Gatehouse on `/mcp`; on `/mcp/s/{server}` the upstream as it
  * introduced itself at its last handshake (its `serverInfo`, its `instructions` with Gatehouse's note
@@ -113,8 +186,23 @@ export function hubIdentity(
   snapshot: Snapshot | undefined,
   groups: readonly string[],
   scope: CallScope,
+  view?: ToolView,
 ): { serverInfo: Implementation; instructions: string } {
-  if (scope.kind === 'aggregate') return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };
+  if (scope.kind === 'aggregate') {
+    if (view?.kind === 'search') return { serverInfo: HUB_SERVER_INFO, instructions: SEARCH_INSTRUCTIONS };
+    if (view?.kind === 'toolset') {
+      const defined = snapshot?.toolsets.has(view.name) ?? false;
+      return { serverInfo: HUB_SERVER_INFO, instructions: `${INSTRUCTIONS} ${toolsetNote(view.name, defined)}` };
+    }
+    return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };
+  }
+  if (scope.kind === 'toolset') {
+    const description = snapshot?.toolsets.get(scope.toolset)?.description;
+    return {
+      serverInfo: { name: `gatehouse-toolset-${scope.toolset}`, version: VERSION },
+      instructions: description ? `${description}\n\n${TOOLSET_NOTE}` : TOOLSET_NOTE,
+    };
+  }
   const identity = snapshot?.server(scope.serverId, groups)?.identity;
   return {
     serverInfo: identity?.serverInfo ?? HUB_SERVER_INFO,
@@ -122,9 +210,15 @@ export function hubIdentity(
   };
 }
 
-export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, scope: CallScope): Server {
+export function buildHubServer(
+  deps: HubServerDeps,
+  principal: TokenPrincipal,
+  scope: CallScope,
+  /** The agent's tool view as of this request (the endpoint read the settings before building). */
+  view?: ToolView,
+): Server {
   // The endpoint read the snapshot for this very request (is the scope visible?) before building.
-  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope);
+  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope, view);
   const server = new Server(
     { ...identity.serverInfo },
     {
@@ -145,16 +239,21 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
   );
   const single = (snapshot: Snapshot): HubServer | undefined =>
     scope.kind === 'single' ? snapshot.server(scope.serverId, principal.groups) : undefined;
+  // A toolset is tools only: no prompts, resources or completions of its servers.
   const visible = (snapshot: Snapshot): HubServer[] =>
-    scope.kind === 'single'
-      ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
-      : snapshot.visibleTo(principal.groups);
+    scope.kind === 'toolset'
+      ? []
+      : scope.kind === 'single'
+        ? [single(snapshot)].filter((s): s is HubServer => s !== undefined)
+        : snapshot.visibleTo(principal.groups);
 
   handleSetLevel(server);
 
-  server.setRequestHandler('tools/list', async (request) =>
-    hubToolPage(await deps.registry.snapshot(), principal.groups, scope, request.params?.cursor, deps.listPageSize),
-  );
+  server.setRequestHandler('tools/list', async (request) => {
+    const listView = await deps.listViewOf(principal, scope);
+    const snapshot = await deps.registry.snapshot();
+    return hubToolPage(snapshot, principal.groups, scope, request.params?.cursor, deps.listPageSize, listView);
+  });
 
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;
@@ -169,13 +268,34 @@ export function buildHubServer(deps: HubServerDeps, principal: TokenPrincipal, s
         ),
       );
     }
-    if (scope.kind === 'single' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
+    if (scope.kind !== 'aggregate' && name.startsWith(GATEHOUSE_PREFIX)) throw invalidParams(`Tool ${name} not found`);
+    if (name === SEARCH_TOOL || name === DESCRIBE_TOOL || name === CALL_TOOL) {
+      // The meta-tools exist for agents in search mode only; to others they are tools that do not exist.
+      if ((await deps.listViewOf(principal, scope)).view.kind !== 'search')
+        throw invalidParams(`Tool ${name} not found`);
+      const snapshot = await deps.registry.snapshot();
+      if (name === SEARCH_TOOL) return searchTools(snapshot, principal.groups, request.params.arguments);
+      if (name === DESCRIBE_TOOL) return describeTool(snapshot, principal.groups, request.params.arguments);
+      const inner = parseArgs(callArgs, request.params.arguments, CALL_TOOL);
+      if (isRefusal(inner)) return inner;
+      // The very call a direct `tools/call` of that name makes (same gate, card and audit), marked as carried.
+      return deps.calls.call(
+        principal,
+        snapshot,
+        scope,
+        { name: inner.name, arguments: inner.arguments },
+        callContextOf(ctx, request.params as Parameters<typeof callContextOf>[1]),
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        VIA_CALL_TOOL,
+      );
+    }
+    const callScope = scope.kind === 'aggregate' ? callScopeOf(scope, await deps.listViewOf(principal, scope)) : scope;
     const snapshot = await deps.registry.snapshot();
     const params = request.params as Parameters<HubCalls['call']>[3] & Parameters<typeof callContextOf>[1];
     return deps.calls.call(
       principal,
       snapshot,
-      scope,
+      callScope,
       params,
       callContextOf(ctx, params, sessionLogLevel(server)),
       agentInputCapabilities(ctx, server.getClientCapabilities()),

@@ -12,6 +12,8 @@ import {
   SERVER_INFO_META_KEY,
   type Tool,
 } from '@modelcontextprotocol/server';
+import { missingArguments, type OverrideReason, overriddenTool, type ToolOverride } from '../../overrides/model.js';
+import { OVERRIDE_KIND, type OverrideRecord, toOverrideRecord } from '../../overrides/store.js';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
 import { classifyTool } from '../../policy/tool-policy.js';
@@ -20,8 +22,10 @@ import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../.
 import { toDetail } from '../../registry/records.js';
 import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
+import type { EntryState, Toolset } from '../../toolsets/model.js';
+import { toToolset } from '../../toolsets/store.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
-import { exposeNames } from './names.js';
+import { exposeNames, grantDisplayNames } from './names.js';
 
 export interface HubTool {
   exposed: string;
@@ -31,6 +35,26 @@ export interface HubTool {
   definition: DiscoveredTool;
   verdict: ToolVerdict;
   pin: PinView | undefined;
+  /** Its `<server>__<tool>` name (what `exposed` is unless an override's display name replaces it). */
+  autoName: string;
+  /** The operator's override, when one is set (`override.state` says whether it is in force). */
+  override?: AppliedOverride | undefined;
+}
+
+/** An override as the snapshot applies it. */
+export interface AppliedOverride {
+  record: OverrideRecord;
+  /** `quarantined` when an upstream change removed a fixed argument: the tool is then quarantined too. */
+  state: 'active' | 'quarantined';
+  /** Why not (wholly) in force: a fixed argument removed, or a display name another tool's name took. */
+  reason?: OverrideReason | undefined;
+  /** The fixed arguments the tool's schema no longer declares. */
+  missing?: string[] | undefined;
+}
+
+/** The override an agent's call goes through (active only: a quarantined one quarantines its tool). */
+export function activeOverride(tool: HubTool): ToolOverride | undefined {
+  return tool.override?.state === 'active' ? tool.override.record.override : undefined;
 }
 
 export interface HubPrompt {
@@ -88,6 +112,12 @@ export function isListed(tool: HubTool): boolean {
  * its exposed name; a gated tool drops its outputSchema, so `pending_approval` stays a valid result.
  */
 export function advertised(tool: HubTool, name: string): Tool {
+  const plain = advertisedPlain(tool, name);
+  const override = activeOverride(tool);
+  return override ? overriddenTool(plain, override) : plain;
+}
+
+function advertisedPlain(tool: HubTool, name: string): Tool {
   const { title, description, inputSchema, outputSchema, annotations, icons, execution, _meta } =
     tool.definition as DiscoveredTool & Tool;
   return {
@@ -111,8 +141,23 @@ export interface HttpUpstream {
   readonly privateNetwork: boolean;
 }
 
+/** A toolset entry as it stands in a snapshot. */
+export interface ToolsetEntryView {
+  server: string;
+  tool: string;
+  state: EntryState;
+  /** The name agents call it by (with its override's display name), when the tool exists. */
+  exposed?: string | undefined;
+  verdict?: ToolVerdict | undefined;
+  /** A quarantined tool's reason (`new`, `changed`, …, or `override` when its override is quarantined). */
+  reason?: string | undefined;
+}
+
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
+  /** Display names of overrides in force (a name outside `<server>__` shapes), for the aggregate's lookups. */
+  readonly renamed = new Map<string, HubTool>();
+  readonly toolsets = new Map<string, Toolset>();
   /** Per server id; null for a stdio server. */
   private readonly upstreams = new Map<string, HttpUpstream | null>();
 
@@ -143,6 +188,40 @@ export class Snapshot {
       this.listCache.set(key, tools);
     }
     return tools;
+  }
+
+  /** A toolset's listed tools for a set of groups, in the toolset's order, cached for the life of this snapshot. */
+  toolsetTools(name: string, groups: readonly string[]): Tool[] {
+    const key = `t:${name}|${[...groups].sort().join(',')}`;
+    let tools = this.listCache.get(key);
+    if (!tools) {
+      tools = [];
+      for (const entry of this.toolsets.get(name)?.tools ?? []) {
+        const tool = this.server(entry.server, groups)?.toolsByName.get(entry.tool);
+        if (tool && isListed(tool)) tools.push(advertised(tool, tool.exposed));
+      }
+      this.listCache.set(key, tools);
+    }
+    return tools;
+  }
+
+  /** Whether a toolset names this tool. */
+  inToolset(name: string, tool: HubTool): boolean {
+    return (this.toolsets.get(name)?.tools ?? []).some((e) => e.server === tool.serverId && e.tool === tool.name);
+  }
+
+  /** What each entry of a toolset is now (for REST and the dashboard): a missing or quarantined tool says so. */
+  toolsetEntries(toolset: Toolset): ToolsetEntryView[] {
+    return toolset.tools.map((entry) => {
+      const server = this.servers.get(entry.server);
+      if (!server) return { ...entry, state: 'server_missing' };
+      if (!server.detail.enabled) return { ...entry, state: 'server_disabled' };
+      const tool = server.toolsByName.get(entry.tool);
+      if (!tool) return { ...entry, state: 'missing' };
+      const state: EntryState = isUsable(tool.verdict) ? 'available' : (tool.verdict as EntryState);
+      const reason = tool.verdict === 'quarantined' ? quarantineReason(tool) : undefined;
+      return { ...entry, state, exposed: tool.exposed, verdict: tool.verdict, ...(reason ? { reason } : {}) };
+    });
   }
 
   /**
@@ -197,10 +276,12 @@ export class HubRegistry {
   }
 
   private async build(): Promise<Snapshot> {
-    const [rows, pinRows] = await Promise.all([
+    const [rows, pinRows, toolsetRows] = await Promise.all([
       this.store.db.selectFrom('servers').selectAll().execute(),
       this.store.db.selectFrom('tool_pins').selectAll().execute(),
+      this.store.db.selectFrom('toolsets').selectAll().orderBy('name').execute(),
     ]);
+    const overrides = new Map<string, OverrideRecord>();
     const pinsByServer = new Map<string, Map<string, PinView>>();
     /** Prompts whose pin is in force (`pinned`), per server: only they are listed and served. */
     const pinnedPrompts = new Map<string, Set<string>>();
@@ -213,6 +294,10 @@ export class HubRegistry {
           pinnedPrompts.set(row.server_id, names);
         }
         names.add(row.tool_name);
+        continue;
+      }
+      if (row.kind === OVERRIDE_KIND) {
+        overrides.set(`${row.server_id}/${row.tool_name}`, toOverrideRecord(row));
         continue;
       }
       if (row.kind !== 'tool') continue;
@@ -238,7 +323,10 @@ export class HubRegistry {
         const exposed = names.get(definition.name);
         if (exposed === undefined) continue; // a collision no re-hashing resolved: left out, never shadowed
         const pin = pins.get(definition.name);
-        const verdict = toolVerdict(classifyTool(detail.toolPolicy, definition.name), pin);
+        let verdict = toolVerdict(classifyTool(detail.toolPolicy, definition.name), pin);
+        const override = appliedOverride(overrides.get(`${row.id}/${definition.name}`), definition, pin);
+        // An override whose fixed argument the tool lost quarantines the tool: never call it without the value.
+        if (override?.state === 'quarantined' && isUsable(verdict)) verdict = 'quarantined';
         const tool: HubTool = {
           exposed,
           serverId: row.id,
@@ -246,6 +334,8 @@ export class HubRegistry {
           definition,
           verdict,
           pin,
+          autoName: exposed,
+          ...(override ? { override } : {}),
         };
         tools.set(tool.exposed, tool);
         toolsByName.set(tool.name, tool);
@@ -276,7 +366,66 @@ export class HubRegistry {
       });
     }
     const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row));
+    applyDisplayNames(snapshot);
+    for (const toolsetRow of toolsetRows) snapshot.toolsets.set(toolsetRow.name, toToolset(toolsetRow));
     this.built = snapshot;
     return snapshot;
+  }
+}
+
+/** A quarantined tool's reason: its pin's, or `override` when its override lost a fixed argument. */
+export function quarantineReason(tool: HubTool): string | undefined {
+  if (tool.pin?.state === 'quarantined') return tool.pin.reason ?? 'new';
+  if (tool.override?.state === 'quarantined') return 'override';
+  return tool.pin?.reason ?? undefined;
+}
+
+/**
+ * An override checked against the tool as it stands: every fixed argument must still be declared by the
+ * pinned schema (and by the definition the handshake last saw); one that is gone quarantines the override.
+ */
+function appliedOverride(
+  record: OverrideRecord | undefined,
+  definition: DiscoveredTool,
+  pin: PinView | undefined,
+): AppliedOverride | undefined {
+  if (!record) return undefined;
+  const missing = new Set(missingArguments(record.override, definition.inputSchema));
+  if (pin?.definition)
+    for (const name of missingArguments(record.override, pin.definition.inputSchema)) missing.add(name);
+  return missing.size > 0
+    ? { record, state: 'quarantined', reason: 'argument_removed', missing: [...missing].sort() }
+    : { record, state: 'active' };
+}
+
+/**
+ * Display names join the collision check (an override's name is used whether it is in force or quarantined): one that equals another tool's aggregated name or another
+ * override's display name is not used (both parties keep their `<server>__<tool>` names, never one
+ * shadowing another), and the override says `name_conflict`. Deterministic for a given registry.
+ */
+function applyDisplayNames(snapshot: Snapshot): void {
+  const autoNames = new Set<string>();
+  const wanted = new Map<HubTool, string>();
+  for (const server of snapshot.servers.values()) {
+    for (const tool of server.tools.values()) {
+      autoNames.add(tool.autoName);
+      // A quarantined override keeps its name: agents calling it read why it waits, not "not found".
+      const displayName = tool.override?.record.override.displayName;
+      if (displayName !== undefined && displayName !== tool.autoName) wanted.set(tool, displayName);
+    }
+  }
+  const granted = grantDisplayNames(autoNames, wanted);
+  for (const tool of wanted.keys()) {
+    const displayName = granted.get(tool);
+    if (displayName === undefined) {
+      if (tool.override) tool.override = { ...tool.override, reason: 'name_conflict' };
+      continue;
+    }
+    const server = snapshot.servers.get(tool.serverId) as HubServer;
+    const byExposed = server.tools as Map<string, HubTool>;
+    byExposed.delete(tool.autoName);
+    tool.exposed = displayName;
+    byExposed.set(displayName, tool);
+    snapshot.renamed.set(displayName, tool);
   }
 }

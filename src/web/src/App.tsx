@@ -26,9 +26,10 @@ import { ServerDrawer } from './drawer';
 import { MEMORY_OFF_REASON, Memory } from './memory';
 import { Servers } from './Servers';
 import { Settings } from './Settings';
+import { Toolsets } from './Toolsets';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
 
-type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings';
+type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings' | 'toolsets';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'servers', label: 'Servers' },
   { id: 'discover', label: 'Discover' },
@@ -36,6 +37,7 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'activity', label: 'Activity' },
   { id: 'memory', label: 'Memory' },
   { id: 'settings', label: 'Settings' },
+  { id: 'toolsets', label: 'Toolsets' },
 ];
 
 function viewFromHash(): View {
@@ -374,6 +376,7 @@ function Shell({
           {view === 'activity' && <Activity />}
           {view === 'memory' && <Memory enabled={memoryOn} />}
           {view === 'settings' && <Settings />}
+          {view === 'toolsets' && <Toolsets />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>

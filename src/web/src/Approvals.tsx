@@ -154,6 +154,7 @@ function ApprovalCard({ approval, onDecided }: { approval: Approval; onDecided: 
         <dt>Requested</dt>
         <dd>{when(approval.createdAt)}</dd>
       </dl>
+      <OverrideFacts approval={approval} />
       <h4>Tool description</h4>
       {approval.detail.title && <p>{approval.detail.title}</p>}
       <pre className="description">{approval.detail.description ?? '(the tool has no description)'}</pre>
@@ -304,5 +305,28 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
         </div>
       )}
     </article>
+  );
+}
+
+/**
+ * An overridden tool's card names both its names and what the override fixed: the arguments below are the
+ * real ones (fixed values included), so an override never hides what will be sent upstream.
+ */
+function OverrideFacts({ approval }: { approval: Approval }) {
+  const override = approval.detail.override as
+    | { aggregatedName?: string; displayName?: string; fixedArguments?: string[] }
+    | undefined;
+  if (!override || typeof override !== 'object') return null;
+  return (
+    <p className="notice notice-info" data-testid="override">
+      Shown to the agent as <span className="mono">{override.displayName ?? approval.exposedName}</span> by an operator
+      override (aggregated name <span className="mono">{override.aggregatedName}</span>)
+      {override.fixedArguments?.length ? (
+        <>
+          ; fixed by it: <span className="mono">{override.fixedArguments.join(', ')}</span>
+        </>
+      ) : null}
+      .
+    </p>
   );
 }

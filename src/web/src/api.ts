@@ -45,7 +45,7 @@ function describe(status: number, body: ErrorBody | undefined): ApiError {
 }
 
 export interface RequestOptions {
-  method?: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   body?: unknown;
   /** Overrides the stored token (sign-in tries a token before keeping it). */
   token?: string;

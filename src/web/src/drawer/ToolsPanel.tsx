@@ -1,7 +1,8 @@
 /** Tools: the tool mode, default tier, per-tool tier and include/exclude, with each tool's pin state. */
-import { useEffect, useState } from 'react';
+import { Fragment, useEffect, useState } from 'react';
 import { api, errorText, type ServerDetail, type Tier, type ToolPolicy } from '../api';
-import { Notice } from '../ui';
+import { Notice, useAsync } from '../ui';
+import { OverrideEditor, OverrideState, type OverrideView } from './OverrideEditor';
 import type { Flash } from './shared';
 
 const TIERS: { value: Tier | 'default'; label: string }[] = [
@@ -24,6 +25,12 @@ export function ToolsPanel({ server, base, onChanged }: { server: ServerDetail; 
   useEffect(() => setPolicy(server.toolPolicy), [server.toolPolicy]);
   const dirty = JSON.stringify(policy) !== JSON.stringify(server.toolPolicy);
   const pins = new Map(server.pins.map((p) => [p.tool, p]));
+  const overrideList = useAsync(
+    (signal) => api<{ overrides: OverrideView[] }>(`${base}/overrides?limit=500`, { signal }),
+    [base, server],
+  );
+  const overrides = new Map((overrideList.data?.overrides ?? []).map((o) => [o.tool, o]));
+  const [editingOverride, setEditingOverride] = useState<string>();
 
   const setTier = (tool: string, tier: Tier | 'default') =>
     setPolicy((p) => {
@@ -92,50 +99,81 @@ export function ToolsPanel({ server, base, onChanged }: { server: ServerDetail; 
                 <th scope="col">Tool</th>
                 <th scope="col">Tier</th>
                 <th scope="col">Pin</th>
+                <th scope="col">Override</th>
               </tr>
             </thead>
             <tbody>
               {server.discoveredTools.map((tool) => {
                 const pin = pins.get(tool.name);
                 return (
-                  <tr key={tool.name} data-tool={tool.name}>
-                    {policy.mode !== 'all' && (
-                      <td>
-                        <input
-                          type="checkbox"
-                          aria-label={`${policy.mode} ${tool.name}`}
-                          checked={policy[listKey].includes(tool.name)}
-                          onChange={(e) => toggleListed(tool.name, e.target.checked)}
-                        />
-                      </td>
-                    )}
-                    <td>
-                      <span className="mono">{tool.name}</span>
-                      {tool.description && <div className="muted small-text clamp">{tool.description}</div>}
-                    </td>
-                    <td>
-                      <select
-                        aria-label={`Tier of ${tool.name}`}
-                        value={tierOf(policy, tool.name)}
-                        onChange={(e) => setTier(tool.name, e.target.value as Tier | 'default')}
-                      >
-                        {TIERS.map((t) => (
-                          <option key={t.value} value={t.value}>
-                            {t.value === 'default' ? `default (${policy.defaultTier})` : t.label}
-                          </option>
-                        ))}
-                      </select>
-                    </td>
-                    <td>
-                      {pin ? (
-                        <span className={`tag pin-${pin.state}`} title={pin.pinHash ?? undefined}>
-                          {pin.state === 'quarantined' ? `quarantined (${pin.reason ?? 'changed'})` : 'pinned'}
-                        </span>
-                      ) : (
-                        <span className="muted">—</span>
+                  <Fragment key={tool.name}>
+                    <tr data-tool={tool.name}>
+                      {policy.mode !== 'all' && (
+                        <td>
+                          <input
+                            type="checkbox"
+                            aria-label={`${policy.mode} ${tool.name}`}
+                            checked={policy[listKey].includes(tool.name)}
+                            onChange={(e) => toggleListed(tool.name, e.target.checked)}
+                          />
+                        </td>
                       )}
-                    </td>
-                  </tr>
+                      <td>
+                        <span className="mono">{tool.name}</span>
+                        {tool.description && <div className="muted small-text clamp">{tool.description}</div>}
+                      </td>
+                      <td>
+                        <select
+                          aria-label={`Tier of ${tool.name}`}
+                          value={tierOf(policy, tool.name)}
+                          onChange={(e) => setTier(tool.name, e.target.value as Tier | 'default')}
+                        >
+                          {TIERS.map((t) => (
+                            <option key={t.value} value={t.value}>
+                              {t.value === 'default' ? `default (${policy.defaultTier})` : t.label}
+                            </option>
+                          ))}
+                        </select>
+                      </td>
+                      <td>
+                        {pin ? (
+                          <span className={`tag pin-${pin.state}`} title={pin.pinHash ?? undefined}>
+                            {pin.state === 'quarantined' ? `quarantined (${pin.reason ?? 'changed'})` : 'pinned'}
+                          </span>
+                        ) : (
+                          <span className="muted">—</span>
+                        )}
+                      </td>
+                      <td>
+                        <OverrideState view={overrides.get(tool.name)} />{' '}
+                        <button
+                          type="button"
+                          className="small"
+                          aria-label={`Override ${tool.name}`}
+                          onClick={() => setEditingOverride(editingOverride === tool.name ? undefined : tool.name)}
+                        >
+                          {overrides.has(tool.name) ? 'Edit' : 'Override…'}
+                        </button>
+                      </td>
+                    </tr>
+                    {editingOverride === tool.name && (
+                      <tr>
+                        <td colSpan={policy.mode !== 'all' ? 5 : 4}>
+                          <OverrideEditor
+                            base={base}
+                            tool={tool.name}
+                            current={overrides.get(tool.name)}
+                            onDone={(message) => {
+                              setEditingOverride(undefined);
+                              if (message) setFlash({ kind: 'ok', text: message });
+                              overrideList.reload();
+                              onChanged();
+                            }}
+                          />
+                        </td>
+                      </tr>
+                    )}
+                  </Fragment>
                 );
               })}
             </tbody>
