@@ -402,6 +402,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
       limiter,
+      store,
     });
     const memorySurface: MemorySurface = createMemorySurface({
       config,
@@ -411,6 +412,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
       limiter,
+      store,
     });
     await approvals.start();
     retention.start();

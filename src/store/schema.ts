@@ -181,6 +181,7 @@ export interface Database extends MemoryTables {
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
+  mcp_sessions: McpSessionTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -189,4 +190,20 @@ export interface RateWindowTable {
   /** The window's start, in milliseconds since the epoch. */
   window_start: number;
   used: number;
+}
+
+/** A 2025-era session any replica can serve (`surfaces/shared-sessions.ts`); times in ms since the epoch. */
+export interface McpSessionTable {
+  id: string;
+  /** The surface that opened it (`hub`, `admin`, `memory`). */
+  surface: string;
+  /** The token and scope it is bound to. */
+  owner: string;
+  token_id: string;
+  /** The `initialize` params (JSON): replayed to rebuild the session's server on another replica. */
+  init: string;
+  log_level: string | null;
+  created_at: number;
+  last_seen: number;
+  expires_at: number;
 }

@@ -15,7 +15,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import type { TokenPrincipal } from '../identity/index.js';
+import type { Store } from '../store/db.js';
 import { LegacySessions, type SessionView } from './sessions.js';
+import { SharedSessionStore } from './shared-sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */
 export const LOCAL_PRINCIPAL: TokenPrincipal = {
@@ -67,6 +69,11 @@ export interface McpEndpointOptions {
   admitSession?(principal: TokenPrincipal): Promise<{ maxPerToken: number }>;
   /** Told of every session closed to make room for another of the same token. */
   onSessionEvicted?(): void;
+  /**
+   * The store and this surface's name in it: on PostgreSQL, 2025-era sessions live there, so any
+   * replica serves any session (`shared-sessions.ts`). On SQLite (one process) they stay in memory.
+   */
+  sessionStore?: { store: Store; surface: string };
 }
 
 export interface FastAnswer {
@@ -98,12 +105,21 @@ export class McpEndpoint {
   private readonly modern;
   private readonly node;
 
+  private readonly sharedSessions: SharedSessionStore | undefined;
+
   constructor(private readonly options: McpEndpointOptions) {
+    const idleMs = options.sessionIdleMs ?? 30 * 60_000;
+    const { sessionStore } = options;
+    this.sharedSessions =
+      sessionStore?.store.kind === 'postgres' ? new SharedSessionStore(sessionStore.store, idleMs) : undefined;
     this.sessions = new LegacySessions({
-      idleMs: options.sessionIdleMs ?? 30 * 60_000,
+      idleMs,
       maxSessions: options.maxSessions ?? 10_000,
       maxRequestBodySize: options.maxBodySize,
       onEvicted: () => options.onSessionEvicted?.(),
+      ...(this.sharedSessions && sessionStore
+        ? { shared: { store: this.sharedSessions, surface: sessionStore.surface } }
+        : {}),
     });
     this.modern = createMcpHandler(
       (ctx) => {
@@ -170,7 +186,11 @@ export class McpEndpoint {
         if (this.options.fastPath) {
           const sessionId = request.headers['mcp-session-id'];
           const session =
-            typeof sessionId === 'string' ? this.sessions.find(sessionId, ownerOf(principal, scope)) : undefined;
+            typeof sessionId === 'string'
+              ? await this.sessions.find(sessionId, ownerOf(principal, scope), () =>
+                  this.options.buildServer(principal, scope),
+                )
+              : undefined;
           // A 2025 agent cancels by notification: one for a fast call reaches it here (the SDK sees it too).
           if (session) cancelledFastCall(session, request.body)?.abort();
           const fast = this.options.fastPath(request, principal, scope, session);
@@ -237,6 +257,7 @@ export class McpEndpoint {
   async close(): Promise<void> {
     await this.modern.close();
     await this.sessions.close();
+    this.sharedSessions?.close();
   }
 
   /** Origin (a present, unlisted Origin is 403 — exact match, so prefix tricks fail) and Host on loopback. */
