@@ -59,6 +59,7 @@ import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfa
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
+import { startTracing } from './telemetry/tracing.js';
 import { UpstreamPool } from './upstream/index.js';
 import { dashboardRoutes } from './web-serve.js';
 
@@ -135,6 +136,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
   }
   const logger = deps.logger ?? createLogger(config);
   const catalog = await loadCatalog(config.catalog);
+  // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing is loaded otherwise).
+  await startTracing();
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   try {
     const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });

@@ -254,7 +254,7 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 12,
-    name: 'fleet: mcp_sessions (2025-era sessions any replica can serve; rows expire)',
+    name: 'fleet: mcp_sessions (2025-era sessions any replica can serve; rows expire), audit_events.trace_id',
     async up(db) {
       await db.schema
         .createTable('mcp_sessions')
@@ -270,6 +270,8 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
       await db.schema.createIndex('mcp_sessions_token').on('mcp_sessions').columns(['token_id', 'surface']).execute();
       await db.schema.createIndex('mcp_sessions_expiry').on('mcp_sessions').column('expires_at').execute();
+      // A call's OpenTelemetry trace id (tracing on), so an audit row leads to its trace.
+      await db.schema.alterTable('audit_events').addColumn('trace_id', 'text').execute();
     },
   },
 ];

@@ -128,6 +128,8 @@ export interface AuditEventTable {
   response_bytes: number | null;
   args_digest: string | null;
   data: string | null;
+  /** The OpenTelemetry trace id of the call, when tracing is on (migration 12). */
+  trace_id?: string | null;
 }
 
 export interface StreamEventTable {

@@ -8,6 +8,7 @@ import {
   CLIENT_INFO_META_KEY,
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, nextRequestId, sendCall } from './direct-call.js';
@@ -33,6 +34,7 @@ export async function callModernDirect(
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
     [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+    ...outgoingCarrier(),
   };
   const message = await sendCall(exchange, {
     url: target.url,
