@@ -83,7 +83,10 @@ export async function callBoundedTool(
   args: Record<string, unknown> | undefined,
   onProgress: CallOptions['onProgress'],
 ): Promise<BoundedCallResult> {
-  const result = await client.callTool(args === undefined ? { name } : { name, arguments: args }, {
+  const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
+  const carrier = outgoingCarrier();
+  if (carrier) params._meta = carrier;
+  const result = await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
     ...(onProgress && {
       onprogress: (progress) => {

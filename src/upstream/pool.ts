@@ -108,12 +108,23 @@ export class UpstreamPool {
     opts: CallOptions = {},
   ): Promise<BoundedCallResult> {
     const { exchange } = this.options;
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-      if (!exchange || !canCallDirectly(name, opts, connection.era)) {
-        return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
-      }
-      return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
-    });
+    return inSpan(
+      `tools/call ${name}`,
+      'client',
+      {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': name,
+        'server.address': hostOf(target.url),
+      },
+      () =>
+        this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
+          if (!exchange || !canCallDirectly(name, opts, connection.era)) {
+            return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
+          }
+          return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
+        }),
+    );
   }
 
   /**

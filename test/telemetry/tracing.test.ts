@@ -68,7 +68,7 @@ describe('tracing', () => {
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
     upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
-    gw = await startTestGateway(sqliteTarget);
+    gw = await startTestGateway(sqliteTarget, { GATEHOUSE_OPS_ENABLED: 'true' });
     expect(tracingEnabled()).toBe(true);
     expect(
       (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
@@ -161,6 +161,36 @@ describe('tracing', () => {
       expect(rows.map((r) => r.tool)).toEqual(['echo']);
     });
   }
+
+  it('traces a conduit call (/ops/call-tool) from the caller’s traceparent to the upstream', async () => {
+    const ops = (await gw.request('POST', '/api/tokens', { body: { role: 'ops', name: 'platform' } })).json().token;
+    const traceId = randomBytes(16).toString('hex');
+    const callerSpan = randomBytes(8).toString('hex');
+    const answer = await fetch(`${base}/ops/call-tool`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ops}`,
+        'content-type': 'application/json',
+        traceparent: `00-${traceId}-${callerSpan}-01`,
+      },
+      body: JSON.stringify({ url: upstream.url, name: 'echo', arguments: { text: 'via-conduit' } }),
+    });
+    expect(answer.status).toBe(200);
+    await answer.arrayBuffer();
+    const spans = await traceOf(traceId, 2);
+    const server = spans.find((s) => s.name === 'ops/call-tool') as OtlpSpan;
+    expect(server.kind).toBe(SERVER);
+    expect(server.parentSpanId).toBe(callerSpan);
+    const call = spans.find((s) => s.name === 'tools/call echo') as OtlpSpan;
+    expect(call.kind).toBe(CLIENT);
+    expect(call.parentSpanId).toBe(server.spanId);
+    const carried = upstreamCarriers(traceId);
+    expect(carried.length).toBeGreaterThanOrEqual(1);
+    for (const c of carried) {
+      expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+      expect(c.meta).toBe(`00-${traceId}-${call.spanId}-01`);
+    }
+  });
 
   it('starts a trace of its own for an agent that sends no context, still connected to the upstream span', async () => {
     const agent = await connectAgent(`${base}/mcp`, token, { era: 'legacy' });
