@@ -105,27 +105,30 @@ export async function fleetSection(): Promise<string> {
       }),
     };
     parties.push(upstreams.modern, upstreams.legacy);
-    const replicas: Party[] = [];
-    for (let i = 0; i < 3; i++) {
-      const party = await startParty(
-        `replica ${i + 1}`,
-        'bench/gateway-process.ts',
-        [],
-        childEnv({
-          GATEHOUSE_DATA_DIR: path.join(dataDir, `r${i + 1}`),
-          GATEHOUSE_DATABASE_URL: url.toString(),
-          GATEHOUSE_SECRET_KEY: secretKey,
-          GATEHOUSE_ADMIN_TOKEN: adminToken,
-          GATEHOUSE_ALLOW_PRIVATE_NETWORKS: 'true',
-          GATEHOUSE_LOG_LEVEL: 'warn',
-          GATEHOUSE_DRAIN_S: '0',
-        }),
-        { launcher: true },
-      );
-      replicas.push(party);
-      parties.push(party);
+    // Started together (the migrations run once, under their lock), then pinned one core each.
+    const replicas: Party[] = await Promise.all(
+      [1, 2, 3].map((n) =>
+        startParty(
+          `replica ${n}`,
+          'bench/gateway-process.ts',
+          [],
+          childEnv({
+            GATEHOUSE_DATA_DIR: path.join(dataDir, `r${n}`),
+            GATEHOUSE_DATABASE_URL: url.toString(),
+            GATEHOUSE_SECRET_KEY: secretKey,
+            GATEHOUSE_ADMIN_TOKEN: adminToken,
+            GATEHOUSE_ALLOW_PRIVATE_NETWORKS: 'true',
+            GATEHOUSE_LOG_LEVEL: 'warn',
+            GATEHOUSE_DRAIN_S: '0',
+          }),
+          { launcher: true },
+        ),
+      ),
+    );
+    parties.push(...replicas);
+    replicas.forEach((party, i) => {
       pinned = pin(party.info.pid, i % Math.max(1, os.cpus().length)) || pinned;
-    }
+    });
     const first = (replicas[0] as Party).info.url;
     for (const era of ERAS) {
       await rest(first, adminToken, 'POST', '/api/mcp/install', { url: upstreams[era].info.url, id: `bench-${era}` });
