@@ -17,7 +17,8 @@ export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_DIR = path.dirname(BENCH_DIR);
 const GUARD = path.join(BENCH_DIR, 'orphan-guard.ts');
 
-const START_TIMEOUT_MS = 60_000;
+// A loaded machine may need longer (BENCH_START_TIMEOUT_MS).
+const START_TIMEOUT_MS = Number(process.env.BENCH_START_TIMEOUT_MS ?? 60_000);
 const ASK_TIMEOUT_MS = 10_000;
 const STOP_GRACE_MS = 5_000;
 const STDERR_TAIL = 40;

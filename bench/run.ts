@@ -6,6 +6,7 @@
 import { stopAll } from './children.js';
 import { conduitSection } from './conduit-section.js';
 import { contextSection } from './context-section.js';
+import { fleetSection } from './fleet-section.js';
 import { hubSection } from './hub-section.js';
 import { memorySection } from './memory-section.js';
 import { schemasSection } from './schemas-section.js';
@@ -20,6 +21,7 @@ const SECTIONS: Record<string, () => Promise<string>> = {
   schemas: schemasSection,
   'stdio-sandbox': stdioSandboxSection,
   context: contextSection,
+  fleet: fleetSection,
 };
 /** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
 const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);

@@ -75,6 +75,7 @@ import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfa
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
+import { startTracing } from './telemetry/tracing.js';
 import { UpstreamPool } from './upstream/index.js';
 import { dashboardRoutes } from './web-serve.js';
 
@@ -154,6 +155,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
   }
   const logger = deps.logger ?? createLogger(config);
   const catalog = await loadCatalog(config.catalog);
+  // OpenTelemetry, only when OTEL_EXPORTER_OTLP_ENDPOINT is set (nothing is loaded otherwise).
+  await startTracing();
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   try {
     const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
@@ -463,6 +466,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
       limiter,
+      store,
     });
     const memorySurface: MemorySurface = createMemorySurface({
       config,
@@ -472,6 +476,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       approvals,
       audit: (record) => callAuditor.record(record),
       limiter,
+      store,
     });
     await approvals.start();
     await sessions.sweep();

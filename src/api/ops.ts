@@ -8,6 +8,7 @@ import type { FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { findGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
+import { agentContext, inSpan, withContext } from '../telemetry/tracing.js';
 import type { UpstreamPool, UpstreamTarget } from '../upstream/index.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
@@ -136,9 +137,18 @@ export function opsRoutes(pool: UpstreamPool, auditor?: OpsAuditor): RouteDeclar
       access: ['ops'],
       mcp: exclude,
       body: callToolBody,
-      handler: ({ body, reply, principal }) =>
-        audited(auditor, { operation: 'call-tool', url: body.url, tool: body.name, principal }, () =>
-          pool.callTool(targetOf(body), body.name, body.arguments, { signal: callerGone(reply) }),
+      // Traced (tracing on): the caller's `traceparent` header is the parent of the call and its upstream leg.
+      handler: ({ body, request, reply, principal }) =>
+        withContext(agentContext(request.headers, undefined), () =>
+          inSpan(
+            'ops/call-tool',
+            'server',
+            { 'mcp.method.name': 'tools/call', 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': body.name },
+            () =>
+              audited(auditor, { operation: 'call-tool', url: body.url, tool: body.name, principal }, () =>
+                pool.callTool(targetOf(body), body.name, body.arguments, { signal: callerGone(reply) }),
+              ),
+          ),
         ),
     }),
   ];

@@ -52,6 +52,8 @@ export interface CallEvent {
   argsDigest?: string | undefined;
   /** The result the caller received; stored (redacted) only under `audit.payloads=data`. */
   result?: unknown;
+  /** The call's OpenTelemetry trace id (tracing on). */
+  traceId?: string | undefined;
   /** Whether the call reached its server (its duration feeds the per-server histogram). Default: verdict `allow`. */
   upstream?: boolean | undefined;
   /**
@@ -211,6 +213,7 @@ export class CallAuditor {
       response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
       args_digest: event.argsDigest ?? argsDigest(event.arguments),
       data,
+      ...(event.traceId ? { trace_id: event.traceId } : {}),
     };
     return this.deps.audit.enqueue(row, {
       type: 'tool.called',

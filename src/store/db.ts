@@ -31,8 +31,8 @@ export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'session
 const CHANGE_CHANNEL = 'gatehouse_changes';
 
 /** Channels for cross-process messages besides cache versions. */
-export type MessageChannel = 'gatehouse_events';
-const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events'];
+export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions';
+const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events', 'gatehouse_sessions'];
 
 /** In-process listeners per channel, shared by both store kinds. */
 class Listeners {

@@ -406,6 +406,28 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 12,
+    name: 'fleet: mcp_sessions (2025-era sessions any replica can serve; rows expire), audit_events.trace_id',
+    async up(db) {
+      await db.schema
+        .createTable('mcp_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('surface', 'text', (c) => c.notNull())
+        .addColumn('owner', 'text', (c) => c.notNull())
+        .addColumn('token_id', 'text', (c) => c.notNull())
+        .addColumn('init', 'text', (c) => c.notNull())
+        .addColumn('log_level', 'text')
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addColumn('last_seen', 'bigint', (c) => c.notNull())
+        .addColumn('expires_at', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('mcp_sessions_token').on('mcp_sessions').columns(['token_id', 'surface']).execute();
+      await db.schema.createIndex('mcp_sessions_expiry').on('mcp_sessions').column('expires_at').execute();
+      // A call's OpenTelemetry trace id (tracing on), so an audit row leads to its trace.
+      await db.schema.alterTable('audit_events').addColumn('trace_id', 'text').execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

@@ -135,6 +135,8 @@ export interface AuditEventTable {
   /** The person the actor (agent) acted for, when known. */
   user_id?: string | null;
   user_name?: string | null;
+  /** The OpenTelemetry trace id of the call, when tracing is on (migration 12). */
+  trace_id?: string | null;
 }
 
 export interface StreamEventTable {
@@ -203,6 +205,7 @@ export interface Database extends MemoryTables {
   oauth_revoked_access: OAuthRevokedAccessTable;
   oauth_signing_keys: OAuthSigningKeyTable;
   toolsets: ToolsetTable;
+  mcp_sessions: McpSessionTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -341,4 +344,20 @@ export interface ToolsetTable {
   updated_at: string;
   /** The principal id of the last writer. */
   updated_by: string | null;
+}
+
+/** A 2025-era session any replica can serve (`surfaces/shared-sessions.ts`); times in ms since the epoch. */
+export interface McpSessionTable {
+  id: string;
+  /** The surface that opened it (`hub`, `admin`, `memory`). */
+  surface: string;
+  /** The token and scope it is bound to. */
+  owner: string;
+  token_id: string;
+  /** The `initialize` params (JSON): replayed to rebuild the session's server on another replica. */
+  init: string;
+  log_level: string | null;
+  created_at: number;
+  last_seen: number;
+  expires_at: number;
 }

@@ -15,7 +15,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import type { TokenPrincipal } from '../identity/index.js';
+import type { Store } from '../store/db.js';
+import { agentContext, withContext } from '../telemetry/tracing.js';
 import { LegacySessions, type SessionView } from './sessions.js';
+import { SharedSessionStore } from './shared-sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */
 export const LOCAL_PRINCIPAL: TokenPrincipal = {
@@ -73,6 +76,11 @@ export interface McpEndpointOptions {
   admitSession?(principal: TokenPrincipal): Promise<{ maxPerToken: number }>;
   /** Told of every session closed to make room for another of the same token. */
   onSessionEvicted?(): void;
+  /**
+   * The store and this surface's name in it: on PostgreSQL, 2025-era sessions live there, so any
+   * replica serves any session (`shared-sessions.ts`). On SQLite (one process) they stay in memory.
+   */
+  sessionStore?: { store: Store; surface: string };
 }
 
 export interface FastAnswer {
@@ -104,12 +112,21 @@ export class McpEndpoint {
   private readonly modern;
   private readonly node;
 
+  private readonly sharedSessions: SharedSessionStore | undefined;
+
   constructor(private readonly options: McpEndpointOptions) {
+    const idleMs = options.sessionIdleMs ?? 30 * 60_000;
+    const { sessionStore } = options;
+    this.sharedSessions =
+      sessionStore?.store.kind === 'postgres' ? new SharedSessionStore(sessionStore.store, idleMs) : undefined;
     this.sessions = new LegacySessions({
-      idleMs: options.sessionIdleMs ?? 30 * 60_000,
+      idleMs,
       maxSessions: options.maxSessions ?? 10_000,
       maxRequestBodySize: options.maxBodySize,
       onEvicted: () => options.onSessionEvicted?.(),
+      ...(this.sharedSessions && sessionStore
+        ? { shared: { store: this.sharedSessions, surface: sessionStore.surface } }
+        : {}),
     });
     this.modern = createMcpHandler(
       (ctx) => {
@@ -155,45 +172,57 @@ export class McpEndpoint {
       method: ['GET', 'POST', 'DELETE'],
       url,
       config: { mcpEndpoint: true },
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        this.checkTransport(request);
-        // JSON-RPC batching was removed in 2025-06-18 (the revision that also introduced this header).
-        const version = request.headers['mcp-protocol-version'];
-        if (Array.isArray(request.body) && typeof version === 'string' && version >= '2025-06-18') {
-          return reply.code(400).send({
-            jsonrpc: '2.0',
-            error: { code: -32600, message: `JSON-RPC batches are not allowed in protocol version ${version}.` },
-            id: null,
-          });
-        }
-        const refused = await this.options.gate();
-        if (refused) throw refused;
-        const principal = this.principalOf(request);
-        const scope = scopeOf(request);
-        if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
-          throw new GatehouseError('not_found', 'No such MCP endpoint.');
-        }
-        if (this.options.fastPath) {
-          const sessionId = request.headers['mcp-session-id'];
-          const session =
-            typeof sessionId === 'string' ? this.sessions.find(sessionId, ownerOf(principal, scope)) : undefined;
-          // A 2025 agent cancels by notification: one for a fast call reaches it here (the SDK sees it too).
-          if (session) cancelledFastCall(session, request.body)?.abort();
-          const fast = this.options.fastPath(request, principal, scope, session);
-          if (fast) return session ? this.serveFastInSession(reply, session, fast) : this.serveFast(reply, fast);
-        }
-        const authInfo: AuthInfo = {
-          token: principal.id, // an identifier, never the bearer itself
-          clientId: principal.name,
-          scopes: [],
-          extra: { grant: { principal, scope } satisfies Grant },
-        };
-        reply.hijack();
-        const raw = request.raw as typeof request.raw & { auth?: AuthInfo };
-        raw.auth = authInfo;
-        await this.node(raw, reply.raw, request.body);
-      },
+      // The agent's trace context (header or `_meta`) is the parent of what this request does (tracing on).
+      handler: (request: FastifyRequest, reply: FastifyReply) =>
+        withContext(agentContext(request.headers, request.body), () => this.serve(request, reply, scopeOf)),
     });
+  }
+
+  private async serve(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    scopeOf: (request: FastifyRequest) => EndpointScope,
+  ) {
+    this.checkTransport(request);
+    // JSON-RPC batching was removed in 2025-06-18 (the revision that also introduced this header).
+    const version = request.headers['mcp-protocol-version'];
+    if (Array.isArray(request.body) && typeof version === 'string' && version >= '2025-06-18') {
+      return reply.code(400).send({
+        jsonrpc: '2.0',
+        error: { code: -32600, message: `JSON-RPC batches are not allowed in protocol version ${version}.` },
+        id: null,
+      });
+    }
+    const refused = await this.options.gate();
+    if (refused) throw refused;
+    const principal = this.principalOf(request);
+    const scope = scopeOf(request);
+    if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
+      throw new GatehouseError('not_found', 'No such MCP endpoint.');
+    }
+    if (this.options.fastPath) {
+      const sessionId = request.headers['mcp-session-id'];
+      const session =
+        typeof sessionId === 'string'
+          ? await this.sessions.find(sessionId, ownerOf(principal, scope), () =>
+              this.options.buildServer(principal, scope),
+            )
+          : undefined;
+      // A 2025 agent cancels by notification: one for a fast call reaches it here (the SDK sees it too).
+      if (session) cancelledFastCall(session, request.body)?.abort();
+      const fast = this.options.fastPath(request, principal, scope, session);
+      if (fast) return session ? this.serveFastInSession(reply, session, fast) : this.serveFast(reply, fast);
+    }
+    const authInfo: AuthInfo = {
+      token: principal.id, // an identifier, never the bearer itself
+      clientId: principal.name,
+      scopes: [],
+      extra: { grant: { principal, scope } satisfies Grant },
+    };
+    reply.hijack();
+    const raw = request.raw as typeof request.raw & { auth?: AuthInfo };
+    raw.auth = authInfo;
+    await this.node(raw, reply.raw, request.body);
   }
 
   /** Answers a fast-path request with its JSON-RPC response, as the SDK's per-request transport would. */
@@ -249,6 +278,7 @@ export class McpEndpoint {
   async close(): Promise<void> {
     await this.modern.close();
     await this.sessions.close();
+    this.sharedSessions?.close();
   }
 
   /** Origin (a present, unlisted Origin is 403 — exact match, so prefix tricks fail) and Host on loopback. */

@@ -20,6 +20,7 @@ import type { Principal, TokenPrincipal } from '../identity/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
 import type { Settings } from '../settings/keys.js';
 import type { SettingsService } from '../settings/service.js';
+import { activeTraceId, inSpan } from '../telemetry/tracing.js';
 import { GATEHOUSE_PREFIX } from './hub/names.js';
 import { errorResult, isResultError, jsonToolResult, pendingApprovalResult, unknownTool } from './results.js';
 
@@ -164,13 +165,41 @@ export class Gate {
     this.statusTool = approvalStatusTool(profile.wrappedArgs);
   }
 
-  /** One call, start to end; exactly one audit event whatever happens. */
-  async call(call: SurfaceCall): Promise<GateAnswer> {
+  /** One call, start to end; exactly one audit event whatever happens. Traced as one span (tracing on). */
+  call(call: SurfaceCall): Promise<GateAnswer> {
+    return inSpan(
+      `tools/call ${call.name}`,
+      'server',
+      {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': call.name,
+        'gatehouse.surface': this.surface,
+        'gatehouse.client.id': call.principal.id,
+      },
+      (span) =>
+        this.callTraced(call, (verdict, outcome) => {
+          span?.setAttribute('gatehouse.verdict', verdict);
+          span?.setAttribute('gatehouse.outcome', outcome);
+        }),
+    );
+  }
+
+  private async callTraced(
+    call: SurfaceCall,
+    traceOutcome: (verdict: CallVerdict, outcome: CallOutcome) => void,
+  ): Promise<GateAnswer> {
     const started = performance.now();
     const settings = await this.ports.settings.current();
     const resolution = call.resolve(settings);
-    const audit = (verdict: CallVerdict, outcome: CallOutcome, extra: { result?: unknown; approvalId?: string } = {}) =>
-      this.ports.audit({
+    const traceId = activeTraceId();
+    const audit = (
+      verdict: CallVerdict,
+      outcome: CallOutcome,
+      extra: { result?: unknown; approvalId?: string } = {},
+    ) => {
+      traceOutcome(verdict, outcome);
+      return this.ports.audit({
         client: call.principal,
         surface: this.surface,
         serverId: resolution.serverId,
@@ -183,8 +212,10 @@ export class Gate {
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
         ...(call.via ? { via: call.via } : {}),
+        ...(traceId ? { traceId } : {}),
         payloads: settings['audit.payloads'],
       });
+    };
 
     if (!('tool' in resolution)) {
       await audit(resolution.verdict, 'unknown_tool');
@@ -278,17 +309,19 @@ export class Gate {
     message: string,
     audit: (verdict: CallVerdict, outcome: CallOutcome, extra?: { approvalId?: string }) => Promise<void>,
   ): Promise<CallToolResult> {
-    const approval = await this.ports.approvals.create({
-      surface: this.surface,
-      requester: call.principal,
-      serverId: resolution.serverId,
-      tool: resolution.tool,
-      exposedName: card.exposedName ?? call.name,
-      arguments: card.arguments,
-      pinHash: card.pinHash,
-      policyVersion: card.policyVersion,
-      detail: call.via ? { ...card.detail, via: call.via } : card.detail,
-    });
+    const approval = await inSpan('gatehouse.approval.create', 'internal', { 'gen_ai.tool.name': call.name }, () =>
+      this.ports.approvals.create({
+        surface: this.surface,
+        requester: call.principal,
+        serverId: resolution.serverId,
+        tool: resolution.tool,
+        exposedName: card.exposedName ?? call.name,
+        arguments: card.arguments,
+        pinHash: card.pinHash,
+        policyVersion: card.policyVersion,
+        detail: call.via ? { ...card.detail, via: call.via } : card.detail,
+      }),
+    );
     await audit('gated', 'pending_approval', { approvalId: approval.id });
     return pendingAnswer(approval.id, message);
   }

@@ -6,11 +6,18 @@
  * token's own `maxSessions`) and in all (a backstop): a token at its cap loses
  * its own oldest session, never another token's; when the backstop is full a
  * token with no session to give up is refused (`session_limit`).
+ *
+ * On PostgreSQL (several replicas) the sessions live in the shared store (`shared-sessions.ts`): a
+ * request naming a session this process does not hold rebuilds it on demand — a fresh server and
+ * transport, its `initialize` (and log level) replayed into them — so any replica serves any session,
+ * and one that dies loses none. Caps count there; the in-process copy is a cache checked for its owner
+ * on every request, written back only when the expiry needs pushing or the log level changed.
  */
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
+import type { SharedSessionStore } from './shared-sessions.js';
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -19,6 +26,10 @@ interface Session {
   /** The token that opened it: caps and evictions count per token. */
   tokenId: string;
   lastSeen: number;
+  /** When the shared row's expiry was last pushed forward (shared sessions only). */
+  lastWritten: number;
+  /** The log level the agent set, as the shared row knows it. */
+  logLevel: string | null;
   /** Requests of this session served outside the SDK (the hub's fast path), by JSON-RPC id. */
   fastCalls: Map<string | number, AbortController>;
 }
@@ -37,6 +48,8 @@ export interface LegacySessionOptions {
   maxRequestBodySize: number;
   /** Told of every session closed to make room for another (counted on /metrics). */
   onEvicted?: (() => void) | undefined;
+  /** The shared store (PostgreSQL) and this surface's name in it; absent: sessions live in this process only. */
+  shared?: { store: SharedSessionStore; surface: string } | undefined;
 }
 
 /** What opening a session needs to know of its token, asked only when an `initialize` opens one. */
@@ -74,32 +87,62 @@ function isInitialize(body: unknown): boolean {
   );
 }
 
+/** A level `logging/setLevel` may set, if `body` is that request. */
+function setLevelOf(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const { method, params } = body as { method?: unknown; params?: { level?: unknown } };
+  if (method !== 'logging/setLevel' || typeof params !== 'object' || params === null) return undefined;
+  return typeof params.level === 'string' && LOG_LEVELS.has(params.level) ? params.level : undefined;
+}
+
+const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']);
+
+/** The origin of the requests replayed into a rebuilt session (they never leave the process). */
+const REPLAY_URL = 'http://gatehouse.invalid/mcp';
+const REPLAY_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
 export class LegacySessions {
   private readonly sessions = new Map<string, Session>();
   /** Session ids by the token that opened them. */
   private readonly byToken = new Map<string, Set<string>>();
+  /** Rebuilds under way, so concurrent requests for one session rebuild it once. */
+  private readonly restoring = new Map<string, Promise<Session | undefined>>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly shared: LegacySessionOptions['shared'];
+  /** How often a live shared session's expiry is pushed forward (a quarter of the idle time). */
+  private readonly touchEveryMs: number;
+  private readonly unsubscribe: Array<() => void> = [];
 
   constructor(private readonly options: LegacySessionOptions) {
+    this.shared = options.shared;
+    this.touchEveryMs = Math.max(1, Math.floor(options.idleMs / 4));
     this.sweeper = setInterval(() => this.sweep(), Math.min(options.idleMs, 60_000));
     this.sweeper.unref();
+    if (this.shared) {
+      // Ended elsewhere (DELETE, evicted, expired): drop the copy held here, without ending it again.
+      this.unsubscribe.push(this.shared.store.onClosed((id) => this.dropLocal(id)));
+      this.unsubscribe.push(this.shared.store.onReconnect(() => void this.recheckAll()));
+    }
   }
 
   get size(): number {
     return this.sessions.size;
   }
 
-  /** The live session `sessionId` if `owner` opened it (it counts as activity), else undefined. */
-  find(sessionId: string, owner: string): SessionView | undefined {
-    const session = this.sessions.get(sessionId);
+  /**
+   * The live session `sessionId` if `owner` opened it (it counts as activity), else undefined. A
+   * shared session this process does not hold is rebuilt with `build` (its token and scope's server).
+   */
+  async find(sessionId: string, owner: string, build: () => Server): Promise<SessionView | undefined> {
+    const session = this.sessions.get(sessionId) ?? (await this.restore(sessionId, owner, build));
     if (!session || session.owner !== owner) return undefined;
-    session.lastSeen = Date.now();
+    this.seen(sessionId, session);
     return { id: sessionId, server: session.server, fastCalls: session.fastCalls };
   }
 
   /**
    * Serves one 2025-era request. `owner` identifies token and scope; `build` makes the session's
-   * server when an `initialize` opens a session.
+   * server when an `initialize` opens a session (or a shared session is rebuilt here).
    */
   async handle(
     request: Request,
@@ -110,10 +153,16 @@ export class LegacySessions {
   ): Promise<Response> {
     const sessionId = request.headers.get('mcp-session-id');
     if (sessionId) {
-      const session = this.sessions.get(sessionId);
+      const session = this.sessions.get(sessionId) ?? (await this.restore(sessionId, owner, build));
       if (!session || session.owner !== owner) return jsonRpcError(404, -32001, 'Session not found');
-      session.lastSeen = Date.now();
-      return session.transport.handleRequest(request, options);
+      this.seen(sessionId, session);
+      const response = await session.transport.handleRequest(request, options);
+      const level = this.shared ? setLevelOf(options.parsedBody) : undefined;
+      if (level !== undefined && level !== session.logLevel && response.ok) {
+        session.logLevel = level;
+        await this.shared?.store.setLogLevel(sessionId, level).catch(() => {});
+      }
+      return response;
     }
     if (request.method !== 'POST' || !isInitialize(options.parsedBody)) {
       return jsonRpcError(400, -32000, 'Bad Request: No valid session ID provided');
@@ -126,54 +175,40 @@ export class LegacySessions {
       if (typed) return refusal(typed);
       throw error;
     }
-    const mine = this.byToken.get(admission.tokenId)?.size ?? 0;
-    if (mine >= cap.maxPerToken) this.evictOldestOf(admission.tokenId);
-    else if (this.sessions.size >= this.options.maxSessions) {
-      // The backstop: room is made only from this token's own sessions, never another's.
-      if (mine === 0) {
-        return refusal(
-          new GatehouseError(
-            'session_limit',
-            `The gateway holds its maximum of ${this.options.maxSessions} sessions; retry later.`,
-          ),
-        );
-      }
-      this.evictOldestOf(admission.tokenId);
-    }
-    const server = build();
-    // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
-    const fastCalls = new Map<string | number, AbortController>();
-    const cancelFastCalls = () => {
-      for (const call of fastCalls.values()) call.abort();
-      fastCalls.clear();
-    };
-    const transport = new WebStandardStreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      maxRequestBodySize: this.options.maxRequestBodySize,
-      onsessioninitialized: (id) => {
-        this.sessions.set(id, {
-          transport,
-          server,
+    const id = randomUUID();
+    if (this.shared) {
+      const params = (options.parsedBody as { params?: unknown }).params;
+      const admitted = await this.shared.store.admit(
+        {
+          id,
+          surface: this.shared.surface,
           owner,
           tokenId: admission.tokenId,
-          lastSeen: Date.now(),
-          fastCalls,
-        });
-        const ids = this.byToken.get(admission.tokenId) ?? new Set<string>();
-        ids.add(id);
-        this.byToken.set(admission.tokenId, ids);
-      },
-      onsessionclosed: (id) => {
-        this.forget(id);
-        cancelFastCalls();
-      },
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) this.forget(transport.sessionId);
-      cancelFastCalls();
-    };
-    await server.connect(transport);
-    return transport.handleRequest(request, options);
+          init: typeof params === 'object' && params !== null ? (params as Record<string, unknown>) : {},
+          logLevel: null,
+        },
+        cap.maxPerToken,
+        this.options.maxSessions,
+      );
+      if (!admitted.ok) return this.backstopRefusal();
+      for (const evicted of admitted.evicted) {
+        this.dropLocal(evicted);
+        this.options.onEvicted?.();
+      }
+    } else {
+      const mine = this.byToken.get(admission.tokenId)?.size ?? 0;
+      if (mine >= cap.maxPerToken) this.evictOldestOf(admission.tokenId);
+      else if (this.sessions.size >= this.options.maxSessions) {
+        // The backstop: room is made only from this token's own sessions, never another's.
+        if (mine === 0) return this.backstopRefusal();
+        this.evictOldestOf(admission.tokenId);
+      }
+    }
+    const { transport } = await this.open(id, owner, admission.tokenId, build, null);
+    const response = await transport.handleRequest(request, options);
+    // An initialize the SDK refused opened nothing: its shared row goes too.
+    if (!response.ok && this.shared && !this.sessions.has(id)) await this.shared.store.remove(id).catch(() => {});
+    return response;
   }
 
   /** Tells every live session its lists changed. */
@@ -196,25 +231,173 @@ export class LegacySessions {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    for (const off of this.unsubscribe.splice(0)) off();
     const all = [...this.sessions.values()];
     this.sessions.clear();
     this.byToken.clear();
+    // Closing this process's copies ends no shared session: another replica serves them next.
     await Promise.all(all.map((s) => s.transport.close().catch(() => {})));
+  }
+
+  /** How many live sessions `tokenId` holds in this process. */
+  countOf(tokenId: string): number {
+    return this.byToken.get(tokenId)?.size ?? 0;
+  }
+
+  /** How many live sessions `tokenId` holds: across the fleet when shared, else in this process. */
+  async fleetCountOf(tokenId: string): Promise<number> {
+    if (this.shared) return this.shared.store.countOf(this.shared.surface, tokenId);
+    return this.countOf(tokenId);
+  }
+
+  private backstopRefusal(): Response {
+    return refusal(
+      new GatehouseError(
+        'session_limit',
+        `The gateway holds its maximum of ${this.options.maxSessions} sessions; retry later.`,
+      ),
+    );
+  }
+
+  /** Counts as activity; a shared session's expiry is pushed forward at most every `touchEveryMs`. */
+  private seen(id: string, session: Session): void {
+    const now = Date.now();
+    session.lastSeen = now;
+    if (this.shared && now - session.lastWritten >= this.touchEveryMs) {
+      session.lastWritten = now;
+      void this.shared.store.touch(id, now).catch(() => {});
+    }
+  }
+
+  /**
+   * A server and transport for session `id`. The transport hands out `id` at the `initialize` it
+   * serves (the agent's, or the replayed one of a rebuild); the session is registered there.
+   */
+  private async open(
+    id: string,
+    owner: string,
+    tokenId: string,
+    build: () => Server,
+    logLevel: string | null,
+  ): Promise<{ transport: WebStandardStreamableHTTPServerTransport; server: Server }> {
+    const server = build();
+    // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
+    const fastCalls = new Map<string | number, AbortController>();
+    const cancelFastCalls = () => {
+      for (const call of fastCalls.values()) call.abort();
+      fastCalls.clear();
+    };
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => id,
+      maxRequestBodySize: this.options.maxRequestBodySize,
+      onsessioninitialized: (sessionId) => {
+        const now = Date.now();
+        this.sessions.set(sessionId, {
+          transport,
+          server,
+          owner,
+          tokenId,
+          lastSeen: now,
+          lastWritten: now,
+          logLevel,
+          fastCalls,
+        });
+        const ids = this.byToken.get(tokenId) ?? new Set<string>();
+        ids.add(sessionId);
+        this.byToken.set(tokenId, ids);
+      },
+      onsessionclosed: async (sessionId) => {
+        // DELETE: the agent ended its session, everywhere.
+        this.forget(sessionId);
+        cancelFastCalls();
+        await this.shared?.store.remove(sessionId).catch(() => {});
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId && this.sessions.get(transport.sessionId)?.transport === transport) {
+        this.forget(transport.sessionId);
+      }
+      cancelFastCalls();
+    };
+    await server.connect(transport);
+    return { transport, server };
+  }
+
+  /** Rebuilds shared session `id` here, if it lives in the store and `owner` opened it. */
+  private restore(id: string, owner: string, build: () => Server): Promise<Session | undefined> {
+    const shared = this.shared;
+    if (!shared) return Promise.resolve(undefined);
+    let pending = this.restoring.get(id);
+    if (!pending) {
+      pending = (async () => {
+        const row = await shared.store.get(id);
+        // Another token's (or another surface's) session is answered like one that never existed.
+        if (!row || row.owner !== owner || row.surface !== shared.surface) return undefined;
+        const { transport } = await this.open(id, owner, row.tokenId, build, row.logLevel);
+        // The agent's own handshake, replayed: the SDK negotiates the same version and records the same
+        // client capabilities and info as when the session opened. Its answer goes nowhere.
+        await this.replay(transport, {
+          jsonrpc: '2.0',
+          id: 'gatehouse-restore',
+          method: 'initialize',
+          params: row.init,
+        });
+        if (row.logLevel !== null) {
+          await this.replay(
+            transport,
+            {
+              jsonrpc: '2.0',
+              id: 'gatehouse-restore-level',
+              method: 'logging/setLevel',
+              params: { level: row.logLevel },
+            },
+            id,
+          );
+        }
+        const session = this.sessions.get(id);
+        if (session) session.lastWritten = Date.now();
+        return session;
+      })().finally(() => this.restoring.delete(id));
+      this.restoring.set(id, pending);
+    }
+    return pending;
+  }
+
+  private async replay(
+    transport: WebStandardStreamableHTTPServerTransport,
+    message: Record<string, unknown>,
+    sessionId?: string,
+  ): Promise<void> {
+    const headers: Record<string, string> = { ...REPLAY_HEADERS };
+    if (sessionId) headers['mcp-session-id'] = sessionId;
+    const response = await transport.handleRequest(new Request(REPLAY_URL, { method: 'POST', headers }), {
+      parsedBody: message,
+    });
+    await response.text().catch(() => '');
+  }
+
+  /** Drops this process's copy of a session ended elsewhere (or evicted here). */
+  private dropLocal(id: string): void {
+    const session = this.sessions.get(id);
+    if (!session) return;
+    this.forget(id);
+    void session.transport.close().catch(() => {});
+  }
+
+  /** After the message channel was down: drops copies of sessions that ended meanwhile. */
+  private async recheckAll(): Promise<void> {
+    if (!this.shared) return;
+    const gone = await this.shared.store.missing([...this.sessions.keys()]).catch(() => []);
+    for (const id of gone) this.dropLocal(id);
   }
 
   private sweep(): void {
     const cutoff = Date.now() - this.options.idleMs;
     for (const [id, session] of this.sessions) {
-      if (session.lastSeen < cutoff) {
-        this.forget(id);
-        void session.transport.close().catch(() => {});
-      }
+      // Shared: an idle copy here may be a session another replica serves; only its row's expiry ends it.
+      if (session.lastSeen < cutoff) this.dropLocal(id);
     }
-  }
-
-  /** How many live sessions `tokenId` holds. */
-  countOf(tokenId: string): number {
-    return this.byToken.get(tokenId)?.size ?? 0;
+    if (this.shared) void this.shared.store.sweep().catch(() => 0);
   }
 
   private forget(id: string): void {
@@ -233,8 +416,7 @@ export class LegacySessions {
       if (session && (!oldest || session.lastSeen < oldest[1].lastSeen)) oldest = [id, session];
     }
     if (oldest) {
-      this.forget(oldest[0]);
-      void oldest[1].transport.close().catch(() => {});
+      this.dropLocal(oldest[0]);
       this.options.onEvicted?.();
     }
   }

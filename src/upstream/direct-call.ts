@@ -14,6 +14,7 @@
 import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 import { boundStrings } from './bounds.js';
 import { answerInStreams } from './direct-stream.js';
 import { isPlainObject, isRequest, type Json, protocolError } from './direct-wire.js';
@@ -86,9 +87,10 @@ export function isNotification(message: Json): boolean {
 /** POSTs the call and returns the JSON-RPC response to it (a result or an error, unchecked). */
 export async function sendCall(exchange: Exchange, call: CallExchange): Promise<Json> {
   // The guard refuses redirects (none is followed, as on the SDK path) and caps the body.
+  const carrier = outgoingCarrier();
   const answer = await exchange(call.url, {
     method: 'POST',
-    headers: call.headers,
+    headers: carrier ? { ...call.headers, ...carrier } : call.headers,
     body: call.body,
     signal: call.signal,
   });

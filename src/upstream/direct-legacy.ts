@@ -12,6 +12,7 @@
  *   `notifications/cancelled`, so it stops the tool.
  */
 import { GatehouseError } from '../errors.js';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
@@ -68,6 +69,9 @@ export async function callLegacyDirect(
     post(notice, AbortSignal.timeout(CANCEL_WAIT_MS)).catch(() => {});
   };
   signal.addEventListener('abort', cancel, { once: true });
+  const carrier = outgoingCarrier();
+  const params: Json = args === undefined ? { name } : { name, arguments: args };
+  if (carrier) params._meta = carrier;
   try {
     const message = await sendCall(exchange, {
       url: target.url,
@@ -75,7 +79,7 @@ export async function callLegacyDirect(
       // The SDK's protocol layer spreads the request first, then `jsonrpc` and `id`: same bytes.
       body: JSON.stringify({
         method: 'tools/call',
-        params: args === undefined ? { name } : { name, arguments: args },
+        params,
         jsonrpc: '2.0',
         id,
       }),

@@ -9,6 +9,7 @@ import {
   LOG_LEVEL_META_KEY,
   PROTOCOL_VERSION_META_KEY,
 } from '@modelcontextprotocol/client';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
@@ -36,6 +37,7 @@ export async function callModernDirect(
     [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
     // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
     ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
+    ...outgoingCarrier(),
   };
   const message = await sendCall(exchange, {
     url: target.url,

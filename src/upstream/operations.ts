@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { CLIENT_CAPABILITIES_META_KEY, type Client, type Tool } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
@@ -82,7 +83,10 @@ export async function callBoundedTool(
   args: Record<string, unknown> | undefined,
   onProgress: CallOptions['onProgress'],
 ): Promise<BoundedCallResult> {
-  const result = await client.callTool(args === undefined ? { name } : { name, arguments: args }, {
+  const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
+  const carrier = outgoingCarrier();
+  if (carrier) params._meta = carrier;
+  const result = await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
     ...(onProgress && {
       onprogress: (progress) => {
@@ -119,6 +123,9 @@ export async function callInteractiveTool(
   if (inputCapabilities && client.getProtocolEra() === 'modern') {
     params._meta = { [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities };
   }
+  // The trace context in `_meta` too (tracing on): MCP's own carrier, read by servers on any transport.
+  const carrier = outgoingCarrier();
+  if (carrier) params._meta = { ...(params._meta as Record<string, unknown> | undefined), ...carrier };
   const result = (await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
     allowInputRequired: true,

@@ -11,6 +11,7 @@
  */
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
+import { inSpan } from '../telemetry/tracing.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
@@ -107,12 +108,23 @@ export class UpstreamPool {
     opts: CallOptions = {},
   ): Promise<BoundedCallResult> {
     const { exchange } = this.options;
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-      if (!exchange || !canCallDirectly(name, opts, connection.era)) {
-        return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
-      }
-      return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
-    });
+    return inSpan(
+      `tools/call ${name}`,
+      'client',
+      {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': name,
+        'server.address': hostOf(target.url),
+      },
+      () =>
+        this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
+          if (!exchange || !canCallDirectly(name, opts, connection.era)) {
+            return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
+          }
+          return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
+        }),
+    );
   }
 
   /**
@@ -126,13 +138,25 @@ export class UpstreamPool {
     opts: InteractiveCallOptions = {},
   ): Promise<InteractiveCallResult> {
     const { exchange } = this.options;
-    return this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-      const { era } = connection;
-      if (!exchange || !canCallDirectly(name, opts, era)) {
-        return traced(() => callInteractiveTool(client, deadline, name, args, opts));
-      }
-      return this.callDirectly(exchange, connection, deadline, name, args, opts);
-    });
+    // The upstream leg of a call's trace (tracing on); its context travels on as `traceparent`.
+    return inSpan(
+      `tools/call ${name}`,
+      'client',
+      {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': name,
+        'server.address': hostOf(target.url),
+      },
+      () =>
+        this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
+          const { era } = connection;
+          if (!exchange || !canCallDirectly(name, opts, era)) {
+            return traced(() => callInteractiveTool(client, deadline, name, args, opts));
+          }
+          return this.callDirectly(exchange, connection, deadline, name, args, opts);
+        }),
+    );
   }
 
   /**
@@ -459,4 +483,13 @@ const poolClosed = () =>
 
 function isSdkTimeout(error: unknown): boolean {
   return !findGatehouseError(error) && error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout;
+}
+
+/** The host of an upstream URL, for span attributes. */
+function hostOf(url: string | URL): string {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return '';
+  }
 }

@@ -11,6 +11,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { setMaxListeners } from 'node:events';
 import type { FetchLike } from '@modelcontextprotocol/client';
+import { outgoingCarrier } from '../telemetry/tracing.js';
 
 type RequestId = string | number;
 
@@ -120,6 +121,13 @@ export function tracedFetch(base: FetchLike): FetchLike {
       // Not a Node EventTarget (a foreign signal): nothing to quiet.
     }
     const scope = scopes.getStore();
+    // The W3C trace context of the call this request belongs to (tracing on).
+    const carrier = outgoingCarrier();
+    if (carrier && init) {
+      const headers = new Headers(init.headers);
+      for (const [key, value] of Object.entries(carrier)) headers.set(key, value);
+      init = { ...init, headers };
+    }
     const response = await base(url, init);
     if (scope?.requestId === undefined || !response.body || !response.ok || !isEventStream(response)) return response;
     const body = observeBody(response.body, (error) => {

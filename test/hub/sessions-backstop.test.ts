@@ -56,8 +56,9 @@ describe('session backstop', () => {
     const a2 = await open('a');
     expect(a2.status).toBe(200);
     expect([live.countOf('a'), live.countOf('b')]).toEqual([1, 1]);
-    expect(live.find(a1.id as string, 'a|*')).toBeUndefined();
-    expect(live.find(b1.id as string, 'b|*')).toBeDefined();
+    const build = () => new McpServer({ name: 'test', version: '1.0.0' }).server;
+    expect(await live.find(a1.id as string, 'a|*', build)).toBeUndefined();
+    expect(await live.find(b1.id as string, 'b|*', build)).toBeDefined();
     expect(evictions).toBe(1);
   });
 });

@@ -15,6 +15,7 @@ import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError, isErrorCode } from '../../errors.js';
 import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import type { Settings } from '../../settings/keys.js';
+import type { Store } from '../../store/db.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
 import { APPROVAL_STATUS_TOOL, Gate, type GateAnswer, type GatePorts } from '../gate.js';
@@ -49,6 +50,8 @@ export interface AdminSurfaceDeps extends GatePorts {
   app: FastifyInstance;
   grants: SurfaceGrants;
   approvals: ApprovalQueue;
+  /** Where 2025-era sessions are shared across replicas (PostgreSQL). */
+  store?: Store;
 }
 
 export interface AdminSurface {
@@ -165,6 +168,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
         ? undefined
         : new GatehouseError('not_found', 'No such MCP endpoint.'),
     buildServer: (principal) => buildServer(principal),
+    ...(deps.store ? { sessionStore: { store: deps.store, surface: 'admin' } } : {}),
   });
   endpoint.route(deps.app, '/mcp/admin', () => ({ kind: 'aggregate' }));
 

@@ -180,6 +180,7 @@ export function createHub(deps: HubDeps): Hub {
       return { maxPerToken: principal.maxSessions ?? settings['hub.maxSessionsPerToken'] };
     },
     onSessionEvicted: () => deps.onSessionEvicted?.(),
+    sessionStore: { store: deps.store, surface: 'hub' },
     ...(deps.config.hubFastPath
       ? {
           fastPath: (request, principal, scope, session) => {

@@ -17,6 +17,7 @@ import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { privateDatasetOf } from '../../memory/datasets.js';
 import type { Actor, MemoryEngine } from '../../memory/engine.js';
+import type { Store } from '../../store/db.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
 import { APPROVAL_STATUS_TOOL, type ApprovalCard, Gate, type GateAnswer, type GatePorts } from '../gate.js';
@@ -37,6 +38,8 @@ export interface MemorySurfaceDeps extends GatePorts {
   app: FastifyInstance;
   engine: MemoryEngine;
   approvals: ApprovalQueue;
+  /** Where 2025-era sessions are shared across replicas (PostgreSQL). */
+  store?: Store;
 }
 
 /** What one memory call comes to: an answer, or the approval it needs first. */
@@ -320,6 +323,7 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
         ? undefined
         : new GatehouseError('not_found', 'No such MCP endpoint.'),
     buildServer: (principal) => buildServer(principal),
+    ...(deps.store ? { sessionStore: { store: deps.store, surface: 'memory' } } : {}),
   });
   endpoint.route(deps.app, MEMORY_PATH, () => ({ kind: 'aggregate' }));
 

@@ -1,0 +1,207 @@
+/**
+ * 2025-era sessions in the shared store, so any replica on one PostgreSQL can serve a session another
+ * replica opened (and one that died opened): a row per session holds what rebuilding its server needs —
+ * the token and scope it is bound to, the `initialize` params (negotiated version, client capabilities
+ * and info) and the log level the agent set. Rows expire (`expires_at`, pushed forward at most every
+ * quarter of the idle time, so a busy session costs no write per request).
+ *
+ * The per-token cap counts rows here, under a per-token transaction lock, so it holds across the fleet.
+ * A session ended anywhere (DELETE, evicted to make room, expired) is announced on the
+ * `gatehouse_sessions` channel; every replica drops its in-process copy.
+ */
+import { sql } from 'kysely';
+import type { Store } from '../store/db.js';
+import { parseJson } from '../store/json.js';
+
+const CHANNEL = 'gatehouse_sessions';
+
+export interface SharedSessionRow {
+  id: string;
+  surface: string;
+  owner: string;
+  tokenId: string;
+  /** The `initialize` request's params, as the agent sent them. */
+  init: Record<string, unknown>;
+  logLevel: string | null;
+}
+
+export type Admission = { ok: true; evicted: string[] } | { ok: false };
+
+export class SharedSessionStore {
+  private readonly unsubscribe: () => void;
+  private readonly closedListeners = new Set<(id: string) => void>();
+  private readonly reconnectListeners = new Set<() => void>();
+
+  constructor(
+    private readonly store: Store,
+    readonly idleMs: number,
+  ) {
+    const off = store.subscribe(CHANNEL, (payload) => {
+      for (const id of payload.split(',')) {
+        if (id) for (const listener of this.closedListeners) listener(id);
+      }
+    });
+    const offReconnect = store.onReconnect(() => {
+      for (const listener of this.reconnectListeners) listener();
+    });
+    this.unsubscribe = () => {
+      off();
+      offReconnect();
+    };
+  }
+
+  /** Told of every session ended in any process (including this one). */
+  onClosed(listener: (id: string) => void): () => void {
+    this.closedListeners.add(listener);
+    return () => this.closedListeners.delete(listener);
+  }
+
+  /** Told when ends may have been missed (the LISTEN connection was down): check what is cached. */
+  onReconnect(listener: () => void): () => void {
+    this.reconnectListeners.add(listener);
+    return () => this.reconnectListeners.delete(listener);
+  }
+
+  /**
+   * Records a new session of `row.tokenId` if its cap allows: at the cap, its own least recently seen
+   * session gives way (returned in `evicted`); over the backstop with none of its own to give up, refused.
+   * One transaction under a per-token lock, so concurrent openings on several replicas cannot overshoot.
+   */
+  async admit(row: SharedSessionRow, maxPerToken: number, backstop: number): Promise<Admission> {
+    const now = Date.now();
+    const result = await this.store.db.transaction().execute(async (trx) => {
+      if (this.store.kind === 'postgres') {
+        await sql`select pg_advisory_xact_lock(hashtextextended(current_schema() || ':mcp_sessions:' || ${row.tokenId}, 0))`.execute(
+          trx,
+        );
+      }
+      const live = (q: typeof trx) =>
+        q.selectFrom('mcp_sessions').where('surface', '=', row.surface).where('expires_at', '>', now);
+      const mine = await live(trx)
+        .where('token_id', '=', row.tokenId)
+        .select(['id'])
+        .orderBy('last_seen', 'asc')
+        .orderBy('created_at', 'asc')
+        .execute();
+      const evicted: string[] = [];
+      if (mine.length >= maxPerToken) {
+        evicted.push(...mine.slice(0, mine.length - maxPerToken + 1).map((r) => r.id));
+      } else {
+        const total = await live(trx)
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirst();
+        if (Number(total?.n ?? 0) >= backstop) {
+          const first = mine[0];
+          if (!first) return { ok: false } as const;
+          evicted.push(first.id);
+        }
+      }
+      if (evicted.length > 0) await trx.deleteFrom('mcp_sessions').where('id', 'in', evicted).execute();
+      await trx
+        .insertInto('mcp_sessions')
+        .values({
+          id: row.id,
+          surface: row.surface,
+          owner: row.owner,
+          token_id: row.tokenId,
+          init: JSON.stringify(row.init),
+          log_level: row.logLevel,
+          created_at: now,
+          last_seen: now,
+          expires_at: now + this.idleMs,
+        })
+        .execute();
+      return { ok: true, evicted } as const;
+    });
+    if (result.ok && result.evicted.length > 0) await this.announce(result.evicted);
+    return result;
+  }
+
+  /** The live session `id`, if its row exists and has not expired. */
+  async get(id: string): Promise<SharedSessionRow | undefined> {
+    const row = await this.store.db
+      .selectFrom('mcp_sessions')
+      .selectAll()
+      .where('id', '=', id)
+      .where('expires_at', '>', Date.now())
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      id: row.id,
+      surface: row.surface,
+      owner: row.owner,
+      tokenId: row.token_id,
+      init: parseJson<Record<string, unknown>>(row.init, {}),
+      logLevel: row.log_level,
+    };
+  }
+
+  /** The ids among `ids` that no longer live in the store. */
+  async missing(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const present = new Set<string>();
+    for (let i = 0; i < ids.length; i += 500) {
+      const rows = await this.store.db
+        .selectFrom('mcp_sessions')
+        .select('id')
+        .where('id', 'in', ids.slice(i, i + 500))
+        .where('expires_at', '>', Date.now())
+        .execute();
+      for (const row of rows) present.add(row.id);
+    }
+    return ids.filter((id) => !present.has(id));
+  }
+
+  /** How many live sessions `tokenId` holds on `surface`, across the fleet. */
+  async countOf(surface: string, tokenId: string): Promise<number> {
+    const row = await this.store.db
+      .selectFrom('mcp_sessions')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('surface', '=', surface)
+      .where('token_id', '=', tokenId)
+      .where('expires_at', '>', Date.now())
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Pushes the session's expiry forward (it was seen at `at`). */
+  async touch(id: string, at: number): Promise<void> {
+    await this.store.db
+      .updateTable('mcp_sessions')
+      .set({ last_seen: at, expires_at: at + this.idleMs })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  async setLogLevel(id: string, level: string): Promise<void> {
+    await this.store.db.updateTable('mcp_sessions').set({ log_level: level }).where('id', '=', id).execute();
+  }
+
+  /** Ends a session everywhere: its row goes, and every replica drops its copy. */
+  async remove(id: string): Promise<void> {
+    await this.store.db.deleteFrom('mcp_sessions').where('id', '=', id).execute();
+    await this.announce([id]);
+  }
+
+  /** Deletes expired rows (any replica may; a row deleted twice is no harm). */
+  async sweep(): Promise<number> {
+    const result = await this.store.db
+      .deleteFrom('mcp_sessions')
+      .where('expires_at', '<=', Date.now())
+      .executeTakeFirst();
+    return Number(result.numDeletedRows ?? 0);
+  }
+
+  close(): void {
+    this.unsubscribe();
+    this.closedListeners.clear();
+    this.reconnectListeners.clear();
+  }
+
+  private async announce(ids: readonly string[]): Promise<void> {
+    // NOTIFY payloads stay under 8000 bytes: a UUID is 36 characters, so 150 ids a message.
+    for (let i = 0; i < ids.length; i += 150) {
+      await this.store.publish(CHANNEL, ids.slice(i, i + 150).join(',')).catch(() => {});
+    }
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * OpenTelemetry traces, on only when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is set:
+ * then the trace SDK and the OTLP/HTTP exporter are loaded (dynamic imports, so a gateway without
+ * them set loads and runs none of it) and every helper here records spans; otherwise each helper
+ * is one boolean test. The exporter reads the standard `OTEL_*` variables (headers, timeout,
+ * protocol); `OTEL_SERVICE_NAME` names the service (default `gatehouse`).
+ *
+ * A call's trace: the agent's W3C `traceparent` (HTTP header, or `_meta.traceparent` in the request)
+ * is the parent; the gate's span (`tools/call <name>`, kind SERVER) holds the verdict, the approval
+ * and the upstream call (`tools/call <tool>`, kind CLIENT), which carries the context on to the
+ * upstream as a `traceparent` header and in `_meta`. Span names and attributes follow the MCP and
+ * GenAI semantic conventions (`mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`, …).
+ */
+import {
+  type Attributes,
+  type Context,
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { VERSION } from '../version.js';
+
+let on = false;
+let provider: { forceFlush(): Promise<void>; shutdown(): Promise<void> } | undefined;
+
+/** Whether traces are recorded in this process. */
+export function tracingEnabled(): boolean {
+  return on;
+}
+
+/** Loads the SDK and starts exporting when the environment asks for it; idempotent. */
+export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+  if (on) return true;
+  if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return false;
+  const [{ NodeTracerProvider }, { BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }] =
+    await Promise.all([
+      import('@opentelemetry/sdk-trace-node'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+    ]);
+  const tracerProvider = new NodeTracerProvider({
+    resource: resourceFromAttributes({
+      'service.name': env.OTEL_SERVICE_NAME ?? 'gatehouse',
+      'service.version': VERSION,
+    }),
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+  });
+  // The AsyncLocalStorage context manager and the W3C trace-context propagator, process-wide.
+  tracerProvider.register();
+  provider = tracerProvider;
+  on = true;
+  return true;
+}
+
+/** Sends what is buffered (tests; shutdown). */
+export async function flushTracing(): Promise<void> {
+  await provider?.forceFlush();
+}
+
+/** Flushes and stops exporting; the process-wide registrations go too. */
+export async function stopTracing(): Promise<void> {
+  const current = provider;
+  provider = undefined;
+  on = false;
+  await current?.shutdown();
+  trace.disable();
+  context.disable();
+  propagation.disable();
+}
+
+const tracer = () => trace.getTracer('gatehouse', VERSION);
+
+/**
+ * The context an agent's request names as its parent: `_meta.traceparent` in the JSON-RPC body
+ * (MCP's own carrier) wins over the HTTP `traceparent` header. No valid one: a new trace.
+ */
+export function agentContext(headers: Record<string, unknown>, body: unknown): Context {
+  const carrier: Record<string, string> = {};
+  const header = headers.traceparent;
+  if (typeof header === 'string') carrier.traceparent = header;
+  const state = headers.tracestate;
+  if (typeof state === 'string') carrier.tracestate = state;
+  const meta = metaOf(body);
+  if (typeof meta?.traceparent === 'string') {
+    carrier.traceparent = meta.traceparent;
+    if (typeof meta.tracestate === 'string') carrier.tracestate = meta.tracestate;
+  }
+  return carrier.traceparent ? propagation.extract(ROOT_CONTEXT, carrier) : ROOT_CONTEXT;
+}
+
+function metaOf(body: unknown): Record<string, unknown> | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const params = (body as { params?: unknown }).params;
+  if (typeof params !== 'object' || params === null) return undefined;
+  const meta = (params as { _meta?: unknown })._meta;
+  return typeof meta === 'object' && meta !== null ? (meta as Record<string, unknown>) : undefined;
+}
+
+/** Runs `fn` with `parent` as the active context (when tracing is on). */
+export function withContext<T>(parent: Context, fn: () => T): T {
+  return on ? context.with(parent, fn) : fn();
+}
+
+/** Runs `fn` inside a span (a child of the active context); the span ends when `fn` settles. */
+export async function inSpan<T>(
+  name: string,
+  kind: 'server' | 'client' | 'internal',
+  attributes: Attributes,
+  fn: (span: Span | undefined) => Promise<T>,
+): Promise<T> {
+  if (!on) return fn(undefined);
+  const spanKind = kind === 'server' ? SpanKind.SERVER : kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL;
+  return tracer().startActiveSpan(name, { kind: spanKind, attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      span.setAttribute('error.type', (error as { code?: string }).code ?? (error as Error).name ?? 'Error');
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** The trace id of the active span (for the audit row), when tracing is on. */
+export function activeTraceId(): string | undefined {
+  if (!on) return undefined;
+  const id = trace.getActiveSpan()?.spanContext().traceId;
+  return id && id !== '00000000000000000000000000000000' ? id : undefined;
+}
+
+/** `traceparent` (and `tracestate`) of the active context, to carry on to an upstream; none when off. */
+export function outgoingCarrier(): Record<string, string> | undefined {
+  if (!on) return undefined;
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return carrier.traceparent ? carrier : undefined;
+}

@@ -1,0 +1,214 @@
+/**
+ * OpenTelemetry: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, a hub call exports one connected trace to an
+ * OTLP/HTTP receiver (a plain node http server here, reading the exporter's JSON): the agent's span
+ * (its `traceparent`, as an HTTP header or in `_meta`) → the gate's span (`tools/call <name>`, SERVER,
+ * with the verdict) → the upstream span (`tools/call <tool>`, CLIENT), whose context reached the
+ * upstream as a `traceparent` header and in `_meta`; the audit row carries the trace id.
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { flushTracing, stopTracing, tracingEnabled } from '../../src/telemetry/tracing.js';
+import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent } from '../helpers/agents.js';
+import { eventually } from '../helpers/eventually.js';
+import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Array<{ key: string; value: Record<string, unknown> }>;
+}
+
+/** Every span the receiver got, from OTLP/HTTP JSON export requests. */
+function spansOf(bodies: unknown[]): OtlpSpan[] {
+  const spans: OtlpSpan[] = [];
+  for (const body of bodies) {
+    for (const rs of (body as { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: OtlpSpan[] }> }> })
+      .resourceSpans ?? []) {
+      for (const ss of rs.scopeSpans ?? []) spans.push(...(ss.spans ?? []));
+    }
+  }
+  return spans;
+}
+
+const attribute = (span: OtlpSpan, key: string) => {
+  const value = span.attributes.find((a) => a.key === key)?.value;
+  return value ? Object.values(value)[0] : undefined;
+};
+
+/** OTLP span kinds: 2 SERVER, 3 CLIENT. */
+const SERVER = 2;
+const CLIENT = 3;
+
+describe('tracing', () => {
+  let receiver: Server;
+  const exports: unknown[] = [];
+  const contentTypes: string[] = [];
+  let gw: TestGateway;
+  let upstream: McpFixture;
+  let base: string;
+  let token: string;
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        contentTypes.push(String(req.headers['content-type']));
+        if (req.url === '/v1/traces') exports.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    gw = await startTestGateway(sqliteTarget, { GATEHOUSE_OPS_ENABLED: 'true' });
+    expect(tracingEnabled()).toBe(true);
+    expect(
+      (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
+    ).toBe(201);
+    const policy = await gw.request('PATCH', '/api/mcp/servers/files/tools', {
+      body: { mode: 'all', allow: ['echo'] },
+    });
+    expect(policy.statusCode).toBe(200);
+    expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
+    token = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'traced' } })).json().token;
+    base = await gw.listen();
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+    await upstream?.close();
+    await stopTracing();
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    await new Promise((resolve) => receiver?.close(resolve));
+  });
+
+  /** Waits for the spans of `traceId` that the test expects, after a flush. */
+  async function traceOf(traceId: string, count: number): Promise<OtlpSpan[]> {
+    let spans: OtlpSpan[] = [];
+    await eventually(async () => {
+      await flushTracing();
+      spans = spansOf(exports).filter((s) => s.traceId === traceId);
+      expect(spans.length).toBeGreaterThanOrEqual(count);
+    });
+    return spans;
+  }
+
+  /** The upstream's `tools/call` requests that carried `traceId` (header and `_meta`). */
+  function upstreamCarriers(traceId: string) {
+    return upstream.log.records
+      .filter((r) => r.rpcMethods.includes('tools/call') && r.body?.includes(traceId))
+      .map((r) => ({
+        header: r.headers.traceparent,
+        meta: (JSON.parse(r.body as string) as { params: { _meta?: { traceparent?: string } } }).params._meta
+          ?.traceparent,
+      }));
+  }
+
+  for (const carrier of ['header', '_meta'] as const) {
+    it(`connects agent → gate → upstream in one trace (agent context in the ${carrier})`, async () => {
+      const traceId = randomBytes(16).toString('hex');
+      const agentSpan = randomBytes(8).toString('hex');
+      const traceparent = `00-${traceId}-${agentSpan}-01`;
+      const agent = await connectAgent(`${base}/mcp`, token, {
+        era: 'modern',
+        ...(carrier === 'header' ? { headers: { traceparent } } : {}),
+      });
+      try {
+        const result = await agent.callTool({
+          name: 'files__echo',
+          arguments: { text: `traced-${carrier}` },
+          ...(carrier === '_meta' ? { _meta: { traceparent } } : {}),
+        });
+        expect((result.content as Array<{ text: string }>)[0]?.text).toBe(`traced-${carrier}`);
+      } finally {
+        await agent.close();
+      }
+      const spans = await traceOf(traceId, 2);
+      const gate = spans.find((s) => s.name === 'tools/call files__echo') as OtlpSpan;
+      expect(gate).toBeDefined();
+      expect(gate.kind).toBe(SERVER);
+      expect(gate.parentSpanId).toBe(agentSpan);
+      expect(attribute(gate, 'mcp.method.name')).toBe('tools/call');
+      expect(attribute(gate, 'gen_ai.tool.name')).toBe('files__echo');
+      expect(attribute(gate, 'gen_ai.operation.name')).toBe('execute_tool');
+      expect(attribute(gate, 'gatehouse.verdict')).toBe('allow');
+      const call = spans.find((s) => s.name === 'tools/call echo') as OtlpSpan;
+      expect(call).toBeDefined();
+      expect(call.kind).toBe(CLIENT);
+      expect(call.parentSpanId).toBe(gate.spanId);
+      // The upstream received the upstream span's context, as a header and in `_meta`.
+      const carried = upstreamCarriers(traceId);
+      expect(carried.length).toBeGreaterThanOrEqual(1);
+      for (const c of carried) {
+        expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+        expect(c.meta).toBe(`00-${traceId}-${call.spanId}-01`);
+      }
+      // The audit row leads to the trace.
+      const rows = await gw.gateway.store.db
+        .selectFrom('audit_events')
+        .select(['trace_id', 'tool'])
+        .where('kind', '=', 'call')
+        .where('trace_id', '=', traceId)
+        .execute();
+      expect(rows.map((r) => r.tool)).toEqual(['echo']);
+    });
+  }
+
+  it('traces a conduit call (/ops/call-tool) from the caller’s traceparent to the upstream', async () => {
+    const ops = (await gw.request('POST', '/api/tokens', { body: { role: 'ops', name: 'platform' } })).json().token;
+    const traceId = randomBytes(16).toString('hex');
+    const callerSpan = randomBytes(8).toString('hex');
+    const answer = await fetch(`${base}/ops/call-tool`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ops}`,
+        'content-type': 'application/json',
+        traceparent: `00-${traceId}-${callerSpan}-01`,
+      },
+      body: JSON.stringify({ url: upstream.url, name: 'echo', arguments: { text: 'via-conduit' } }),
+    });
+    expect(answer.status).toBe(200);
+    await answer.arrayBuffer();
+    const spans = await traceOf(traceId, 2);
+    const server = spans.find((s) => s.name === 'ops/call-tool') as OtlpSpan;
+    expect(server.kind).toBe(SERVER);
+    expect(server.parentSpanId).toBe(callerSpan);
+    const call = spans.find((s) => s.name === 'tools/call echo') as OtlpSpan;
+    expect(call.kind).toBe(CLIENT);
+    expect(call.parentSpanId).toBe(server.spanId);
+    const carried = upstreamCarriers(traceId);
+    expect(carried.length).toBeGreaterThanOrEqual(1);
+    for (const c of carried) {
+      expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+      expect(c.meta).toBe(`00-${traceId}-${call.spanId}-01`);
+    }
+  });
+
+  it('starts a trace of its own for an agent that sends no context, still connected to the upstream span', async () => {
+    const agent = await connectAgent(`${base}/mcp`, token, { era: 'legacy' });
+    try {
+      await agent.callTool({ name: 'files__echo', arguments: { text: 'untraced-agent' } });
+    } finally {
+      await agent.close();
+    }
+    let gate: OtlpSpan | undefined;
+    await eventually(async () => {
+      await flushTracing();
+      gate = spansOf(exports).find(
+        (s) => s.name === 'tools/call files__echo' && s.parentSpanId === undefined && attribute(s, 'gatehouse.verdict'),
+      );
+      expect(gate).toBeDefined();
+    });
+    const spans = await traceOf((gate as OtlpSpan).traceId, 2);
+    expect(spans.find((s) => s.name === 'tools/call echo')?.parentSpanId).toBe((gate as OtlpSpan).spanId);
+    expect(contentTypes.every((t) => t.startsWith('application/json'))).toBe(true);
+  });
+});
