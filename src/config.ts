@@ -415,6 +415,14 @@ export const SETTINGS = {
     description:
       'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
   },
+  stdioInstallTimeoutMs: {
+    env: 'GATEHOUSE_STDIO_INSTALL_TIMEOUT_MS',
+    flag: 'stdio-install-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 180_000,
+    description:
+      'Deadline of a stdio server’s first start (or test) before it has ever connected, when npx/uvx may be downloading its package; later starts use GATEHOUSE_LIST_TIMEOUT_MS. Runtime state: installing.',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -464,6 +472,7 @@ export interface Config {
   readonly headersTimeoutMs: number;
   readonly stdioSandbox: 'on' | 'off';
   readonly stdioSandboxUidBase: number;
+  readonly stdioInstallTimeoutMs: number;
   readonly nodeEnv: string;
 }
 

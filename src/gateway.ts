@@ -190,6 +190,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       sandboxFor: async (row, command) =>
         (await planner.prepare(row.id, command, parseJson<ServerOptions>(row.options, {}))).sandbox,
       timeoutMs: config.listTimeoutMs,
+      installTimeoutMs: config.stdioInstallTimeoutMs,
       onStderr: onChildOutput,
       // A running supervised server is tested over its own connection, not a second process.
       supervised: (id, fn) => supervisor.ifRunning(id, config.listTimeoutMs, fn),
@@ -219,6 +220,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       restartBaseMs: config.stdioRestartBaseMs,
       maxRestarts: config.stdioMaxRestarts,
       connectTimeoutMs: config.listTimeoutMs,
+      installTimeoutMs: config.stdioInstallTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
       planner,
     });
