@@ -10,6 +10,7 @@ import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
 import { SurfaceGrants } from './api/grants.js';
+import { importRoutes } from './api/import.js';
 import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
@@ -389,6 +390,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
         ...dashboardRoutes(),
+        ...importRoutes({ registry, settings }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.

@@ -9,6 +9,7 @@ import { addApprovalCommands } from './approvals.js';
 import { runConduit } from './conduit.js';
 import { addConnectCommands } from './connect/index.js';
 import { addDoctorCommand } from './doctor.js';
+import { addImportCommand } from './import.js';
 import { ApiError, formatApiError } from './rest-client.js';
 import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
@@ -86,6 +87,7 @@ export function buildCli(): Command {
   addConnectCommands(program, configFrom);
   addStdioBridgeCommand(program);
   addDoctorCommand(program, configFrom);
+  addImportCommand(program);
   return program;
 }
 

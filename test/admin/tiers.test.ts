@@ -28,6 +28,7 @@ const WIDENING_TOOLS = new Set([
   'memory_unit_delete',
   'memory_directive_delete',
   'memory_mental_model_delete',
+  'mcp_server_import', // registers and runs what a client's config names
 ]);
 
 /** Tools that read, or change something reversible within what was already approved. */
