@@ -71,6 +71,7 @@ const CONTAINED_TOOLS = new Set([
   'settings_get',
   'token_list',
   'mcp_server_config_write', // contained as a whole; its fields are classified below
+  'mcp_pins_quarantined',
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */
