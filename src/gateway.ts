@@ -14,6 +14,7 @@ import { importRoutes } from './api/import.js';
 import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
+import { overviewRoutes } from './api/overview.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
@@ -391,6 +392,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...readyRoutes(readiness),
         ...dashboardRoutes(),
         ...importRoutes({ registry, settings }),
+        ...overviewRoutes({ store }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.

@@ -72,6 +72,7 @@ const CONTAINED_TOOLS = new Set([
   'token_list',
   'mcp_server_config_write', // contained as a whole; its fields are classified below
   'mcp_pins_quarantined',
+  'audit_overview',
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */
