@@ -9,6 +9,7 @@ import { contextSection } from './context-section.js';
 import { fleetSection } from './fleet-section.js';
 import { hubSection } from './hub-section.js';
 import { memorySection } from './memory-section.js';
+import { overviewSection } from './overview-section.js';
 import { schemasSection } from './schemas-section.js';
 import { stdioSandboxSection } from './stdio-sandbox-section.js';
 import { stdioSection } from './stdio-section.js';
@@ -22,6 +23,7 @@ const SECTIONS: Record<string, () => Promise<string>> = {
   'stdio-sandbox': stdioSandboxSection,
   context: contextSection,
   fleet: fleetSection,
+  overview: overviewSection,
 };
 /** The whole run is bounded: past this, whatever is running is stopped and the run fails. */
 const RUN_LIMIT_MS = Number(process.env.BENCH_RUN_LIMIT_MS ?? 15 * 60_000);

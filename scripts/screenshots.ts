@@ -142,6 +142,9 @@ async function main(): Promise<void> {
     await nav('Activity');
     await page.locator('tbody tr').first().waitFor();
     await shoot(page, 'activity');
+    await nav('Overview');
+    await page.getByTestId('calls-chart').locator('canvas').waitFor();
+    await shoot(page, 'overview');
     await nav('Memory');
     await page.locator('[data-unit]').first().waitFor();
     await page.locator('[data-unit]').first().getByRole('button', { name: /^Open/ }).click();

@@ -483,6 +483,14 @@ export const SETTINGS = {
     default: false,
     description: 'Allow the OIDC provider on a private or loopback address (an identity provider inside the network).',
   },
+  stdioInstallTimeoutMs: {
+    env: 'GATEHOUSE_STDIO_INSTALL_TIMEOUT_MS',
+    flag: 'stdio-install-timeout-ms',
+    schema: positiveInt(3_600_000),
+    default: 180_000,
+    description:
+      'Deadline of a stdio server’s first start (or test) before it has ever connected, when npx/uvx may be downloading its package; later starts use GATEHOUSE_LIST_TIMEOUT_MS. Runtime state: installing.',
+  },
 } as const satisfies Record<string, SettingDef>;
 
 export type SettingKey = keyof typeof SETTINGS;
@@ -532,6 +540,7 @@ export interface Config {
   readonly headersTimeoutMs: number;
   readonly stdioSandbox: 'on' | 'off';
   readonly stdioSandboxUidBase: number;
+  readonly stdioInstallTimeoutMs: number;
   readonly nodeEnv: string;
   readonly oidcIssuer: string | undefined;
   readonly oidcClientId: string | undefined;

@@ -12,10 +12,12 @@ import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
 import { SurfaceGrants } from './api/grants.js';
+import { importRoutes } from './api/import.js';
 import { memoryRoutes } from './api/memory.js';
 import { metricsRoutes } from './api/metrics.js';
 import { opsRoutes } from './api/ops.js';
 import { overrideRoutes } from './api/overrides.js';
+import { overviewRoutes } from './api/overview.js';
 import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
@@ -214,6 +216,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       sandboxFor: async (row, command) =>
         (await planner.prepare(row.id, command, parseJson<ServerOptions>(row.options, {}))).sandbox,
       timeoutMs: config.listTimeoutMs,
+      installTimeoutMs: config.stdioInstallTimeoutMs,
       onStderr: onChildOutput,
       // A running supervised server is tested over its own connection, not a second process.
       supervised: (id, fn) => supervisor.ifRunning(id, config.listTimeoutMs, fn),
@@ -243,6 +246,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       restartBaseMs: config.stdioRestartBaseMs,
       maxRestarts: config.stdioMaxRestarts,
       connectTimeoutMs: config.listTimeoutMs,
+      installTimeoutMs: config.stdioInstallTimeoutMs,
       callTimeoutMs: config.callTimeoutMs,
       planner,
     });
@@ -450,6 +454,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...toolsetRoutes({ store, audit, events, hub: hub.registry }),
         ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
+        ...importRoutes({ registry, settings }),
+        ...overviewRoutes({ store }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.

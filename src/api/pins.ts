@@ -7,7 +7,14 @@ import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
-import { approvePin, getPin, listPinsPage, type PinApproval, type PinView } from '../policy/pin-store.js';
+import {
+  approvePin,
+  getPin,
+  listPinsPage,
+  listQuarantinedPage,
+  type PinApproval,
+  type PinView,
+} from '../policy/pin-store.js';
 import type { PinKind } from '../policy/pins.js';
 import { type DiffEntry, definitionDiff, type HiddenContentFlag, hiddenContentFlags } from '../policy/review.js';
 import { serverIdSchema } from '../registry/ids.js';
@@ -53,6 +60,24 @@ export interface PinRouteDeps {
 
 export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): RouteDeclaration[] {
   return [
+    defineRoute({
+      method: 'GET',
+      url: '/api/mcp/pins/quarantined',
+      summary:
+        "Every server's quarantined tools and prompts in one list (each with its server's id and name, the diff and hidden-content flags): the approvals inbox reads it in one request.",
+      scope: 'servers',
+      access: MANAGERS,
+      mcp: { tool: 'mcp_pins_quarantined', tier: 'autonomousRead' },
+      query: pageQuery,
+      async handler({ query }) {
+        const { pins, total } = await listQuarantinedPage(store.db, query);
+        return listAnswer(
+          'pins',
+          pins.map((p) => ({ ...reviewOf(p), serverId: p.serverId, serverName: p.serverName })),
+          total,
+        );
+      },
+    }),
     defineRoute({
       method: 'GET',
       url: '/api/mcp/servers/:id/pins',

@@ -18,7 +18,6 @@ import { join } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import type { Command } from 'commander';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
 import type { Config } from '../config.js';
 import { keyFilePath } from '../secrets/key.js';
 import { sealKeyFrom } from '../secrets/seal.js';
@@ -57,6 +56,7 @@ function reason(error: unknown): string {
 async function openReadOnly(config: Config): Promise<ReadOnlyStore | Check> {
   if (config.databaseUrl) {
     const location = redactUrl(config.databaseUrl);
+    const { default: pg } = await import('pg');
     const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: 5_000 });
     pool.on('error', () => {});
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });

@@ -9,6 +9,7 @@ import { addApprovalCommands } from './approvals.js';
 import { runConduit } from './conduit.js';
 import { addConnectCommands } from './connect/index.js';
 import { addDoctorCommand } from './doctor.js';
+import { addImportCommand } from './import.js';
 import { ApiError, formatApiError } from './rest-client.js';
 import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
@@ -88,6 +89,7 @@ export function buildCli(): Command {
   addStdioBridgeCommand(program);
   addDoctorCommand(program, configFrom);
   addToolsetCommands(program);
+  addImportCommand(program);
   return program;
 }
 

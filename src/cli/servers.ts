@@ -1,6 +1,8 @@
 /**
  * `gatehouse servers list|add|test|remove` change a running gateway through its REST API (`--url`, `--token`, or
- * `GATEHOUSE_URL`/`GATEHOUSE_CLI_TOKEN`); `servers export` is a bootstrap command that opens the store directly.
+ * `GATEHOUSE_URL`/`GATEHOUSE_CLI_TOKEN`), and so do the commands generated from the other server routes
+ * (`route-commands.ts`: config, policy, expose, enable, disable, auth, logs, …); `servers export` is a bootstrap
+ * command that opens the store directly.
  */
 import { open, readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline/promises';
@@ -13,6 +15,7 @@ import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
+import { addRouteCommands, serverRouteTools } from './route-commands.js';
 import { openCliStore } from './store-notice.js';
 
 type Flags = ClientFlags & { json?: boolean };
@@ -268,6 +271,13 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       print(`removed ${id}`);
     },
   );
+
+  // Every other route of one server, generated from its declaration (config, policy, expose, logs, …).
+  const taken = new Set([...servers.commands.map((c) => c.name()), 'export']);
+  addRouteCommands(servers, serverRouteTools(), taken, withClientFlags, {
+    client: (flags) => clientOf(flags as Flags),
+    print: (value) => printJson(value),
+  });
 
   servers
     .command('export')

@@ -213,6 +213,38 @@ export async function listPinsPage(
   return { pins: rows.map(toPinView), total: Number(total) };
 }
 
+/** Quarantined pins of every server, by server then kind and name, with the server's name: one page. */
+export async function listQuarantinedPage(
+  db: Kysely<Database>,
+  page: { limit: number; offset: number },
+): Promise<{ pins: (PinView & { serverId: string; serverName: string })[]; total: number }> {
+  const rows = await db
+    .selectFrom('tool_pins')
+    .innerJoin('servers', 'servers.id', 'tool_pins.server_id')
+    .selectAll('tool_pins')
+    .select('servers.name as server_name')
+    .where('tool_pins.state', '=', 'quarantined')
+    .orderBy('tool_pins.server_id')
+    .orderBy('tool_pins.kind', 'desc')
+    .orderBy('tool_pins.tool_name')
+    .limit(page.limit)
+    .offset(page.offset)
+    .execute();
+  const { total } = await db
+    .selectFrom('tool_pins')
+    .select((eb) => eb.fn.countAll<number>().as('total'))
+    .where('state', '=', 'quarantined')
+    .executeTakeFirstOrThrow();
+  return {
+    pins: rows.map(({ server_name, ...row }) => ({
+      ...toPinView(row),
+      serverId: row.server_id,
+      serverName: server_name,
+    })),
+    total: Number(total),
+  };
+}
+
 export interface PinApproval {
   tool: string;
   /** The hash pinned before (null for a tool that was never pinned: `new`). */

@@ -110,6 +110,8 @@ export function redactor(secrets: readonly string[]): (line: string) => string {
 export interface HandshakerOptions {
   poolFor(privateNetwork: boolean): UpstreamPool;
   timeoutMs: number;
+  /** Deadline of a stdio test of a record that never connected (its package may be downloading); default `timeoutMs`. */
+  installTimeoutMs?: number;
   /** Where a stdio child's stderr lines go (already redacted). */
   onStderr?: (serverId: string, line: string) => void;
   /** Checks a stdio server's command and gives its sandbox (undefined: unsandboxed); throws when it may not run. */
@@ -144,8 +146,10 @@ async function stdioHandshake(
   options: HandshakerOptions,
 ): Promise<HandshakeResult> {
   const redact = redactor(Object.values(connection.env));
-  const deadline = AbortSignal.timeout(options.timeoutMs);
   const era = rememberedEra(row);
+  // A first connect may be an `npx`/`uvx` download: killed mid-way, it leaves a half-written cache.
+  const timeoutMs = era === undefined ? Math.max(options.installTimeoutMs ?? 0, options.timeoutMs) : options.timeoutMs;
+  const deadline = AbortSignal.timeout(timeoutMs);
   const sandbox = await options.sandboxFor?.(row, connection.command);
   let spawned: StdioChild | undefined;
   const {
@@ -164,7 +168,7 @@ async function stdioHandshake(
       },
       sandbox,
     },
-    { timeoutMs: options.timeoutMs, signal: deadline, ...(era ? { era } : {}) },
+    { timeoutMs, signal: deadline, ...(era ? { era } : {}) },
   ).catch(async (error: unknown) => {
     throw sandbox?.network === 'none' ? await offlineFailure(row.id, error, spawned) : error;
   });

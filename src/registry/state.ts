@@ -7,7 +7,8 @@ import type { EgressGuard } from '../egress/index.js';
 import type { ServerView } from './records.js';
 
 export type UrlState = 'reachable' | 'unreachable' | 'disabled';
-export type StdioState = 'starting' | 'running' | 'stopping' | 'stopped' | 'crashed' | 'backoff';
+/** `installing`: a first start (no successful connect yet), under the install budget rather than the handshake deadline. */
+export type StdioState = 'installing' | 'starting' | 'running' | 'stopping' | 'stopped' | 'crashed' | 'backoff';
 
 const PROBE_TIMEOUT_MS = 1500;
 const CACHE_MS = 10_000;

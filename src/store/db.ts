@@ -17,7 +17,7 @@ import {
   SqliteDriver,
   sql,
 } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import { GatehouseError } from '../errors.js';
 import { LocalLocks, type Locks, PostgresLocks } from './locks.js';
 import { migrate } from './migrations.js';
@@ -283,9 +283,11 @@ export function redactUrl(url: string): string {
 }
 
 async function openPostgres(url: string): Promise<Store> {
+  // Loaded only for PostgreSQL: a SQLite gateway (the default) starts without it.
+  const { default: pgModule } = await import('pg');
   // int8 (counts, bigserial ids) as numbers: every value Gatehouse stores there is far below 2^53.
-  pg.types.setTypeParser(20, (value: string) => Number(value));
-  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
+  pgModule.types.setTypeParser(20, (value: string) => Number(value));
+  const pool = new pgModule.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
   pool.on('error', () => {}); // an idle client's failure surfaces on the next query instead of crashing
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   try {
@@ -313,7 +315,7 @@ async function openPostgres(url: string): Promise<Store> {
   };
   const listen = async (): Promise<void> => {
     if (closed) return;
-    const client = new pg.Client({ connectionString: url });
+    const client = new pgModule.Client({ connectionString: url });
     client.on('notification', (message) => {
       if (message.channel === CHANGE_CHANNEL) {
         const topic = message.payload as ChangeTopic;

@@ -12,7 +12,7 @@
  * stops its work then. Generic on purpose: list watches (one watcher per upstream) and token
  * refreshes (one refresh per grant) both use it.
  */
-import pg from 'pg';
+import type pg from 'pg';
 
 export interface LockHandle {
   readonly key: string;
@@ -142,16 +142,21 @@ export class PostgresLocks extends BaseLocks {
 
   private connection(): Promise<pg.Client> {
     if (!this.client) {
-      const client = new pg.Client({
-        connectionString: this.url,
-        keepAlive: true,
-        application_name: 'gatehouse-locks',
+      let opened: Promise<pg.Client> | undefined;
+      const lost = () => opened && this.lost(opened);
+      // Loaded only for PostgreSQL (see db.ts).
+      opened = import('pg').then(async ({ default: pgModule }) => {
+        const client = new pgModule.Client({
+          connectionString: this.url,
+          keepAlive: true,
+          application_name: 'gatehouse-locks',
+        });
+        client.on('error', lost);
+        client.on('end', lost);
+        await client.connect();
+        return client;
       });
-      const opened = client.connect().then(() => client);
       this.client = opened;
-      const lost = () => this.lost(opened);
-      client.on('error', lost);
-      client.on('end', lost);
       opened.catch(lost);
       this.heartbeat ??= setInterval(() => void this.check(), this.heartbeatMs);
       this.heartbeat.unref();

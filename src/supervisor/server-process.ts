@@ -32,6 +32,8 @@ const RELISTEN_STABLE_MS = 60_000;
 /** A crash after this long running does not count towards the cap (the count starts afresh). */
 const STABLE_AFTER_MS = 60_000;
 const MAX_BACKOFF_MS = 60_000;
+/** While a first start installs, how often the events say it is still going. */
+const INSTALL_PROGRESS_MS = 10_000;
 
 export interface Live {
   client: Client;
@@ -158,6 +160,7 @@ export class ServerProcess {
     this.setState('starting');
     let live: Live;
     let spawned: StdioChild | undefined;
+    let progress: NodeJS.Timeout | undefined;
     try {
       const row = await this.sup.options.records.getRow(this.id);
       if (row.transport !== 'stdio') throw notStdio(this.id);
@@ -191,6 +194,15 @@ export class ServerProcess {
       }
       const redact = redactor(Object.values(connection.env));
       const era = rememberedEra(row);
+      // Never connected since its command was set: `npx`/`uvx` may be fetching the package, and a
+      // handshake deadline that kills the download mid-way leaves a half-written cache behind.
+      const { connectTimeoutMs, installTimeoutMs = connectTimeoutMs } = this.sup.options;
+      const install = era === undefined && installTimeoutMs > connectTimeoutMs;
+      const timeoutMs = install ? installTimeoutMs : connectTimeoutMs;
+      if (install) {
+        this.setState('installing');
+        progress = this.installProgress(installTimeoutMs);
+      }
       const onExit = (info: ExitInfo) => {
         // `live` is set before any exit can be observed by the caller of connectStdio.
         queueMicrotask(() => this.exited(info));
@@ -213,7 +225,7 @@ export class ServerProcess {
           sandbox: launch.sandbox,
         },
         {
-          timeoutMs: this.sup.options.connectTimeoutMs,
+          timeoutMs,
           signal: abort.signal,
           ...(era ? { era } : {}),
           onError: (error) => this.sup.options.logger.debug({ server: this.id, err: error }, 'stdio client error'),
@@ -254,6 +266,8 @@ export class ServerProcess {
       }
       this.crashed(`Start failed: ${failure.message}`, spawned?.recentStderr() ?? []);
       throw failure;
+    } finally {
+      if (progress) clearInterval(progress);
     }
     this.startAbort = undefined;
     this.idleStopped = false;
@@ -271,6 +285,26 @@ export class ServerProcess {
     this.handshake = (this.sup.options.onStarted?.(this.id) ?? Promise.resolve()).catch(() => {});
     if (!live.child.running) queueMicrotask(() => live.child.exitInfo && this.exited(live.child.exitInfo));
     return live;
+  }
+
+  /** Says on the events that a first start is installing, then every few seconds that it still is. */
+  private installProgress(budgetMs: number): NodeJS.Timeout {
+    const since = Date.now();
+    this.sup.note(
+      this.id,
+      'process',
+      `First start: installing (allowing up to ${Math.round(budgetMs / 1000)} s before the handshake, GATEHOUSE_STDIO_INSTALL_TIMEOUT_MS).`,
+      { state: 'installing', budgetMs },
+    );
+    const timer = setInterval(() => {
+      const elapsedS = Math.round((Date.now() - since) / 1000);
+      this.sup.note(this.id, 'process', `Still installing (${elapsedS} s of ${Math.round(budgetMs / 1000)} s).`, {
+        state: 'installing',
+        elapsedS,
+      });
+    }, INSTALL_PROGRESS_MS);
+    timer.unref();
+    return timer;
   }
 
   /**

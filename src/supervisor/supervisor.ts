@@ -39,6 +39,11 @@ export interface SupervisorOptions {
   maxRestarts: number;
   /** Deadline of a start (spawn + MCP connect). */
   connectTimeoutMs: number;
+  /**
+   * Deadline of a first start (the record never connected: `npx`/`uvx` may be downloading the package);
+   * never shorter than `connectTimeoutMs`. Default: `connectTimeoutMs`.
+   */
+  installTimeoutMs?: number;
   callTimeoutMs: number;
   /** Allowed commands and the sandbox of each child. */
   planner: SandboxPlanner;

@@ -30,6 +30,7 @@ const WIDENING_TOOLS = new Set([
   'memory_mental_model_delete',
   'toolset_delete', // destructive: the toolset's agents lose their surface
   'mcp_server_override_delete', // a fixed argument becomes the agent's to choose
+  'mcp_server_import', // registers and runs what a client's config names
 ]);
 
 /** Tools that read, or change something reversible within what was already approved. */
@@ -81,6 +82,8 @@ const CONTAINED_TOOLS = new Set([
   'mcp_server_override_list',
   'mcp_server_override_get',
   'mcp_server_override_set', // contained as a whole; its fields are classified below
+  'mcp_pins_quarantined',
+  'audit_overview',
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */

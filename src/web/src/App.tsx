@@ -24,13 +24,15 @@ import {
 import { Discover } from './Discover';
 import { ServerDrawer } from './drawer';
 import { MEMORY_OFF_REASON, Memory } from './memory';
+import { Overview } from './Overview';
 import { Servers } from './Servers';
 import { Settings } from './Settings';
 import { Toolsets } from './Toolsets';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
 
-type View = 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings' | 'toolsets';
+type View = 'overview' | 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings' | 'toolsets';
 const VIEWS: { id: View; label: string }[] = [
+  { id: 'overview', label: 'Overview' },
   { id: 'servers', label: 'Servers' },
   { id: 'discover', label: 'Discover' },
   { id: 'approvals', label: 'Approvals' },
@@ -370,6 +372,7 @@ function Shell({
           </div>
         )}
         <main id="main" tabIndex={-1}>
+          {view === 'overview' && <Overview />}
           {view === 'servers' && <Servers />}
           {view === 'discover' && <Discover />}
           {view === 'approvals' && <Approvals />}

@@ -4,7 +4,7 @@
  * definition diff and hidden-content flags; approving re-pins).
  */
 import { useState } from 'react';
-import { type Approval, api, type DiffEntry, enc, errorText, type Pin, type ServerView } from './api';
+import { type Approval, api, type DiffEntry, enc, errorText, type Pin } from './api';
 import {
   Empty,
   ErrorBox,
@@ -25,17 +25,10 @@ interface QuarantinedTool extends Pin {
   serverName: string;
 }
 
+/** One request for every server's quarantined tools (not one per server), the first 500 of them. */
 async function loadQuarantine(signal: AbortSignal): Promise<QuarantinedTool[]> {
-  const { servers } = await api<{ servers: ServerView[] }>('/api/mcp/servers?limit=500', { signal });
-  const perServer = await Promise.all(
-    servers.map(async (server) => {
-      const { pins } = await api<{ pins: Pin[] }>(`/api/mcp/servers/${enc(server.id)}/pins?limit=500`, { signal });
-      return pins
-        .filter((p) => p.state === 'quarantined')
-        .map((p) => ({ ...p, serverId: server.id, serverName: server.name }));
-    }),
-  );
-  return perServer.flat();
+  const { pins } = await api<{ pins: QuarantinedTool[] }>('/api/mcp/pins/quarantined?limit=500', { signal });
+  return pins;
 }
 
 export function Approvals() {
@@ -51,7 +44,8 @@ export function Approvals() {
   }, 150);
   const refreshQuarantine = useDebounced(quarantine.reload, 150);
   useLive(['approval.'], refreshApprovals);
-  useLive(['tool.quarantined', 'tool.approved', 'server.changed', 'server.status'], refreshQuarantine);
+  // Only what changes the quarantine (a server's status changing does not).
+  useLive(['tool.quarantined', 'tool.approved', 'server.changed'], refreshQuarantine);
 
   const decided = (recent.data?.approvals ?? []).filter((a) => a.status !== 'pending');
   return (

@@ -23,9 +23,24 @@ function statusText(s: { status: string; lastError: string | null; enabled: bool
   return s.status === 'unknown' ? 'not tested' : s.status;
 }
 
+const PAGE = 500;
+
+/** Every server, page by page (a list answer holds at most 500): ceil(total / 500) requests. */
+export async function loadAllServers(signal: AbortSignal): Promise<{ servers: ServerView[]; total: number }> {
+  const servers: ServerView[] = [];
+  for (;;) {
+    const page = await api<{ servers: ServerView[]; total: number }>(
+      `/api/mcp/servers?limit=${PAGE}&offset=${servers.length}`,
+      { signal },
+    );
+    servers.push(...page.servers);
+    if (page.servers.length === 0 || servers.length >= page.total) return { servers, total: page.total };
+  }
+}
+
 export function Servers() {
   const { openServer } = useSession();
-  const servers = useAsync(() => api<{ servers: ServerView[]; total: number }>('/api/mcp/servers?limit=500'), []);
+  const servers = useAsync(loadAllServers, []);
   const refresh = useDebounced(servers.reload, 250);
   useLive(['server.', 'tool.quarantined', 'tool.approved'], refresh);
   const [query, setQuery] = useState('');

@@ -1,0 +1,168 @@
+/**
+ * What an import of a client's server list would do, entry by entry: register (stdio or HTTP; the names
+ * of env and header values that will be sealed — values are never shown), skip a duplicate of an
+ * installed server, or refuse with the reason (a command `stdio.allowedCommands` does not list, an SSE-only
+ * server, an entry that is Gatehouse itself, one that cannot be read). Pure: the route gives it what is
+ * installed and the allowed commands.
+ */
+
+import { commandAllowed } from '../policy/commands.js';
+import { deriveServerId, serverIdSchema } from '../registry/ids.js';
+import type { NewServer } from '../registry/records.js';
+import { type ClientEntry, clientEntrySchema } from './clients.js';
+
+export type ImportAction = 'register' | 'duplicate' | 'refused';
+
+export interface ImportItem {
+  /** The entry's name in the client's file. */
+  name: string;
+  /** The server id it gets (or has, for a duplicate). */
+  id: string | null;
+  transport: 'stdio' | 'streamable-http' | null;
+  /** The URL, or the command line. */
+  target: string | null;
+  action: ImportAction;
+  reason?: string;
+  /** Env variables and headers whose literal values are sealed on registration (names only). */
+  sealed: { env: string[]; headers: string[] };
+  warnings: string[];
+  /** What `registry.install` gets; never sent back. */
+  server?: NewServer;
+}
+
+export interface Installed {
+  id: string;
+  url: string | null;
+  command: string | null;
+  args: string[];
+}
+
+/** `${VAR}`, `${env:VAR}`, `${input:x}`: a value the client fills in, which Gatehouse cannot know. */
+const PLACEHOLDER = /\$\{[^}]*\}/;
+
+function sameCommand(a: Installed, command: string, args: readonly string[]): boolean {
+  return a.command === command && a.args.length === args.length && a.args.every((v, i) => v === args[i]);
+}
+
+function literals(values: Record<string, string> | undefined, what: string, warnings: string[]) {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(values ?? {})) {
+    if (PLACEHOLDER.test(value)) {
+      warnings.push(
+        `${what} ${name} is filled in by the client (${value.match(PLACEHOLDER)?.[0]}); set it afterwards with gatehouse servers config.`,
+      );
+    } else kept[name] = value;
+  }
+  return kept;
+}
+
+export function planImport(
+  entries: Record<string, unknown>,
+  installed: readonly Installed[],
+  allowedCommands: readonly string[],
+): ImportItem[] {
+  const items: ImportItem[] = [];
+  const taken = new Set(installed.map((s) => s.id));
+  for (const [name, raw] of Object.entries(entries)) {
+    const refuse = (reason: string, partial: Partial<ImportItem> = {}): void => {
+      items.push({
+        name,
+        id: null,
+        transport: null,
+        target: null,
+        sealed: { env: [], headers: [] },
+        warnings: [],
+        ...partial,
+        action: 'refused',
+        reason,
+      });
+    };
+    const parsed = clientEntrySchema.safeParse(raw);
+    if (!parsed.success) {
+      refuse(`unreadable entry: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+      continue;
+    }
+    const entry: ClientEntry = parsed.data;
+    const url = entry.url ?? entry.serverUrl;
+    const transport: ImportItem['transport'] = entry.command ? 'stdio' : url ? 'streamable-http' : null;
+    const target = entry.command ? [entry.command, ...(entry.args ?? [])].join(' ') : (url ?? null);
+    const shown = { transport, target };
+    if (!transport) {
+      refuse('neither a command nor a url', shown);
+      continue;
+    }
+    if (entry.type === 'sse') {
+      refuse('an SSE-only server (the old HTTP+SSE transport); Gatehouse speaks Streamable HTTP', shown);
+      continue;
+    }
+    if (name.toLowerCase() === 'gatehouse' || (entry.args?.includes('stdio') && entry.args.includes('--url'))) {
+      refuse('this entry is Gatehouse itself', shown);
+      continue;
+    }
+    let id: string;
+    try {
+      id = serverIdSchema.parse(deriveServerId(name));
+    } catch {
+      refuse('no server id can be derived from its name', shown);
+      continue;
+    }
+    const duplicate = installed.find((s) =>
+      transport === 'stdio' ? sameCommand(s, entry.command as string, entry.args ?? []) : s.url === url,
+    );
+    if (duplicate || taken.has(id)) {
+      items.push({
+        name,
+        id: duplicate?.id ?? id,
+        ...shown,
+        action: 'duplicate',
+        reason: duplicate ? `already installed as ${duplicate.id}` : `the id ${id} is taken`,
+        sealed: { env: [], headers: [] },
+        warnings: [],
+      });
+      continue;
+    }
+    if (transport === 'stdio' && !commandAllowed(entry.command as string, allowedCommands)) {
+      refuse(
+        `the command "${entry.command}" is not in stdio.allowedCommands (${allowedCommands.join(', ') || 'nothing'}); an admin may add it`,
+        shown,
+      );
+      continue;
+    }
+    if (transport === 'streamable-http' && !URL.canParse(url as string)) {
+      refuse('its url is not an absolute URL', shown);
+      continue;
+    }
+    const warnings: string[] = [];
+    const env = literals(entry.env, 'env', warnings);
+    const headers = literals(entry.headers, 'header', warnings);
+    if (entry.disabled) warnings.push('disabled in the client: registered disabled');
+    if (transport === 'streamable-http') {
+      const host = new URL(url as string).hostname;
+      if (/^(localhost|127\.|\[::1\]|::1)/.test(host)) {
+        warnings.push(
+          `a loopback address: an admin allows it with gatehouse servers config ${id} --private-network true`,
+        );
+      }
+    }
+    taken.add(id);
+    items.push({
+      name,
+      id,
+      ...shown,
+      action: 'register',
+      sealed: { env: Object.keys(env), headers: Object.keys(headers) },
+      warnings,
+      server: {
+        id,
+        name,
+        transport,
+        ...(transport === 'stdio'
+          ? { command: entry.command as string, args: entry.args ?? [], env }
+          : { url: url as string, headers }),
+        ...(entry.disabled ? { enabled: false } : {}),
+        sourceKind: 'import',
+      } as NewServer,
+    });
+  }
+  return items;
+}

