@@ -26,6 +26,7 @@ import { isSettingName, SETTING_KEYS } from '../settings/keys.js';
 import { redactUrl } from '../store/db.js';
 import { LATEST_MIGRATION } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
+import { oidcCheck } from './doctor-oidc.js';
 import { sandboxCheck } from './doctor-sandbox.js';
 
 export type Level = 'ok' | 'warn' | 'fail';
@@ -460,6 +461,7 @@ export async function runDoctor(config: Config): Promise<{ location: string; che
     await guarded('tokens', () => tokenCheck(store, config));
     await guarded('servers', () => serverChecks(store));
     await guarded('settings', () => settingsCheck(store));
+    await guarded('oidc issuer', async () => (await oidcCheck(config)) ?? []);
   } finally {
     await store.close().catch(() => {});
   }

@@ -14,6 +14,7 @@ import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
 import { addStdioBridgeCommand } from './stdio-bridge.js';
 import { addTokenCommands } from './token.js';
+import { addUserCommands } from './users.js';
 
 /**
  * Adds one `--flag` per setting, so every setting can be given on the command line; a boolean gets
@@ -80,6 +81,7 @@ export function buildCli(): Command {
   });
 
   addTokenCommands(program, configFrom);
+  addUserCommands(program, configFrom);
   addServerCommands(program, configFrom);
   addApprovalCommands(program);
   addAdminCommands(program);

@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import type { Role } from '../identity/index.js';
 import { TokenStore } from '../store/tokens.js';
+import { UserStore } from '../store/users.js';
 import { openCliStore } from './store-notice.js';
 
 const ROLES: readonly Role[] = ['admin', 'operator', 'agent', 'ops'];
@@ -31,20 +32,47 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
       .description('Create a token; it is printed once.')
       .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
       .requiredOption('--name <name>', 'who or what uses it, e.g. claude-laptop')
-      .option('--groups <groups>', 'agent groups, comma-separated (default: default)'),
-  ).action(async (flags: { role: string; name: string; groups?: string; dataDir?: string; databaseUrl?: string }) => {
-    if (!ROLES.includes(flags.role as Role)) {
-      throw new GatehouseError('validation_error', `--role must be one of ${ROLES.join(', ')}.`);
-    }
-    const groups = flags.groups
-      ?.split(',')
-      .map((g) => g.trim())
-      .filter(Boolean);
-    const created = await withTokens(configOf(flags), (tokens) =>
-      tokens.create({ name: flags.name, role: flags.role as Role, groups, source: 'cli' }),
-    );
-    process.stdout.write(`${JSON.stringify({ ...publicToken(created.record), token: created.token }, null, 2)}\n`);
-  });
+      .option('--groups <groups>', 'agent groups, comma-separated (default: default)')
+      .option('--user <user>', 'the user (id or name) who owns it'),
+  ).action(
+    async (flags: {
+      role: string;
+      name: string;
+      groups?: string;
+      user?: string;
+      dataDir?: string;
+      databaseUrl?: string;
+    }) => {
+      if (!ROLES.includes(flags.role as Role)) {
+        throw new GatehouseError('validation_error', `--role must be one of ${ROLES.join(', ')}.`);
+      }
+      const groups = flags.groups
+        ?.split(',')
+        .map((g) => g.trim())
+        .filter(Boolean);
+      const store = await openCliStore(configOf(flags));
+      let created: Awaited<ReturnType<TokenStore['create']>>;
+      try {
+        let userId: string | undefined;
+        if (flags.user) {
+          const owner = await new UserStore(store).find(flags.user);
+          if (!owner)
+            throw new GatehouseError('not_found', `No user ${flags.user} (or the name is shared: use the id).`);
+          userId = owner.id;
+        }
+        created = await new TokenStore(store).create({
+          name: flags.name,
+          role: flags.role as Role,
+          groups,
+          source: 'cli',
+          userId,
+        });
+      } finally {
+        await store.close();
+      }
+      process.stdout.write(`${JSON.stringify({ ...publicToken(created.record), token: created.token }, null, 2)}\n`);
+    },
+  );
 
   storeFlags(token.command('list').description('List live tokens (never the tokens themselves).')).action(
     async (flags: { dataDir?: string; databaseUrl?: string }) => {
