@@ -222,11 +222,6 @@ export const ERROR_CATALOGUE = {
   },
   // Users and dashboard sign-in (issue 17)
   'user.name_taken': { status: 409, mcp: 'result', message: 'A user with that name already exists.' },
-  'user.last_admin': {
-    status: 409,
-    mcp: 'result',
-    message: 'This is the last enabled admin user; make another admin first.',
-  },
   'auth.csrf_failed': {
     status: 403,
     mcp: 'result',

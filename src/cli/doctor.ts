@@ -26,6 +26,7 @@ import { redactUrl } from '../store/db.js';
 import { LATEST_MIGRATION } from '../store/migrations.js';
 import type { Database } from '../store/schema.js';
 import { issuerCheck, signingKeysCheck } from './doctor-oauth.js';
+import { oidcCheck } from './doctor-oidc.js';
 import { sandboxCheck } from './doctor-sandbox.js';
 
 export type Level = 'ok' | 'warn' | 'fail';
@@ -463,6 +464,7 @@ export async function runDoctor(config: Config): Promise<{ location: string; che
     await guarded('settings', () => settingsCheck(store));
     checks.push(issuerCheck(config));
     await guarded('oauth signing keys', () => signingKeysCheck(store.db, config));
+    await guarded('oidc issuer', async () => (await oidcCheck(config)) ?? []);
   } finally {
     await store.close().catch(() => {});
   }

@@ -16,6 +16,7 @@ import { addServerCommands } from './servers.js';
 import { addStdioBridgeCommand } from './stdio-bridge.js';
 import { addTokenCommands } from './token.js';
 import { addToolsetCommands } from './toolsets.js';
+import { addUserCommands } from './users.js';
 
 /**
  * Adds one `--flag` per setting, so every setting can be given on the command line; a boolean gets
@@ -82,6 +83,7 @@ export function buildCli(): Command {
   });
 
   addTokenCommands(program, configFrom);
+  addUserCommands(program, configFrom);
   addServerCommands(program, configFrom);
   addApprovalCommands(program);
   addAdminCommands(program);

@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import { type Role, toolViewValue } from '../identity/index.js';
 import { TokenStore } from '../store/tokens.js';
+import { UserStore } from '../store/users.js';
 import { openCliStore } from './store-notice.js';
 
 const ROLES: readonly Role[] = ['admin', 'operator', 'agent', 'ops'];
@@ -14,6 +15,7 @@ type TokenCreateFlags = {
   name: string;
   groups?: string;
   toolView?: string;
+  user?: string;
   dataDir?: string;
   databaseUrl?: string;
 };
@@ -44,7 +46,8 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
       .option(
         '--tool-view <view>',
         'what /mcp lists to the agent: all, search or toolset:<name> (default: hub.toolView)',
-      ),
+      )
+      .option('--user <user>', 'the user (id or name) who owns it'),
   ).action(async (flags: TokenCreateFlags) => {
     if (!ROLES.includes(flags.role as Role)) {
       throw new GatehouseError('validation_error', `--role must be one of ${ROLES.join(', ')}.`);
@@ -59,9 +62,26 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
       ?.split(',')
       .map((g) => g.trim())
       .filter(Boolean);
-    const created = await withTokens(configOf(flags), (tokens) =>
-      tokens.create({ name: flags.name, role: flags.role as Role, groups, toolView: toolView?.data, source: 'cli' }),
-    );
+    const store = await openCliStore(configOf(flags));
+    let created: Awaited<ReturnType<TokenStore['create']>>;
+    try {
+      let userId: string | undefined;
+      if (flags.user) {
+        const owner = await new UserStore(store).find(flags.user);
+        if (!owner) throw new GatehouseError('not_found', `No user ${flags.user} (or the name is shared: use the id).`);
+        userId = owner.id;
+      }
+      created = await new TokenStore(store).create({
+        name: flags.name,
+        role: flags.role as Role,
+        groups,
+        toolView: toolView?.data,
+        source: 'cli',
+        userId,
+      });
+    } finally {
+      await store.close();
+    }
     process.stdout.write(`${JSON.stringify({ ...publicToken(created.record), token: created.token }, null, 2)}\n`);
   });
 

@@ -8,7 +8,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
-import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
@@ -186,15 +186,11 @@ describe('users, sessions and sign-in', () => {
 
   it('cookies are Secure when the public address is not loopback', async () => {
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_PUBLIC_URL: 'https://gate.example.com' });
-    const response = await gw.request('POST', '/auth/session', { token: null, body: { token: gwAdminToken() } });
+    const response = await gw.request('POST', '/auth/session', { token: null, body: { token: TEST_ADMIN_TOKEN } });
     expect(cookiesOf(response).gatehouse_session?.attrs).toContain('Secure');
     expect(cookiesOf(response).gatehouse_csrf?.attrs).toContain('Secure');
   });
 });
-
-function gwAdminToken(): string {
-  return 'gh_test-admin-token-0123456789abcdef';
-}
 
 describe('a user and their agents through the gate', () => {
   let gw: TestGateway;
