@@ -28,8 +28,24 @@ import {
 export type Transport = 'streamable-http' | 'stdio';
 export type Status = 'connected' | 'failed' | 'unknown';
 
-export type StoredAuth = { type: 'none' } | { type: 'bearer'; token: StoredValue };
-export type AuthInput = { type: 'none' } | { type: 'bearer'; token: SecretInput };
+/** OAuth to the upstream (issue 18): `shared` is one grant for every agent, `per-user` each user's own. */
+export interface OAuthSettings<Secret> {
+  type: 'oauth';
+  mode: 'shared' | 'per-user';
+  grant: 'authorization_code' | 'client_credentials';
+  /** A client the operator registered at the authorization server; else CIMD or DCR. */
+  clientId?: string | undefined;
+  clientSecret?: Secret | undefined;
+  scopes?: string[] | undefined;
+}
+export type StoredAuth = { type: 'none' } | { type: 'bearer'; token: StoredValue } | OAuthSettings<StoredValue>;
+export type AuthInput =
+  | { type: 'none' }
+  | { type: 'bearer'; token: SecretInput }
+  | (Omit<OAuthSettings<SecretInput>, 'grant'> & { grant?: OAuthSettings<SecretInput>['grant'] | undefined });
+export type ShownAuth = { type: 'none' } | { type: 'bearer'; token: ShownValue } | OAuthSettings<ShownValue>;
+/** A record's OAuth settings with the client secret opened, for the OAuth client only. Never log or return. */
+export type OpenedOAuth = OAuthSettings<string>;
 
 export interface DiscoveredTool {
   name: string;
@@ -111,7 +127,7 @@ export interface ServerView extends ServerOptions {
   args: string[];
   headers: Record<string, ShownValue>;
   env: Record<string, ShownValue>;
-  auth: { type: 'none' } | { type: 'bearer'; token: ShownValue };
+  auth: ShownAuth;
   enabled: boolean;
   privateNetwork: boolean;
   trustNewTools: boolean;
@@ -376,7 +392,12 @@ export class ServerStore {
     let stored: StoredValue | undefined;
     if (field === 'auth') {
       const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
-      stored = auth.type === 'bearer' ? auth.token : undefined;
+      stored =
+        auth.type === 'bearer' && name === 'token'
+          ? auth.token
+          : auth.type === 'oauth' && name === 'clientSecret'
+            ? auth.clientSecret
+            : undefined;
     } else stored = parseJson<Record<string, StoredValue>>(row[field], {})[name];
     if (!stored || !('sealed' in stored)) return false;
     const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
@@ -415,8 +436,32 @@ export class ServerStore {
     return next;
   }
 
+  /** The record's OAuth settings with its client secret opened; undefined when it does not use OAuth. */
+  oauthOf(row: ServerTable, env: NodeJS.ProcessEnv = process.env): OpenedOAuth | undefined {
+    const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
+    if (auth.type !== 'oauth') return undefined;
+    const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
+    const { clientSecret, ...rest } = auth;
+    return {
+      ...rest,
+      ...(clientSecret !== undefined && {
+        clientSecret: openValue(this.key, binding, 'auth', 'clientSecret', clientSecret, env, this.secretPrefix),
+      }),
+    };
+  }
+
   private sealAuth(binding: RecordBinding, auth: AuthInput): StoredAuth {
     if (auth.type === 'none') return { type: 'none' };
+    if (auth.type === 'oauth') {
+      const { clientSecret, grant, ...rest } = auth;
+      return {
+        ...rest,
+        grant: grant ?? 'authorization_code',
+        ...(clientSecret !== undefined && {
+          clientSecret: storeValue(this.key, binding, 'auth', 'clientSecret', clientSecret, this.secretPrefix),
+        }),
+      };
+    }
     return { type: 'bearer', token: storeValue(this.key, binding, 'auth', 'token', auth.token, this.secretPrefix) };
   }
 }
@@ -429,6 +474,15 @@ function invalidField(field: string, message: string): GatehouseError {
 
 export function bindingOf(id: string, transport: Transport, url: string | null, command: string | null): RecordBinding {
   return { serverId: id, endpoint: transport === 'stdio' ? `stdio:${command ?? ''}` : `url:${url ?? ''}` };
+}
+
+function showAuth(auth: StoredAuth): ShownAuth {
+  if (auth.type === 'bearer') return { type: 'bearer', token: showValue(auth.token) };
+  if (auth.type === 'oauth') {
+    const { clientSecret, ...rest } = auth;
+    return { ...rest, ...(clientSecret !== undefined && { clientSecret: showValue(clientSecret) }) };
+  }
+  return { type: 'none' };
 }
 
 export function toView(row: ServerTable): ServerView {
@@ -445,7 +499,7 @@ export function toView(row: ServerTable): ServerView {
     args: parseJson<string[]>(row.args, []),
     headers: showMap(parseJson(row.headers, {})),
     env: showMap(parseJson(row.env, {})),
-    auth: auth.type === 'bearer' ? { type: 'bearer', token: showValue(auth.token) } : { type: 'none' },
+    auth: showAuth(auth),
     enabled: row.enabled === 1,
     privateNetwork: row.private_network === 1,
     trustNewTools: row.trust_new_tools === 1,
