@@ -4,14 +4,19 @@
  * here; nothing below `src/api/` imports it from there.
  */
 import type { FastifyRequest } from 'fastify';
+import type { PrincipalUser } from './users.js';
 
-export type Role = 'admin' | 'operator' | 'agent' | 'ops';
+/** `member`: a signed-in person who owns tokens and sees its own activity, but administers nothing. */
+export type Role = 'admin' | 'operator' | 'agent' | 'ops' | 'member';
 
 export interface Principal {
+  /** The agent: a token's id (or a dashboard session's user id when no token is involved). */
   id: string;
   name: string;
   role: Role;
   groups: readonly string[];
+  /** The person behind it: a token's owner, or the signed-in user of a dashboard session. */
+  user?: PrincipalUser | undefined;
 }
 
 /** A principal read from a stored token: its own call limits ride along (null: the platform default). */

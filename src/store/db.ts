@@ -25,7 +25,7 @@ import type { Database } from './schema.js';
 export type StoreKind = 'sqlite' | 'postgres';
 
 /** Topics whose readers cache: a write to one bumps its version everywhere. */
-export type ChangeTopic = 'settings' | 'tokens' | 'servers';
+export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'sessions';
 
 const CHANGE_CHANNEL = 'gatehouse_changes';
 
@@ -270,7 +270,8 @@ async function openPostgres(url: string): Promise<Store> {
   const locks = new PostgresLocks(url);
 
   const bumpAll = () => {
-    for (const topic of ['settings', 'tokens', 'servers'] as const) counters.set(topic, (counters.get(topic) ?? 0) + 1);
+    for (const topic of ['settings', 'tokens', 'servers', 'users', 'sessions'] as const)
+      counters.set(topic, (counters.get(topic) ?? 0) + 1);
   };
   const listen = async (): Promise<void> => {
     if (closed) return;

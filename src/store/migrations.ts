@@ -253,6 +253,56 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
   {
+    version: 8,
+    name: 'users: people, dashboard sessions, OIDC sign-in state; tokens.user_id; user on audit and approvals',
+    async up(db) {
+      await db.schema
+        .createTable('users')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('email', 'text')
+        .addColumn('role', 'text', (c) => c.notNull())
+        .addColumn('groups', 'text', (c) => c.notNull())
+        .addColumn('disabled', 'integer', (c) => c.notNull())
+        .addColumn('source', 'text', (c) => c.notNull())
+        // `issuer#subject` of an OIDC-provisioned user: the one key a returning sign-in is matched on.
+        .addColumn('external_id', 'text', (c) => c.unique())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('last_seen_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('user_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('hash', 'text', (c) => c.notNull().unique())
+        .addColumn('csrf_hash', 'text', (c) => c.notNull())
+        .addColumn('user_id', 'text')
+        .addColumn('token_id', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addColumn('last_seen_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .execute();
+      await db.schema.createIndex('user_sessions_user').on('user_sessions').column('user_id').execute();
+      await db.schema
+        .createTable('oidc_logins')
+        .addColumn('state_hash', 'text', (c) => c.primaryKey())
+        .addColumn('verifier', 'text', (c) => c.notNull())
+        .addColumn('nonce', 'text', (c) => c.notNull())
+        .addColumn('return_to', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.alterTable('tokens').addColumn('user_id', 'text').execute();
+      await db.schema.alterTable('audit_events').addColumn('user_id', 'text').execute();
+      await db.schema.alterTable('audit_events').addColumn('user_name', 'text').execute();
+      await db.schema.createIndex('audit_events_user').on('audit_events').columns(['user_id', 'at']).execute();
+      await db.schema.alterTable('approvals').addColumn('requester_user_id', 'text').execute();
+      await db.schema.alterTable('approvals').addColumn('requester_user_name', 'text').execute();
+      await db.schema.alterTable('approvals').addColumn('decided_by_user_id', 'text').execute();
+    },
+  },
+  {
     version: 10,
     name: 'upstream OAuth: grants (sealed tokens per subject, server, issuer), registered clients, pending flows',
     async up(db) {

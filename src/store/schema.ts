@@ -32,6 +32,8 @@ export interface TokenTable {
   revoked_at: string | null;
   /** The token's own cap on live sessions; null: the platform setting `hub.maxSessionsPerToken`. */
   max_sessions: number | null;
+  /** The user who owns this (agent) token; null: a token of nobody in particular. */
+  user_id?: string | null;
 }
 
 export interface SettingTable {
@@ -128,6 +130,9 @@ export interface AuditEventTable {
   response_bytes: number | null;
   args_digest: string | null;
   data: string | null;
+  /** The person the actor (agent) acted for, when known. */
+  user_id?: string | null;
+  user_name?: string | null;
 }
 
 export interface StreamEventTable {
@@ -167,6 +172,10 @@ export interface ApprovalTable {
   /** The stored upstream result (JSON), returned again on every status read. */
   result: string | null;
   error: string | null;
+  /** The person behind the requesting agent, and the person who decided (requester ≠ approver per user). */
+  requester_user_id?: string | null;
+  requester_user_name?: string | null;
+  decided_by_user_id?: string | null;
 }
 
 export interface Database extends MemoryTables {
@@ -181,6 +190,9 @@ export interface Database extends MemoryTables {
   audit_events: AuditEventTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
+  users: UserTable;
+  user_sessions: UserSessionTable;
+  oidc_logins: OidcLoginTable;
   upstream_oauth_grants: UpstreamOAuthGrantTable;
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
@@ -192,6 +204,47 @@ export interface RateWindowTable {
   /** The window's start, in milliseconds since the epoch. */
   window_start: number;
   used: number;
+}
+
+/** People (issue 17): they own agent tokens and sign in to the dashboard. */
+export interface UserTable {
+  id: string;
+  name: string;
+  email: string | null;
+  /** `admin`, `operator` or `member`. */
+  role: string;
+  groups: string;
+  disabled: number;
+  /** `api`, `cli` or `oidc` (provisioned on first sign-in). */
+  source: string;
+  external_id: string | null;
+  created_at: string;
+  updated_at: string;
+  last_seen_at: string | null;
+}
+
+/** Dashboard sessions: the cookie's secret and the CSRF token are kept only as SHA-256. */
+export interface UserSessionTable {
+  id: string;
+  hash: string;
+  csrf_hash: string;
+  user_id: string | null;
+  /** A session opened with a token no user owns acts as that token. */
+  token_id: string | null;
+  created_at: string;
+  expires_at: string;
+  last_seen_at: string | null;
+  revoked_at: string | null;
+}
+
+/** An OIDC sign-in under way: state (hashed), PKCE verifier and nonce, for a few minutes. */
+export interface OidcLoginTable {
+  state_hash: string;
+  verifier: string;
+  nonce: string;
+  return_to: string;
+  created_at: string;
+  expires_at: string;
 }
 
 /**

@@ -18,6 +18,8 @@ export interface TokenRecord {
   createdAt: string;
   lastUsedAt: string | null;
   revokedAt: string | null;
+  /** The user who owns this token (agent tokens created by a signed-in user); null: nobody in particular. */
+  userId: string | null;
 }
 
 export interface NewToken {
@@ -32,6 +34,8 @@ export interface NewToken {
   token?: string | undefined;
   /** Store this hash instead (declarative config may carry only hashes). */
   hash?: string | undefined;
+  /** The owning user, if any. */
+  userId?: string | null | undefined;
 }
 
 function toRecord(row: TokenTable): TokenRecord {
@@ -47,6 +51,7 @@ function toRecord(row: TokenTable): TokenRecord {
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
     revokedAt: row.revoked_at,
+    userId: row.user_id ?? null,
   };
 }
 
@@ -71,6 +76,7 @@ export class TokenStore {
       created_at: nowIso(),
       last_used_at: null,
       revoked_at: null,
+      user_id: input.userId ?? null,
     };
     await this.store.db.insertInto('tokens').values(row).execute();
     await this.store.changed('tokens');
@@ -140,6 +146,18 @@ export class TokenStore {
       await this.store.changed('tokens');
     }
     return this.get(id);
+  }
+
+  /** The live tokens a user owns. */
+  async ownedBy(userId: string): Promise<TokenRecord[]> {
+    const rows = await this.store.db
+      .selectFrom('tokens')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .where('revoked_at', 'is', null)
+      .orderBy('created_at')
+      .execute();
+    return rows.map(toRecord);
   }
 
   async revoke(id: string): Promise<boolean> {
