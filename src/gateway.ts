@@ -22,16 +22,18 @@ import { settingsRoutes } from './api/settings.js';
 import { streamRoutes } from './api/stream.js';
 import { type Capability, systemRoutes } from './api/system.js';
 import { tokenRoutes } from './api/tokens.js';
+import { upstreamAuthRoutes } from './api/upstream-auth.js';
 import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
 import { AuditLog } from './audit/log.js';
 import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
-import { type Config, isLoopbackHost } from './config.js';
+import { type Config, isLoopbackHost, publicBaseUrl } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
+import type { Principal } from './identity/index.js';
 import { tokenAuthenticator } from './identity/index.js';
 import { createLogger, type Logger } from './logging.js';
 import { MemoryEngine } from './memory/engine.js';
@@ -51,6 +53,7 @@ import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso, parseJson } from './store/json.js';
+import type { ServerTable } from './store/schema.js';
 import { TokenUsage } from './store/token-usage.js';
 import { TokenStore } from './store/tokens.js';
 import { SandboxPlanner } from './supervisor/sandbox-plan.js';
@@ -60,6 +63,8 @@ import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { UpstreamPool } from './upstream/index.js';
+import { GrantStore } from './upstream-auth/grants.js';
+import { UpstreamAuth } from './upstream-auth/service.js';
 import { dashboardRoutes } from './web-serve.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
@@ -280,6 +285,23 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         details: { root, uid, missing },
       }));
     };
+    // Upstream OAuth (issue 18): grants per (shared | user, server, issuer); the hub and handshakes send them.
+    const upstreamAuth = new UpstreamAuth({
+      records: registry.records,
+      grants: new GrantStore(store, key),
+      locks: store.locks,
+      events,
+      guardFor: (p) => guards.for(p),
+      publicBaseUrl: () => {
+        const address = app.server.address();
+        return publicBaseUrl(config, typeof address === 'object' && address ? address.port : config.port);
+      },
+    });
+    const authorizer = async (row: ServerTable, principal: Principal | undefined) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal));
+    };
+    registry.authorizer = authorizer;
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
@@ -287,6 +309,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       store,
       records: registry.records,
+      authorizer,
       settings,
       events,
       approvals,
@@ -387,6 +410,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
         ...dashboardRoutes(),
+        ...upstreamAuthRoutes({
+          auth: upstreamAuth,
+          grants: upstreamAuth.grants,
+          audit,
+          // A shared grant just connected: the handshake now runs with it, so status and tools follow.
+          afterConnect: async (id, subject) => {
+            if (subject === 'shared') await registry.test(id, undefined).catch(() => undefined);
+          },
+        }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.

@@ -25,7 +25,8 @@ export type StreamEventType =
   | 'approval.created'
   | 'approval.decided'
   | 'settings.changed'
-  | 'token.changed';
+  | 'token.changed'
+  | 'server.auth';
 
 export interface StreamEvent {
   id: number;

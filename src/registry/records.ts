@@ -12,6 +12,7 @@ import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
+import { dropServerGrants } from '../upstream-auth/grants.js';
 import { type ArgsRequired, withConfigurationStatus } from './configuration.js';
 import {
   credentialsForNewTarget,
@@ -267,64 +268,79 @@ export class ServerStore {
   }
 
   async remove(id: string): Promise<void> {
-    const result = await this.store.db.deleteFrom('servers').where('id', '=', id).executeTakeFirst();
+    const result = await this.store.db.transaction().execute(async (trx) => {
+      const deleted = await trx.deleteFrom('servers').where('id', '=', id).executeTakeFirst();
+      await dropServerGrants(trx, id);
+      return deleted;
+    });
     if (Number(result.numDeletedRows) === 0)
       throw new GatehouseError('mcp.not_found', `No MCP server "${id}" is installed.`, { id });
     await this.store.changed('servers');
   }
 
   async patchConfig(id: string, patch: ConfigPatch): Promise<ServerDetail> {
-    return this.update(id, (row) => {
-      const argsBefore = row.args;
-      const endpointChanged =
-        (patch.url !== undefined && patch.url !== row.url) ||
-        (patch.command !== undefined && patch.command !== row.command);
-      if (patch.url !== undefined) {
-        if (row.transport !== 'streamable-http') throw invalidField('url', 'only streamable-http servers have a url');
-        row.url = patch.url;
-      }
-      if (patch.command !== undefined) {
-        if (row.transport !== 'stdio') throw invalidField('command', 'only stdio servers have a command');
-        row.command = patch.command;
-      }
-      if (patch.args !== undefined) {
-        if (row.transport !== 'stdio') throw invalidField('args', 'only stdio servers have args');
-        row.args = JSON.stringify(patch.args);
-      }
-      const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
-      let headers = parseJson<Record<string, StoredValue>>(row.headers, {});
-      let env = parseJson<Record<string, StoredValue>>(row.env, {});
-      let auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
-      // Every credential was bound to the old target: dropped, unless this very change gives it again below.
-      if (endpointChanged) ({ headers, env, auth } = credentialsForNewTarget());
-      headers = this.applySparse(binding, 'headers', headers, patch.headers);
-      env = this.applySparse(binding, 'env', env, patch.env);
-      if (patch.auth !== undefined) auth = this.sealAuth(binding, patch.auth);
-      row.headers = JSON.stringify(headers);
-      row.env = JSON.stringify(env);
-      row.auth = JSON.stringify(auth);
-      if (patch.enabled !== undefined) row.enabled = patch.enabled ? 1 : 0;
-      if (patch.privateNetwork !== undefined) row.private_network = patch.privateNetwork ? 1 : 0;
-      if (patch.trustNewTools !== undefined) row.trust_new_tools = patch.trustNewTools ? 1 : 0;
-      if (patch.options !== undefined) {
-        const options = parseJson<Record<string, unknown>>(row.options, {});
-        for (const [key, value] of Object.entries(patch.options)) {
-          if (value === null) delete options[key];
-          else if (value !== undefined) options[key] = value;
+    let retargeted = false;
+    return this.update(
+      id,
+      (row) => {
+        const argsBefore = row.args;
+        const endpointChanged =
+          (patch.url !== undefined && patch.url !== row.url) ||
+          (patch.command !== undefined && patch.command !== row.command);
+        if (patch.url !== undefined) {
+          if (row.transport !== 'streamable-http') throw invalidField('url', 'only streamable-http servers have a url');
+          row.url = patch.url;
         }
-        row.options = JSON.stringify(options);
-        row.policy_version += 1; // sandbox roots and path arguments are policy
-      }
-      if (endpointChanged) {
-        row.status = 'unknown';
-        row.policy_version += 1;
-      }
-      // What was learned about the old program (its protocol era, its discover result) says nothing about the new one.
-      if (endpointChanged || (patch.args !== undefined && JSON.stringify(patch.args) !== argsBefore)) {
-        row.protocol_era = null;
-        row.discover = null;
-      }
-    });
+        if (patch.command !== undefined) {
+          if (row.transport !== 'stdio') throw invalidField('command', 'only stdio servers have a command');
+          row.command = patch.command;
+        }
+        if (patch.args !== undefined) {
+          if (row.transport !== 'stdio') throw invalidField('args', 'only stdio servers have args');
+          row.args = JSON.stringify(patch.args);
+        }
+        const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
+        let headers = parseJson<Record<string, StoredValue>>(row.headers, {});
+        let env = parseJson<Record<string, StoredValue>>(row.env, {});
+        let auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
+        // Every credential was bound to the old target: dropped, unless this very change gives it again below.
+        if (endpointChanged) {
+          ({ headers, env, auth } = credentialsForNewTarget());
+          retargeted = true;
+        }
+        headers = this.applySparse(binding, 'headers', headers, patch.headers);
+        env = this.applySparse(binding, 'env', env, patch.env);
+        if (patch.auth !== undefined) auth = this.sealAuth(binding, patch.auth);
+        row.headers = JSON.stringify(headers);
+        row.env = JSON.stringify(env);
+        row.auth = JSON.stringify(auth);
+        if (patch.enabled !== undefined) row.enabled = patch.enabled ? 1 : 0;
+        if (patch.privateNetwork !== undefined) row.private_network = patch.privateNetwork ? 1 : 0;
+        if (patch.trustNewTools !== undefined) row.trust_new_tools = patch.trustNewTools ? 1 : 0;
+        if (patch.options !== undefined) {
+          const options = parseJson<Record<string, unknown>>(row.options, {});
+          for (const [key, value] of Object.entries(patch.options)) {
+            if (value === null) delete options[key];
+            else if (value !== undefined) options[key] = value;
+          }
+          row.options = JSON.stringify(options);
+          row.policy_version += 1; // sandbox roots and path arguments are policy
+        }
+        if (endpointChanged) {
+          row.status = 'unknown';
+          row.policy_version += 1;
+        }
+        // What was learned about the old program (its protocol era, its discover result) says nothing about the new one.
+        if (endpointChanged || (patch.args !== undefined && JSON.stringify(patch.args) !== argsBefore)) {
+          row.protocol_era = null;
+          row.discover = null;
+        }
+      },
+      // OAuth grants were given for the old target too: they go in the same transaction.
+      async (trx) => {
+        if (retargeted) await dropServerGrants(trx, id);
+      },
+    );
   }
 
   async setToolPolicy(id: string, policy: ToolPolicy): Promise<ServerDetail> {

@@ -28,6 +28,8 @@ const WIDENING_TOOLS = new Set([
   'memory_unit_delete',
   'memory_directive_delete',
   'memory_mental_model_delete',
+  'mcp_server_auth_connect', // hands the upstream a grant every allowed agent then uses
+  'mcp_server_auth_disconnect', // cuts every agent off the upstream
 ]);
 
 /** Tools that read, or change something reversible within what was already approved. */
@@ -70,6 +72,7 @@ const CONTAINED_TOOLS = new Set([
   'settings_get',
   'token_list',
   'mcp_server_config_write', // contained as a whole; its fields are classified below
+  'mcp_server_auth_get', // state, scopes, expiry; never a token
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */

@@ -16,7 +16,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { GatehouseError } from '../../errors.js';
-import type { TokenPrincipal } from '../../identity/index.js';
+import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type {
@@ -137,6 +137,8 @@ export async function runUpstream(
     onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
     continuation?: Continuation | undefined;
     inputCapabilities?: Record<string, unknown> | undefined;
+    /** Whose OAuth grant the call uses on a server with `auth: oauth` (its user, or the shared grant). */
+    principal?: Principal | undefined;
   },
 ): Promise<UpstreamOutcome> {
   const interactive = {
@@ -149,7 +151,7 @@ export async function runUpstream(
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
     return asOutcome(await ports.stdio.callTool(server.row.id, toolName, args, interactive));
   }
-  const upstream = snapshot.upstreamOf(server);
+  const upstream = await snapshot.upstreamFor(server, options.principal);
   if (!upstream) throw new GatehouseError('internal_error');
   return asOutcome(
     await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
@@ -317,6 +319,7 @@ export class HubCalls {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
         const { progressToken, notify } = ctx;
         const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+          principal,
           signal: ctx.signal,
           continuation: continuationOf(ctx.inputResponses, ctx.state),
           inputCapabilities,

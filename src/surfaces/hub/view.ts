@@ -12,6 +12,7 @@ import {
   SERVER_INFO_META_KEY,
   type Tool,
 } from '@modelcontextprotocol/server';
+import type { Principal } from '../../identity/index.js';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
 import { classifyTool } from '../../policy/tool-policy.js';
@@ -111,15 +112,44 @@ export interface HttpUpstream {
   readonly privateNetwork: boolean;
 }
 
+/**
+ * The bearer token of an OAuth server for a caller (src/upstream-auth): undefined for a server that
+ * does not use OAuth; throws the typed refusal (auth_required, auth.user_required, …) otherwise.
+ */
+export type UpstreamAuthorizer = (row: ServerTable, principal: Principal | undefined) => Promise<string | undefined>;
+
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
   /** Per server id; null for a stdio server. */
   private readonly upstreams = new Map<string, HttpUpstream | null>();
+  /** Per server id: the last target built with a grant's token, reused while the token is the same. */
+  private readonly authorized = new Map<string, { token: string; upstream: HttpUpstream }>();
 
   constructor(
     readonly servers: ReadonlyMap<string, HubServer>,
     private readonly connections: (row: ServerTable) => Connection,
+    private readonly authorizer?: UpstreamAuthorizer,
   ) {}
+
+  /**
+   * The upstream of a call by `principal`: `upstreamOf`, plus the caller's (or the shared) OAuth grant
+   * as `Authorization: Bearer` for a server that uses OAuth. The token goes only to this server's URL.
+   */
+  async upstreamFor(server: HubServer, principal: Principal | undefined): Promise<HttpUpstream | undefined> {
+    const upstream = this.upstreamOf(server);
+    if (!upstream || !this.authorizer) return upstream;
+    const token = await this.authorizer(server.row, principal);
+    if (token === undefined) return upstream;
+    const key = `${server.row.id}\n${principal?.user?.id ?? ''}`;
+    const known = this.authorized.get(key);
+    if (known?.token === token) return known.upstream;
+    const authorized: HttpUpstream = {
+      target: { url: upstream.target.url, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
+      privateNetwork: upstream.privateNetwork,
+    };
+    this.authorized.set(key, { token, upstream: authorized });
+    return authorized;
+  }
 
   /** Enabled servers whose exposure shares a group with the caller. */
   visibleTo(groups: readonly string[]): HubServer[] {
@@ -175,6 +205,7 @@ export class HubRegistry {
     private readonly store: Store,
     private readonly records: ServerStore,
     private readonly toolNameMax: number,
+    private readonly authorizer?: UpstreamAuthorizer,
   ) {}
 
   /** The current snapshot; rebuilt only when the servers version moved. */
@@ -275,7 +306,7 @@ export class HubRegistry {
         identity: identityOf(row.discover),
       });
     }
-    const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row));
+    const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row), this.authorizer);
     this.built = snapshot;
     return snapshot;
   }
