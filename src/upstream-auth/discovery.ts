@@ -8,10 +8,13 @@
  */
 import {
   type AuthorizationServerMetadata,
+  discoverAuthorizationServerMetadata,
+  discoverOAuthProtectedResourceMetadata,
   discoverOAuthServerInfo,
   extractWWWAuthenticateParams,
   type FetchLike,
   LATEST_PROTOCOL_VERSION,
+  type OAuthProtectedResourceMetadata,
 } from '@modelcontextprotocol/client';
 import { findGatehouseError, type GatehouseError } from '../errors.js';
 import { refused } from './fetch.js';
@@ -40,16 +43,28 @@ const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|\[::1\]|localhost)$/i;
 export async function discover(serverUrl: string, ports: DiscoveryPorts): Promise<Discovered> {
   const challenge = await probe(serverUrl, ports.fetch);
   if (challenge.resourceMetadataUrl) await ports.check(challenge.resourceMetadataUrl);
-  let info: Awaited<ReturnType<typeof discoverOAuthServerInfo>>;
+  let resourceMetadata: OAuthProtectedResourceMetadata | undefined;
+  let metadata: AuthorizationServerMetadata | undefined;
   try {
-    info = await discoverOAuthServerInfo(serverUrl, {
-      fetchFn: ports.fetch,
-      ...(challenge.resourceMetadataUrl && { resourceMetadataUrl: challenge.resourceMetadataUrl }),
-    });
+    if (challenge.resourceMetadataUrl) {
+      // The upstream named its metadata: that document or nothing (no fallback past a refused one).
+      resourceMetadata = await discoverOAuthProtectedResourceMetadata(
+        serverUrl,
+        { resourceMetadataUrl: challenge.resourceMetadataUrl },
+        ports.fetch,
+      );
+      const issuer = resourceMetadata.authorization_servers?.[0];
+      if (!issuer) throw refused('the protected-resource metadata names no authorization server');
+      metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: ports.fetch });
+    } else {
+      // RFC 9728 well-known locations, else the upstream's origin as its own authorization server.
+      const info = await discoverOAuthServerInfo(serverUrl, { fetchFn: ports.fetch });
+      resourceMetadata = info.resourceMetadata;
+      metadata = info.authorizationServerMetadata;
+    }
   } catch (error) {
     throw asRefusal(error, 'discovery failed');
   }
-  const { resourceMetadata, authorizationServerMetadata: metadata } = info;
   if (resourceMetadata?.resource !== undefined && !sameResource(resourceMetadata.resource, serverUrl)) {
     throw refused('the protected-resource metadata names another resource');
   }
@@ -134,6 +149,9 @@ async function checkEndpoints(metadata: AuthorizationServerMetadata, ports: Disc
 export function asRefusal(error: unknown, what: string): GatehouseError {
   const inner = findGatehouseError(error);
   if (inner?.code === 'oauth.metadata_refused') return inner;
+  // The SDK's own schema refused a document (a non-URL endpoint, a javascript: or file: scheme, …).
+  if (error instanceof Error && error.name === 'ZodError')
+    return refused(`${what}: the metadata document is invalid`, error);
   const reason = inner?.code ?? (error instanceof Error ? (error.name === 'Error' ? 'error' : error.name) : 'error');
   return refused(`${what} (${reason})`, error);
 }
