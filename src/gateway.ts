@@ -108,6 +108,8 @@ export interface Gateway {
   drain(): Promise<void>;
   /** Notes each token's use and writes `lastUsedAt` in batches. */
   tokenUsage: TokenUsage;
+  /** Gatehouse as an OAuth client of its upstreams (grants, connect, refresh). */
+  upstreamAuth: UpstreamAuth;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -507,6 +509,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       listWatchers,
       bootstrapToken,
       tokenUsage,
+      upstreamAuth,
     };
   } catch (error) {
     await store.close();
