@@ -61,6 +61,7 @@ import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
+import type { UpstreamAuthorizer } from './surfaces/hub/view.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { UpstreamPool } from './upstream/index.js';
 import { GrantStore } from './upstream-auth/grants.js';
@@ -299,9 +300,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         return publicBaseUrl(config, typeof address === 'object' && address ? address.port : config.port);
       },
     });
-    const authorizer = async (row: ServerTable, principal: Principal | undefined) => {
+    const authorizer: UpstreamAuthorizer = async (row: ServerTable, principal: Principal | undefined) => {
       const oauth = upstreamAuth.oauthOf(row);
       return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal));
+    };
+    authorizer.rejected = (row, principal) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      if (oauth && (oauth.mode === 'shared' || principal?.user)) {
+        upstreamAuth.rejected(row, upstreamAuth.subjectFor(oauth, principal));
+      }
     };
     registry.authorizer = authorizer;
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });

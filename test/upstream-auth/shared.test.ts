@@ -172,6 +172,18 @@ describe('upstream OAuth, shared grant', () => {
       gw.logs.join('\n'),
     ].join('\n');
     for (const word of everything.match(/[A-Za-z0-9_.-]{40,}/g) ?? []) expect(tokenDigest(word)).not.toBe(used);
+
+    // The upstream stops accepting the token: the call says the credentials were refused, not missing.
+    mcp.refuseAll = true;
+    try {
+      const client = clients[0] as Client;
+      const refused = await whoami(client, 'docs__whoami');
+      expect(refused.isError).toBe(true);
+      expect(refused.structuredContent.error).toMatchObject({ code: 'auth_failed', reason: 'token_rejected' });
+    } finally {
+      mcp.refuseAll = false;
+    }
+    expect((await whoami(clients[0] as Client, 'docs__whoami')).content[0].text).toBe('alice');
   });
 
   it('a pre-registered client is used as given; refresh before expiry; a revoked grant needs a reconnect, once', async () => {

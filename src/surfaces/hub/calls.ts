@@ -15,7 +15,7 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { GatehouseError } from '../../errors.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
@@ -153,9 +153,22 @@ export async function runUpstream(
   }
   const upstream = await snapshot.upstreamFor(server, options.principal);
   if (!upstream) throw new GatehouseError('internal_error');
-  return asOutcome(
-    await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
-  );
+  try {
+    return asOutcome(
+      await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
+    );
+  } catch (error) {
+    // A 401 to a grant's token: the credentials were refused (revoked, expired early), not missing.
+    if (findGatehouseError(error)?.code === 'auth_required' && snapshot.carriesGrant(server, upstream)) {
+      snapshot.tokenRejected(server, options.principal);
+      throw new GatehouseError(
+        'auth_failed',
+        'The upstream refused the OAuth token Gatehouse sent; retry, or reconnect the server if it persists.',
+        { reason: 'token_rejected' },
+      );
+    }
+    throw error;
+  }
 }
 
 function asOutcome(result: InteractiveCallResult): UpstreamOutcome {

@@ -116,7 +116,13 @@ export interface HttpUpstream {
  * The bearer token of an OAuth server for a caller (src/upstream-auth): undefined for a server that
  * does not use OAuth; throws the typed refusal (auth_required, auth.user_required, …) otherwise.
  */
-export type UpstreamAuthorizer = (row: ServerTable, principal: Principal | undefined) => Promise<string | undefined>;
+export type UpstreamAuthorizer = ((
+  row: ServerTable,
+  principal: Principal | undefined,
+) => Promise<string | undefined>) & {
+  /** The upstream answered 401 to the token it was given: forget it, so the next call reads the grant again. */
+  rejected?: (row: ServerTable, principal: Principal | undefined) => void;
+};
 
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
@@ -149,6 +155,17 @@ export class Snapshot {
     };
     this.authorized.set(key, { token, upstream: authorized });
     return authorized;
+  }
+
+  /** Whether `upstream` carries an OAuth grant's token (an `upstreamFor` answer beyond the record's own). */
+  carriesGrant(server: HubServer, upstream: HttpUpstream): boolean {
+    return upstream !== this.upstreamOf(server);
+  }
+
+  /** The upstream refused the grant's token (HTTP 401): drop it here and in the OAuth client's memory. */
+  tokenRejected(server: HubServer, principal: Principal | undefined): void {
+    this.authorized.delete(`${server.row.id}\n${principal?.user?.id ?? ''}`);
+    this.authorizer?.rejected?.(server.row, principal);
   }
 
   /** Enabled servers whose exposure shares a group with the caller. */
