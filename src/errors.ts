@@ -308,6 +308,32 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'An argument of this call is fixed by an operator override and may not be given.',
   },
+  // Upstream OAuth (issue 18): Gatehouse as an OAuth client of an upstream's authorization server
+  'auth.user_required': {
+    status: 403,
+    mcp: 'result',
+    message: 'This server connects each user with their own account; this token belongs to no user.',
+  },
+  'auth.connect_required': {
+    status: 409,
+    mcp: 'result',
+    message: 'Connect your account to this server first (open the connect URL).',
+  },
+  'oauth.metadata_refused': {
+    status: 502,
+    mcp: 'result',
+    message: "The upstream's authorization metadata was refused (unreachable, invalid, too large or unsafe).",
+  },
+  'oauth.state_invalid': {
+    status: 400,
+    mcp: 'result',
+    message: 'This authorization answer is unknown, expired or already used; start connecting again.',
+  },
+  'oauth.not_configured': {
+    status: 409,
+    mcp: 'result',
+    message: 'This server does not use OAuth with that grant.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -29,6 +29,7 @@ import { streamRoutes } from './api/stream.js';
 import { type Capability, systemRoutes } from './api/system.js';
 import { tokenRoutes } from './api/tokens.js';
 import { toolsetRoutes } from './api/toolsets.js';
+import { upstreamAuthRoutes } from './api/upstream-auth.js';
 import { userRoutes } from './api/users.js';
 import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
@@ -43,6 +44,7 @@ import { GatehouseError } from './errors.js';
 import {
   combinedAuthenticator,
   eitherAuthenticator,
+  type Principal,
   sessionAuthenticator,
   tokenAuthenticator,
 } from './identity/index.js';
@@ -67,6 +69,7 @@ import { loadSealKey } from './secrets/key.js';
 import { SettingsService } from './settings/service.js';
 import { openStore, type Store } from './store/db.js';
 import { nowIso, parseJson } from './store/json.js';
+import type { ServerTable } from './store/schema.js';
 import { SessionStore } from './store/sessions.js';
 import { TokenUsage } from './store/token-usage.js';
 import { TokenStore } from './store/tokens.js';
@@ -76,9 +79,12 @@ import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
+import type { UpstreamAuthorizer } from './surfaces/hub/view.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { startTracing } from './telemetry/tracing.js';
 import { UpstreamPool } from './upstream/index.js';
+import { GrantStore } from './upstream-auth/grants.js';
+import { UpstreamAuth } from './upstream-auth/service.js';
 import { dashboardRoutes } from './web-serve.js';
 
 const STDERR_LINES_PER_MINUTE = 120;
@@ -125,6 +131,8 @@ export interface Gateway {
   /** People (issue 17) and their dashboard sessions. */
   users: UserStore;
   sessions: SessionStore;
+  /** Gatehouse as an OAuth client of its upstreams (grants, connect, refresh). */
+  upstreamAuth: UpstreamAuth;
 }
 
 /** The egress guards by policy: servers marked `privateNetwork` use the `private` one. */
@@ -308,6 +316,29 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         details: { root, uid, missing },
       }));
     };
+    // Upstream OAuth (issue 18): grants per (shared | user, server, issuer); the hub and handshakes send them.
+    const upstreamAuth = new UpstreamAuth({
+      records: registry.records,
+      grants: new GrantStore(store, key),
+      locks: store.locks,
+      events,
+      guardFor: (p) => guards.for(p),
+      publicBaseUrl: () => {
+        const address = app?.server.address();
+        return publicBaseUrl(config, typeof address === 'object' && address ? address.port : config.port);
+      },
+    });
+    const authorizer: UpstreamAuthorizer = async (row: ServerTable, principal: Principal | undefined) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal));
+    };
+    authorizer.rejected = (row, principal) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      if (oauth && (oauth.mode === 'shared' || principal?.user)) {
+        upstreamAuth.rejected(row, upstreamAuth.subjectFor(oauth, principal));
+      }
+    };
+    registry.authorizer = authorizer;
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
@@ -315,6 +346,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       store,
       records: registry.records,
+      authorizer,
       settings,
       events,
       approvals,
@@ -456,6 +488,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
         ...importRoutes({ registry, settings }),
         ...overviewRoutes({ store }),
+        ...upstreamAuthRoutes({
+          auth: upstreamAuth,
+          grants: upstreamAuth.grants,
+          audit,
+          // A shared grant just connected: the handshake now runs with it, so status and tools follow.
+          afterConnect: async (id, subject) => {
+            if (subject === 'shared') await registry.test(id, undefined).catch(() => undefined);
+          },
+        }),
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
@@ -551,6 +592,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       tokenUsage,
       users,
       sessions,
+      upstreamAuth,
     };
   } catch (error) {
     await store.close();

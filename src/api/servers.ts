@@ -24,6 +24,31 @@ const envMap = z.record(envName, secretInputSchema);
 const authSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('none') }),
   z.strictObject({ type: z.literal('bearer'), token: secretInputSchema }),
+  // OAuth 2.1 to the upstream (see src/upstream-auth): the grant's tokens are sealed apart from the record.
+  z
+    .strictObject({
+      type: z.literal('oauth'),
+      mode: z.enum(['shared', 'per-user']),
+      grant: z.enum(['authorization_code', 'client_credentials']).optional(),
+      clientId: z.string().min(1).max(512).optional(),
+      clientSecret: secretInputSchema.optional(),
+      scopes: z
+        .array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]{1,128}$/, 'not an OAuth scope token'))
+        .max(64)
+        .optional(),
+    })
+    .superRefine((auth, ctx) => {
+      if (auth.grant === 'client_credentials' && (auth.mode !== 'shared' || !auth.clientId)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['grant'],
+          message: 'client_credentials needs mode "shared" and a clientId (machine to machine)',
+        });
+      }
+      if (auth.clientSecret !== undefined && !auth.clientId) {
+        ctx.addIssue({ code: 'custom', path: ['clientSecret'], message: 'goes with clientId' });
+      }
+    }),
 ]);
 const argList = z.array(z.string().max(4096)).max(256);
 const command = z.string().min(1).max(1024);
@@ -166,8 +191,9 @@ function showConfigBody(body: Record<string, unknown>): Record<string, unknown> 
       shown[field] = Object.fromEntries(Object.entries(values).map(([name, value]) => [name, showInput(value)]));
     }
   }
-  const auth = body.auth as { type?: string; token?: SecretInput } | undefined;
+  const auth = body.auth as { type?: string; token?: SecretInput; clientSecret?: SecretInput } | undefined;
   if (auth?.token !== undefined) shown.auth = { ...auth, token: showInput(auth.token) };
+  if (auth?.clientSecret !== undefined) shown.auth = { ...auth, clientSecret: showInput(auth.clientSecret) };
   return shown;
 }
 

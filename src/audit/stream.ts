@@ -26,7 +26,8 @@ export type StreamEventType =
   | 'approval.decided'
   | 'settings.changed'
   | 'token.changed'
-  | 'user.changed';
+  | 'user.changed'
+  | 'server.auth';
 
 export interface StreamEvent {
   id: number;

@@ -187,11 +187,23 @@ export function diffServer(
   }
 
   if (entry.auth !== undefined) {
-    const same =
-      entry.auth.type === 'none'
-        ? current.auth.type === 'none'
-        : current.auth.type === 'bearer' && keep('auth', 'token', current.auth.token, entry.auth.token);
-    if (!same) patch.auth = entry.auth;
+    const wanted = entry.auth;
+    const have = current.auth;
+    let same: boolean;
+    if (wanted.type === 'none') same = have.type === 'none';
+    else if (wanted.type === 'bearer') same = have.type === 'bearer' && keep('auth', 'token', have.token, wanted.token);
+    else {
+      // OAuth: the same settings, and the same client secret (sealed or referenced) when one is given.
+      const { clientSecret, ...plain } = wanted;
+      same =
+        have.type === 'oauth' &&
+        !endpointChanged &&
+        isDeepStrictEqual(oauthPlain({ grant: 'authorization_code', ...plain }), oauthPlain(have)) &&
+        (clientSecret === undefined
+          ? have.clientSecret === undefined
+          : keep('auth', 'clientSecret', have.clientSecret, clientSecret));
+    }
+    if (!same) patch.auth = wanted;
   } else if (endpointChanged && current.auth.type === 'bearer' && dropped({ token: current.auth.token })) {
     warnings.push(droppedWarning(at, 'auth'));
   }
@@ -220,4 +232,14 @@ export function diffServer(
 
 function droppedWarning(at: string, field: string): string {
   return `${at}.${field}: sealed values were bound to the old endpoint and are dropped; state them in the file to keep them.`;
+}
+
+/** The non-secret OAuth settings, for comparing a file's entry with a record. */
+function oauthPlain(auth: {
+  mode: string;
+  grant?: string;
+  clientId?: string | undefined;
+  scopes?: string[] | undefined;
+}) {
+  return { mode: auth.mode, grant: auth.grant, clientId: auth.clientId ?? null, scopes: auth.scopes ?? null };
 }

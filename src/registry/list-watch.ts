@@ -201,7 +201,13 @@ export class ListWatchers {
 
 /** Enabled, over HTTP, and pinned by a first handshake (before that there is nothing to keep current). */
 function isWatchable(row: ServerTable): boolean {
-  return row.enabled === 1 && row.transport === 'streamable-http' && row.pinned_at !== null;
+  // An OAuth server's lists are read with a grant's short-lived token, by a handshake; no standing watch holds one.
+  return (
+    row.enabled === 1 &&
+    row.transport === 'streamable-http' &&
+    row.pinned_at !== null &&
+    !row.auth.includes('"type":"oauth"')
+  );
 }
 
 interface WatchOwner {

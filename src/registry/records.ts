@@ -12,6 +12,7 @@ import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
+import { dropServerGrants } from '../upstream-auth/grants.js';
 import { type ArgsRequired, withConfigurationStatus } from './configuration.js';
 import {
   credentialsForNewTarget,
@@ -28,8 +29,24 @@ import {
 export type Transport = 'streamable-http' | 'stdio';
 export type Status = 'connected' | 'failed' | 'unknown';
 
-export type StoredAuth = { type: 'none' } | { type: 'bearer'; token: StoredValue };
-export type AuthInput = { type: 'none' } | { type: 'bearer'; token: SecretInput };
+/** OAuth to the upstream (issue 18): `shared` is one grant for every agent, `per-user` each user's own. */
+export interface OAuthSettings<Secret> {
+  type: 'oauth';
+  mode: 'shared' | 'per-user';
+  grant: 'authorization_code' | 'client_credentials';
+  /** A client the operator registered at the authorization server; else CIMD or DCR. */
+  clientId?: string | undefined;
+  clientSecret?: Secret | undefined;
+  scopes?: string[] | undefined;
+}
+export type StoredAuth = { type: 'none' } | { type: 'bearer'; token: StoredValue } | OAuthSettings<StoredValue>;
+export type AuthInput =
+  | { type: 'none' }
+  | { type: 'bearer'; token: SecretInput }
+  | (Omit<OAuthSettings<SecretInput>, 'grant'> & { grant?: OAuthSettings<SecretInput>['grant'] | undefined });
+export type ShownAuth = { type: 'none' } | { type: 'bearer'; token: ShownValue } | OAuthSettings<ShownValue>;
+/** A record's OAuth settings with the client secret opened, for the OAuth client only. Never log or return. */
+export type OpenedOAuth = OAuthSettings<string>;
 
 export interface DiscoveredTool {
   name: string;
@@ -111,7 +128,7 @@ export interface ServerView extends ServerOptions {
   args: string[];
   headers: Record<string, ShownValue>;
   env: Record<string, ShownValue>;
-  auth: { type: 'none' } | { type: 'bearer'; token: ShownValue };
+  auth: ShownAuth;
   enabled: boolean;
   privateNetwork: boolean;
   trustNewTools: boolean;
@@ -251,64 +268,79 @@ export class ServerStore {
   }
 
   async remove(id: string): Promise<void> {
-    const result = await this.store.db.deleteFrom('servers').where('id', '=', id).executeTakeFirst();
+    const result = await this.store.db.transaction().execute(async (trx) => {
+      const deleted = await trx.deleteFrom('servers').where('id', '=', id).executeTakeFirst();
+      await dropServerGrants(trx, id);
+      return deleted;
+    });
     if (Number(result.numDeletedRows) === 0)
       throw new GatehouseError('mcp.not_found', `No MCP server "${id}" is installed.`, { id });
     await this.store.changed('servers');
   }
 
   async patchConfig(id: string, patch: ConfigPatch): Promise<ServerDetail> {
-    return this.update(id, (row) => {
-      const argsBefore = row.args;
-      const endpointChanged =
-        (patch.url !== undefined && patch.url !== row.url) ||
-        (patch.command !== undefined && patch.command !== row.command);
-      if (patch.url !== undefined) {
-        if (row.transport !== 'streamable-http') throw invalidField('url', 'only streamable-http servers have a url');
-        row.url = patch.url;
-      }
-      if (patch.command !== undefined) {
-        if (row.transport !== 'stdio') throw invalidField('command', 'only stdio servers have a command');
-        row.command = patch.command;
-      }
-      if (patch.args !== undefined) {
-        if (row.transport !== 'stdio') throw invalidField('args', 'only stdio servers have args');
-        row.args = JSON.stringify(patch.args);
-      }
-      const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
-      let headers = parseJson<Record<string, StoredValue>>(row.headers, {});
-      let env = parseJson<Record<string, StoredValue>>(row.env, {});
-      let auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
-      // Every credential was bound to the old target: dropped, unless this very change gives it again below.
-      if (endpointChanged) ({ headers, env, auth } = credentialsForNewTarget());
-      headers = this.applySparse(binding, 'headers', headers, patch.headers);
-      env = this.applySparse(binding, 'env', env, patch.env);
-      if (patch.auth !== undefined) auth = this.sealAuth(binding, patch.auth);
-      row.headers = JSON.stringify(headers);
-      row.env = JSON.stringify(env);
-      row.auth = JSON.stringify(auth);
-      if (patch.enabled !== undefined) row.enabled = patch.enabled ? 1 : 0;
-      if (patch.privateNetwork !== undefined) row.private_network = patch.privateNetwork ? 1 : 0;
-      if (patch.trustNewTools !== undefined) row.trust_new_tools = patch.trustNewTools ? 1 : 0;
-      if (patch.options !== undefined) {
-        const options = parseJson<Record<string, unknown>>(row.options, {});
-        for (const [key, value] of Object.entries(patch.options)) {
-          if (value === null) delete options[key];
-          else if (value !== undefined) options[key] = value;
+    let retargeted = false;
+    return this.update(
+      id,
+      (row) => {
+        const argsBefore = row.args;
+        const endpointChanged =
+          (patch.url !== undefined && patch.url !== row.url) ||
+          (patch.command !== undefined && patch.command !== row.command);
+        if (patch.url !== undefined) {
+          if (row.transport !== 'streamable-http') throw invalidField('url', 'only streamable-http servers have a url');
+          row.url = patch.url;
         }
-        row.options = JSON.stringify(options);
-        row.policy_version += 1; // sandbox roots and path arguments are policy
-      }
-      if (endpointChanged) {
-        row.status = 'unknown';
-        row.policy_version += 1;
-      }
-      // What was learned about the old program (its protocol era, its discover result) says nothing about the new one.
-      if (endpointChanged || (patch.args !== undefined && JSON.stringify(patch.args) !== argsBefore)) {
-        row.protocol_era = null;
-        row.discover = null;
-      }
-    });
+        if (patch.command !== undefined) {
+          if (row.transport !== 'stdio') throw invalidField('command', 'only stdio servers have a command');
+          row.command = patch.command;
+        }
+        if (patch.args !== undefined) {
+          if (row.transport !== 'stdio') throw invalidField('args', 'only stdio servers have args');
+          row.args = JSON.stringify(patch.args);
+        }
+        const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
+        let headers = parseJson<Record<string, StoredValue>>(row.headers, {});
+        let env = parseJson<Record<string, StoredValue>>(row.env, {});
+        let auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
+        // Every credential was bound to the old target: dropped, unless this very change gives it again below.
+        if (endpointChanged) {
+          ({ headers, env, auth } = credentialsForNewTarget());
+          retargeted = true;
+        }
+        headers = this.applySparse(binding, 'headers', headers, patch.headers);
+        env = this.applySparse(binding, 'env', env, patch.env);
+        if (patch.auth !== undefined) auth = this.sealAuth(binding, patch.auth);
+        row.headers = JSON.stringify(headers);
+        row.env = JSON.stringify(env);
+        row.auth = JSON.stringify(auth);
+        if (patch.enabled !== undefined) row.enabled = patch.enabled ? 1 : 0;
+        if (patch.privateNetwork !== undefined) row.private_network = patch.privateNetwork ? 1 : 0;
+        if (patch.trustNewTools !== undefined) row.trust_new_tools = patch.trustNewTools ? 1 : 0;
+        if (patch.options !== undefined) {
+          const options = parseJson<Record<string, unknown>>(row.options, {});
+          for (const [key, value] of Object.entries(patch.options)) {
+            if (value === null) delete options[key];
+            else if (value !== undefined) options[key] = value;
+          }
+          row.options = JSON.stringify(options);
+          row.policy_version += 1; // sandbox roots and path arguments are policy
+        }
+        if (endpointChanged) {
+          row.status = 'unknown';
+          row.policy_version += 1;
+        }
+        // What was learned about the old program (its protocol era, its discover result) says nothing about the new one.
+        if (endpointChanged || (patch.args !== undefined && JSON.stringify(patch.args) !== argsBefore)) {
+          row.protocol_era = null;
+          row.discover = null;
+        }
+      },
+      // OAuth grants were given for the old target too: they go in the same transaction.
+      async (trx) => {
+        if (retargeted) await dropServerGrants(trx, id);
+      },
+    );
   }
 
   async setToolPolicy(id: string, policy: ToolPolicy): Promise<ServerDetail> {
@@ -376,7 +408,12 @@ export class ServerStore {
     let stored: StoredValue | undefined;
     if (field === 'auth') {
       const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
-      stored = auth.type === 'bearer' ? auth.token : undefined;
+      stored =
+        auth.type === 'bearer' && name === 'token'
+          ? auth.token
+          : auth.type === 'oauth' && name === 'clientSecret'
+            ? auth.clientSecret
+            : undefined;
     } else stored = parseJson<Record<string, StoredValue>>(row[field], {})[name];
     if (!stored || !('sealed' in stored)) return false;
     const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
@@ -415,8 +452,32 @@ export class ServerStore {
     return next;
   }
 
+  /** The record's OAuth settings with its client secret opened; undefined when it does not use OAuth. */
+  oauthOf(row: ServerTable, env: NodeJS.ProcessEnv = process.env): OpenedOAuth | undefined {
+    const auth = parseJson<StoredAuth>(row.auth, { type: 'none' });
+    if (auth.type !== 'oauth') return undefined;
+    const binding = bindingOf(row.id, row.transport as Transport, row.url, row.command);
+    const { clientSecret, ...rest } = auth;
+    return {
+      ...rest,
+      ...(clientSecret !== undefined && {
+        clientSecret: openValue(this.key, binding, 'auth', 'clientSecret', clientSecret, env, this.secretPrefix),
+      }),
+    };
+  }
+
   private sealAuth(binding: RecordBinding, auth: AuthInput): StoredAuth {
     if (auth.type === 'none') return { type: 'none' };
+    if (auth.type === 'oauth') {
+      const { clientSecret, grant, ...rest } = auth;
+      return {
+        ...rest,
+        grant: grant ?? 'authorization_code',
+        ...(clientSecret !== undefined && {
+          clientSecret: storeValue(this.key, binding, 'auth', 'clientSecret', clientSecret, this.secretPrefix),
+        }),
+      };
+    }
     return { type: 'bearer', token: storeValue(this.key, binding, 'auth', 'token', auth.token, this.secretPrefix) };
   }
 }
@@ -429,6 +490,15 @@ function invalidField(field: string, message: string): GatehouseError {
 
 export function bindingOf(id: string, transport: Transport, url: string | null, command: string | null): RecordBinding {
   return { serverId: id, endpoint: transport === 'stdio' ? `stdio:${command ?? ''}` : `url:${url ?? ''}` };
+}
+
+function showAuth(auth: StoredAuth): ShownAuth {
+  if (auth.type === 'bearer') return { type: 'bearer', token: showValue(auth.token) };
+  if (auth.type === 'oauth') {
+    const { clientSecret, ...rest } = auth;
+    return { ...rest, ...(clientSecret !== undefined && { clientSecret: showValue(clientSecret) }) };
+  }
+  return { type: 'none' };
 }
 
 export function toView(row: ServerTable): ServerView {
@@ -445,7 +515,7 @@ export function toView(row: ServerTable): ServerView {
     args: parseJson<string[]>(row.args, []),
     headers: showMap(parseJson(row.headers, {})),
     env: showMap(parseJson(row.env, {})),
-    auth: auth.type === 'bearer' ? { type: 'bearer', token: showValue(auth.token) } : { type: 'none' },
+    auth: showAuth(auth),
     enabled: row.enabled === 1,
     privateNetwork: row.private_network === 1,
     trustNewTools: row.trust_new_tools === 1,

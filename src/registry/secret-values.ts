@@ -86,7 +86,9 @@ export function openValue(
  * What a server keeps of its credentials when its target (URL or command) changes: nothing. Sealed
  * values, env references and the bearer token were given for the old target; handing any of them
  * to a new one would let whoever re-points a server collect them. The one place this rule lives;
- * a credential the same change gives again is applied after it.
+ * a credential the same change gives again is applied after it. The server's upstream OAuth grants,
+ * registered clients and pending flows go in the same transaction (`dropServerGrants`, called by
+ * `ServerStore.patchConfig` whenever this is).
  */
 export function credentialsForNewTarget(): {
   headers: Record<string, StoredValue>;

@@ -5,7 +5,7 @@
 
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
-import { type ErrorCode, GatehouseError, isGatehouseError } from '../errors.js';
+import { type ErrorCode, findGatehouseError, GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { listPins, type PinView, pinStates, reconcilePins } from '../policy/pin-store.js';
 import type { PinnableItem } from '../policy/pins.js';
@@ -18,6 +18,7 @@ import { missingConfiguration } from './configuration.js';
 import type { HandshakeResult, Handshaker } from './handshake.js';
 import {
   type ConfigPatch,
+  type Connection,
   type DiscoveredTool,
   type NewServer,
   type ServerDetail,
@@ -84,6 +85,28 @@ export class Registry {
     /** Refuses a stdio command outside `stdio.allowedCommands` (`stdio.command_not_allowed`). */
     private readonly checkCommand: (command: string) => Promise<void> = async () => {},
   ) {}
+
+  /** OAuth servers' bearer tokens (src/upstream-auth), set at assembly: a handshake carries the grant. */
+  authorizer: ((row: ServerTable, principal: Principal | undefined) => Promise<string | undefined>) | undefined;
+
+  /** The connection facts of a handshake: the record's, plus its OAuth grant (shared, or the tester's own). */
+  private async handshakeConnection(row: ServerTable, actor: Principal | undefined): Promise<Connection> {
+    const connection = this.records.connectionOf(row);
+    if (connection.transport !== 'streamable-http' || !this.authorizer) return connection;
+    let token: string | undefined;
+    try {
+      token = await this.authorizer(row, actor);
+    } catch (error) {
+      // The record's status says OAuth is the problem: auth_required (no grant to use) or auth_failed.
+      const code = findGatehouseError(error)?.code;
+      if (code === 'auth.user_required' || code === 'auth.connect_required') {
+        throw new GatehouseError('auth_required', (error as Error).message, { reason: code });
+      }
+      throw error;
+    }
+    if (token === undefined) return connection;
+    return { ...connection, headers: { ...connection.headers, authorization: `Bearer ${token}` } };
+  }
 
   async install(input: NewServer, actor: Principal | undefined): Promise<ServerDetail> {
     assertSandboxChange(input.options?.sandbox, actor);
@@ -210,7 +233,7 @@ export class Registry {
     const started = performance.now();
     let outcome: HandshakeResult | undefined | GatehouseError;
     try {
-      outcome = await this.handshaker.handshake(row, this.records.connectionOf(row), {
+      outcome = await this.handshaker.handshake(row, await this.handshakeConnection(row, actor), {
         runningOnly: action === 'server.refresh',
         ...(signal && { signal }),
       });

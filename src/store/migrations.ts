@@ -428,6 +428,51 @@ export const MIGRATIONS: readonly Migration[] = [
       await db.schema.alterTable('audit_events').addColumn('trace_id', 'text').execute();
     },
   },
+  {
+    version: 10,
+    name: 'upstream OAuth: grants (sealed tokens per subject, server, issuer), registered clients, pending flows',
+    async up(db) {
+      await db.schema
+        .createTable('upstream_oauth_grants')
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('subject', 'text', (c) => c.notNull())
+        .addColumn('issuer', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('access_token', 'text', (c) => c.notNull())
+        .addColumn('refresh_token', 'text')
+        .addColumn('expires_at', 'text')
+        .addColumn('scopes', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('last_error', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('upstream_oauth_grants_pk', ['server_id', 'subject', 'issuer'])
+        .execute();
+      await db.schema
+        .createTable('upstream_oauth_clients')
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('issuer', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('client_secret', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('upstream_oauth_clients_pk', ['server_id', 'issuer'])
+        .execute();
+      await db.schema
+        .createTable('upstream_oauth_flows')
+        .addColumn('state_hash', 'text', (c) => c.primaryKey())
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('subject', 'text', (c) => c.notNull())
+        .addColumn('issuer', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('metadata', 'text', (c) => c.notNull())
+        .addColumn('code_verifier', 'text', (c) => c.notNull())
+        .addColumn('redirect_uri', 'text', (c) => c.notNull())
+        .addColumn('scopes', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .execute();
+    },
+  },
 ];
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"

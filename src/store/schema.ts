@@ -206,6 +206,9 @@ export interface Database extends MemoryTables {
   oauth_signing_keys: OAuthSigningKeyTable;
   toolsets: ToolsetTable;
   mcp_sessions: McpSessionTable;
+  upstream_oauth_grants: UpstreamOAuthGrantTable;
+  upstream_oauth_clients: UpstreamOAuthClientTable;
+  upstream_oauth_flows: UpstreamOAuthFlowTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -360,4 +363,49 @@ export interface McpSessionTable {
   created_at: number;
   last_seen: number;
   expires_at: number;
+}
+
+/**
+ * An upstream OAuth grant (`src/upstream-auth`): tokens sealed, bound to (server, its URL, subject, issuer).
+ * `subject` is `shared` or `user:<id>`; `metadata` the authorization server's endpoints as validated.
+ */
+export interface UpstreamOAuthGrantTable {
+  server_id: string;
+  subject: string;
+  issuer: string;
+  client_id: string;
+  metadata: string;
+  access_token: string;
+  refresh_token: string | null;
+  expires_at: string | null;
+  scopes: string;
+  /** `connected` | `needs_reconnect` */
+  state: string;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A client Gatehouse registered at an upstream's authorization server (Dynamic Client Registration). */
+export interface UpstreamOAuthClientTable {
+  server_id: string;
+  issuer: string;
+  client_id: string;
+  /** Sealed, when the server issued one. */
+  client_secret: string | null;
+  created_at: string;
+}
+
+/** An authorization started and not yet called back: single use, keyed by the SHA-256 of its `state`. */
+export interface UpstreamOAuthFlowTable {
+  state_hash: string;
+  server_id: string;
+  subject: string;
+  issuer: string;
+  client_id: string;
+  metadata: string;
+  code_verifier: string;
+  redirect_uri: string;
+  scopes: string;
+  expires_at: string;
 }

@@ -17,7 +17,7 @@ function jsonResult(body: Record<string, unknown>, isError: boolean): CallToolRe
 }
 
 /** Details an agent may read: reasons and hints, never internals. */
-const AGENT_DETAILS = ['reason', 'retryAfterS', 'issues', 'path', 'limit'];
+const AGENT_DETAILS = ['reason', 'retryAfterS', 'issues', 'path', 'limit', 'connectUrl'];
 
 export function errorResult(error: GatehouseError): CallToolResult {
   const details = Object.fromEntries(

@@ -31,6 +31,8 @@ const WIDENING_TOOLS = new Set([
   'toolset_delete', // destructive: the toolset's agents lose their surface
   'mcp_server_override_delete', // a fixed argument becomes the agent's to choose
   'mcp_server_import', // registers and runs what a client's config names
+  'mcp_server_auth_connect', // hands the upstream a grant every allowed agent then uses
+  'mcp_server_auth_disconnect', // cuts every agent off the upstream
 ]);
 
 /** Tools that read, or change something reversible within what was already approved. */
@@ -84,6 +86,7 @@ const CONTAINED_TOOLS = new Set([
   'mcp_server_override_set', // contained as a whole; its fields are classified below
   'mcp_pins_quarantined',
   'audit_overview',
+  'mcp_server_auth_get', // state, scopes, expiry; never a token
 ]);
 
 /** Every body field of a write tool that is not gated whole: true when setting it widens reach. */

@@ -16,8 +16,8 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { GatehouseError } from '../../errors.js';
-import type { TokenPrincipal } from '../../identity/index.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
+import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import { withFixedArguments } from '../../overrides/model.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
@@ -175,6 +175,8 @@ export async function runUpstream(
     logLevel?: string | undefined;
     continuation?: Continuation | undefined;
     inputCapabilities?: Record<string, unknown> | undefined;
+    /** Whose OAuth grant the call uses on a server with `auth: oauth` (its user, or the shared grant). */
+    principal?: Principal | undefined;
   },
 ): Promise<UpstreamOutcome> {
   const interactive = {
@@ -189,11 +191,24 @@ export async function runUpstream(
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
     return asOutcome(await ports.stdio.callTool(server.row.id, toolName, args, interactive));
   }
-  const upstream = snapshot.upstreamOf(server);
+  const upstream = await snapshot.upstreamFor(server, options.principal);
   if (!upstream) throw new GatehouseError('internal_error');
-  return asOutcome(
-    await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
-  );
+  try {
+    return asOutcome(
+      await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
+    );
+  } catch (error) {
+    // A 401 to a grant's token: the credentials were refused (revoked, expired early), not missing.
+    if (findGatehouseError(error)?.code === 'auth_required' && snapshot.carriesGrant(server, upstream)) {
+      snapshot.tokenRejected(server, options.principal);
+      throw new GatehouseError(
+        'auth_failed',
+        'The upstream refused the OAuth token Gatehouse sent; retry, or reconnect the server if it persists.',
+        { reason: 'token_rejected' },
+      );
+    }
+    throw error;
+  }
 }
 
 function asOutcome(result: InteractiveCallResult): UpstreamOutcome {
@@ -396,6 +411,7 @@ export class HubCalls {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
         const { progressToken, notify, log } = ctx;
         const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+          principal,
           signal: ctx.signal,
           ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
           continuation: continuationOf(ctx.inputResponses, ctx.state),

@@ -11,7 +11,7 @@ import type { ApprovalView } from '../../approvals/types.js';
 import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
-import { type TokenPrincipal, toolViewFor } from '../../identity/index.js';
+import { type Principal, type TokenPrincipal, toolViewFor } from '../../identity/index.js';
 import { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { ServerStore } from '../../registry/records.js';
@@ -27,7 +27,7 @@ import type { HubStateCodec } from './request-state.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
-import { HubRegistry, type HubServer, type Snapshot } from './view.js';
+import { HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
 
 export interface HubDeps {
   config: Pick<
@@ -44,6 +44,8 @@ export interface HubDeps {
   >;
   store: Store;
   records: ServerStore;
+  /** OAuth servers' bearer tokens per caller (src/upstream-auth); absent, no server is OAuth-authorized. */
+  authorizer?: UpstreamAuthorizer | undefined;
   settings: SettingsService;
   events: EventHub;
   approvals: ApprovalQueue;
@@ -85,7 +87,7 @@ function storedCapabilities(approval: ApprovalView): Record<string, unknown> | u
 }
 
 export function createHub(deps: HubDeps): Hub {
-  const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax);
+  const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax, deps.authorizer);
   const recent = new RecentTools();
   /** The settings the endpoint's gate read for the request being served (servers are built synchronously). */
   let lastSettings: Settings = DEFAULT_SETTINGS;
@@ -121,11 +123,12 @@ export function createHub(deps: HubDeps): Hub {
     server: HubServer,
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
+    principal?: Principal,
   ): Promise<T> => {
     if (server.row.transport === 'stdio') {
       return deps.stdio.withClient(server.row.id, deps.config.listTimeoutMs, fn, { signal });
     }
-    const upstream = snapshot.upstreamOf(server);
+    const upstream = await snapshot.upstreamFor(server, principal);
     if (!upstream) throw new GatehouseError('internal_error');
     return deps.poolFor(upstream.privateNetwork).withClient(upstream.target, deps.config.listTimeoutMs, fn, { signal });
   };
@@ -213,6 +216,8 @@ export function createHub(deps: HubDeps): Hub {
         signal,
         continuation,
         inputCapabilities,
+        // A per-user OAuth server uses the requester's own grant when the approved call runs.
+        principal: await requesterOf(deps.store, approval),
       },
     );
   };
@@ -271,5 +276,22 @@ export function createHub(deps: HubDeps): Hub {
       unsubscribe();
       await endpoint.close();
     },
+  };
+}
+
+/** The requester of an approval as far as upstream OAuth needs it: its token and its user (if any). */
+async function requesterOf(store: Store, approval: ApprovalView): Promise<Principal> {
+  const row = await store.db
+    .selectFrom('approvals')
+    .select(['requester_user_id'])
+    .where('id', '=', approval.id)
+    .executeTakeFirst();
+  const userId = row?.requester_user_id ?? null;
+  return {
+    id: approval.requester.id,
+    name: approval.requester.name,
+    role: 'agent',
+    groups: [],
+    ...(userId ? { user: { id: userId, name: '', role: 'member', groups: [] } } : {}),
   };
 }

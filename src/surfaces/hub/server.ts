@@ -6,7 +6,7 @@
 import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
-import type { TokenPrincipal, ToolView } from '../../identity/index.js';
+import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { pageOf } from '../cursor.js';
@@ -113,6 +113,8 @@ export interface HubServerDeps {
     server: HubServer,
     fn: (client: import('@modelcontextprotocol/client').Client, signal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
+    /** Whose OAuth grant a server with `auth: oauth` is contacted with. */
+    principal?: Principal,
   ): Promise<T>;
   /** Most items in one page of tools/list, prompts/list or resources/list. */
   listPageSize: number;
@@ -333,6 +335,7 @@ export function buildHubServer(
         (client, signal) =>
           client.getPrompt({ name: upstreamName, arguments: request.params.arguments ?? {} }, { signal }),
         ctx.mcpReq.signal,
+        principal,
       );
     } catch (error) {
       throw asProtocolError(error);
@@ -368,6 +371,7 @@ export function buildHubServer(
                 ? client.listResourceTemplates({}, { signal })
                 : Promise.resolve({ resourceTemplates: [] }),
             ctx.mcpReq.signal,
+            principal,
           );
           return resourceTemplates
             .slice(0, MAX_TEMPLATES_PER_SERVER)
@@ -411,6 +415,7 @@ export function buildHubServer(
         target,
         (client, signal) => client.complete({ ...request.params, ref: upstreamRef }, { signal }),
         ctx.mcpReq.signal,
+        principal,
       );
     } catch (error) {
       throw asProtocolError(error);
@@ -494,6 +499,7 @@ export function buildHubServer(
         owner,
         (client, signal) => client.readResource({ uri }, { signal }),
         ctx.mcpReq.signal,
+        principal,
       );
       if (scope.kind === 'single') return result;
       return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };

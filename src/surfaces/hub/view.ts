@@ -12,6 +12,7 @@ import {
   SERVER_INFO_META_KEY,
   type Tool,
 } from '@modelcontextprotocol/server';
+import type { Principal } from '../../identity/index.js';
 import { missingArguments, type OverrideReason, overriddenTool, type ToolOverride } from '../../overrides/model.js';
 import { OVERRIDE_KIND, type OverrideRecord, toOverrideRecord } from '../../overrides/store.js';
 import type { PinView } from '../../policy/pin-store.js';
@@ -153,6 +154,18 @@ export interface ToolsetEntryView {
   reason?: string | undefined;
 }
 
+/**
+ * The bearer token of an OAuth server for a caller (src/upstream-auth): undefined for a server that
+ * does not use OAuth; throws the typed refusal (auth_required, auth.user_required, …) otherwise.
+ */
+export type UpstreamAuthorizer = ((
+  row: ServerTable,
+  principal: Principal | undefined,
+) => Promise<string | undefined>) & {
+  /** The upstream answered 401 to the token it was given: forget it, so the next call reads the grant again. */
+  rejected?: (row: ServerTable, principal: Principal | undefined) => void;
+};
+
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
   /** Display names of overrides in force (a name outside `<server>__` shapes), for the aggregate's lookups. */
@@ -160,11 +173,45 @@ export class Snapshot {
   readonly toolsets = new Map<string, Toolset>();
   /** Per server id; null for a stdio server. */
   private readonly upstreams = new Map<string, HttpUpstream | null>();
+  /** Per server id: the last target built with a grant's token, reused while the token is the same. */
+  private readonly authorized = new Map<string, { token: string; upstream: HttpUpstream }>();
 
   constructor(
     readonly servers: ReadonlyMap<string, HubServer>,
     private readonly connections: (row: ServerTable) => Connection,
+    private readonly authorizer?: UpstreamAuthorizer,
   ) {}
+
+  /**
+   * The upstream of a call by `principal`: `upstreamOf`, plus the caller's (or the shared) OAuth grant
+   * as `Authorization: Bearer` for a server that uses OAuth. The token goes only to this server's URL.
+   */
+  async upstreamFor(server: HubServer, principal: Principal | undefined): Promise<HttpUpstream | undefined> {
+    const upstream = this.upstreamOf(server);
+    if (!upstream || !this.authorizer) return upstream;
+    const token = await this.authorizer(server.row, principal);
+    if (token === undefined) return upstream;
+    const key = `${server.row.id}\n${principal?.user?.id ?? ''}`;
+    const known = this.authorized.get(key);
+    if (known?.token === token) return known.upstream;
+    const authorized: HttpUpstream = {
+      target: { url: upstream.target.url, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
+      privateNetwork: upstream.privateNetwork,
+    };
+    this.authorized.set(key, { token, upstream: authorized });
+    return authorized;
+  }
+
+  /** Whether `upstream` carries an OAuth grant's token (an `upstreamFor` answer beyond the record's own). */
+  carriesGrant(server: HubServer, upstream: HttpUpstream): boolean {
+    return upstream !== this.upstreamOf(server);
+  }
+
+  /** The upstream refused the grant's token (HTTP 401): drop it here and in the OAuth client's memory. */
+  tokenRejected(server: HubServer, principal: Principal | undefined): void {
+    this.authorized.delete(`${server.row.id}\n${principal?.user?.id ?? ''}`);
+    this.authorizer?.rejected?.(server.row, principal);
+  }
 
   /** Enabled servers whose exposure shares a group with the caller. */
   visibleTo(groups: readonly string[]): HubServer[] {
@@ -254,6 +301,7 @@ export class HubRegistry {
     private readonly store: Store,
     private readonly records: ServerStore,
     private readonly toolNameMax: number,
+    private readonly authorizer?: UpstreamAuthorizer,
   ) {}
 
   /** The current snapshot; rebuilt only when the servers version moved. */
@@ -365,7 +413,7 @@ export class HubRegistry {
         identity: identityOf(row.discover),
       });
     }
-    const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row));
+    const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row), this.authorizer);
     applyDisplayNames(snapshot);
     for (const toolsetRow of toolsetRows) snapshot.toolsets.set(toolsetRow.name, toToolset(toolsetRow));
     this.built = snapshot;

@@ -1,6 +1,6 @@
 /**
  * Discover: the catalog (search, categories, one-click preset install) and manual entry (name, URL or
- * command + args, transport, auth none/bearer, headers and env as masked inputs or `MCP_SECRET_` env
+ * command + args, transport, auth none/bearer/oauth, headers and env as masked inputs or `MCP_SECRET_` env
  * references). Secret values are write-only: the API answers `{"set": true}` and the form forgets them.
  */
 import { type FormEvent, useId, useState } from 'react';
@@ -305,7 +305,10 @@ function ManualEntry() {
   const [url, setUrl] = useState('');
   const [command, setCommand] = useState('');
   const [args, setArgs] = useState('');
-  const [authType, setAuthType] = useState<'none' | 'bearer'>('none');
+  const [authType, setAuthType] = useState<'none' | 'bearer' | 'oauth'>('none');
+  const [oauthMode, setOauthMode] = useState<'shared' | 'per-user'>('shared');
+  const [oauthClientId, setOauthClientId] = useState('');
+  const [oauthClientSecret, setOauthClientSecret] = useState('');
   const [bearer, setBearer] = useState<SecretRow>({ key: 0, name: 'token', mode: 'value', value: '' });
   const [headers, setHeaders] = useState<SecretRow[]>([]);
   const [env, setEnv] = useState<SecretRow[]>([]);
@@ -324,6 +327,15 @@ function ManualEntry() {
       if (headers.length) manifest.headers = secretPayload(headers);
       if (authType === 'bearer') {
         manifest.auth = { type: 'bearer', token: bearer.mode === 'env' ? { env: bearer.value.trim() } : bearer.value };
+      }
+      if (authType === 'oauth') {
+        // Connect from the server's drawer once installed; the client is optional (else CIMD or DCR).
+        manifest.auth = {
+          type: 'oauth',
+          mode: oauthMode,
+          ...(oauthClientId.trim() ? { clientId: oauthClientId.trim() } : {}),
+          ...(oauthClientId.trim() && oauthClientSecret ? { clientSecret: oauthClientSecret } : {}),
+        };
       }
       if (privateNetwork) manifest.privateNetwork = true;
     } else {
@@ -418,7 +430,7 @@ function ManualEntry() {
             </label>
             <fieldset className="row">
               <legend>Auth</legend>
-              {(['none', 'bearer'] as const).map((a) => (
+              {(['none', 'bearer', 'oauth'] as const).map((a) => (
                 <label key={a} className="inline">
                   <input type="radio" name={`${ids}-auth`} checked={authType === a} onChange={() => setAuthType(a)} />
                   {a}
@@ -447,6 +459,31 @@ function ManualEntry() {
                     value={bearer.value}
                     onChange={(e) => setBearer({ ...bearer, value: e.target.value })}
                     required
+                  />
+                </label>
+              </div>
+            )}
+            {authType === 'oauth' && (
+              <div className="row wrap" data-testid="oauth-fields">
+                <label>
+                  Grant
+                  <select value={oauthMode} onChange={(e) => setOauthMode(e.target.value as 'shared' | 'per-user')}>
+                    <option value="shared">shared (connect once for every agent)</option>
+                    <option value="per-user">per-user (each person connects)</option>
+                  </select>
+                </label>
+                <label className="grow">
+                  Client id (optional)
+                  <input value={oauthClientId} onChange={(e) => setOauthClientId(e.target.value)} autoComplete="off" />
+                </label>
+                <label className="grow">
+                  Client secret (optional, sealed)
+                  <input
+                    type="password"
+                    value={oauthClientSecret}
+                    onChange={(e) => setOauthClientSecret(e.target.value)}
+                    autoComplete="off"
+                    disabled={!oauthClientId.trim()}
                   />
                 </label>
               </div>

@@ -144,7 +144,17 @@ export interface ServerView {
   args: string[];
   headers: Record<string, ShownValue>;
   env: Record<string, ShownValue>;
-  auth: { type: 'none' } | { type: 'bearer'; token: ShownValue };
+  auth:
+    | { type: 'none' }
+    | { type: 'bearer'; token: ShownValue }
+    | {
+        type: 'oauth';
+        mode: 'shared' | 'per-user';
+        grant: 'authorization_code' | 'client_credentials';
+        clientId?: string;
+        clientSecret?: ShownValue;
+        scopes?: string[];
+      };
   enabled: boolean;
   privateNetwork: boolean;
   trustNewTools: boolean;
@@ -483,4 +493,15 @@ export interface SessionInfo {
   signedIn: boolean;
   principal?: { id: string; name: string; role: string; user?: { id: string; name: string; role: string } };
   oidc: { issuer: string; start: string } | null;
+}
+
+/** A server's upstream OAuth state (`GET /api/mcp/servers/{id}/auth`): never a token. */
+export interface UpstreamAuthView {
+  mode: 'shared' | 'per-user';
+  grant: 'authorization_code' | 'client_credentials';
+  state: 'connected' | 'needs_reconnect' | 'not_connected';
+  issuer: string | null;
+  scopes: string[];
+  expiresAt: string | null;
+  lastError: string | null;
 }

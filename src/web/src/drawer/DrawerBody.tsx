@@ -5,6 +5,7 @@ import { Notice, when } from '../ui';
 import { ActivatePanel } from './ActivatePanel';
 import { EventsPanel } from './EventsPanel';
 import { ExposurePanel } from './ExposurePanel';
+import { OAuthFacts } from './OAuthFacts';
 import { SandboxFacts } from './SandboxFacts';
 import { SecretsPanel } from './SecretsPanel';
 import { type Flash, shown } from './shared';
@@ -71,7 +72,10 @@ export function DrawerBody({
         <dd className="mono break">
           {server.transport === 'stdio' ? [server.command, ...server.args].join(' ') : server.url}
         </dd>
-        {server.transport !== 'stdio' && (
+        {server.transport !== 'stdio' && server.auth.type === 'oauth' && (
+          <OAuthFacts server={server} base={base} onChanged={onChanged} />
+        )}
+        {server.transport !== 'stdio' && server.auth.type !== 'oauth' && (
           <>
             <dt>Auth</dt>
             <dd>{server.auth.type === 'bearer' ? `bearer (${shown(server.auth.token)})` : 'none'}</dd>

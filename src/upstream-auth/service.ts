@@ -1,0 +1,591 @@
+/**
+ * Gatehouse as an OAuth 2.1 client of its upstreams' authorization servers (issue 18).
+ *
+ * - connect: discovery (guarded, bounded), a client (pre-registered, else Gatehouse's Client ID
+ *   Metadata Document when the public URL is https, else Dynamic Client Registration), then an
+ *   authorization URL with PKCE S256, `resource` = the upstream and a single-use `state` stored
+ *   against the subject (shared, or one user) and the server. client_credentials connects at once.
+ * - callback: takes the state once, redeems the code (RFC 9207 `iss` checked), seals the grant.
+ * - bearer: the access token for a call, refreshed shortly before expiry by whichever replica
+ *   needs it, one refresh per grant across the fleet (store advisory lock); an authorization server
+ *   that refuses the refresh marks the grant `needs_reconnect` — no retry loop.
+ * Tokens never leave this module except as the `Authorization` header of the upstream's own URL.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  type AuthorizationServerMetadata,
+  exchangeAuthorization,
+  type FetchLike,
+  type OAuthClientInformationMixed,
+  OAuthError,
+  refreshAuthorization,
+  registerClient,
+  startAuthorization,
+} from '@modelcontextprotocol/client';
+import type { EventHub } from '../audit/stream.js';
+import { findGatehouseError, GatehouseError } from '../errors.js';
+import type { Principal } from '../identity/index.js';
+import type { OpenedOAuth, ServerStore } from '../registry/records.js';
+import type { Locks } from '../store/locks.js';
+import type { ServerTable } from '../store/schema.js';
+import { asRefusal, discover } from './discovery.js';
+import { boundedFetch } from './fetch.js';
+import type { GrantKey, GrantStore, GrantView, OpenedGrant, Subject } from './grants.js';
+
+/** A token this close to its expiry is refreshed before use. */
+const REFRESH_MARGIN_MS = 60_000;
+/** A token is reused from memory at most this long, so a disconnect on another replica is seen soon. */
+const CACHE_MS = 30_000;
+const FLOW_TTL_MS = 10 * 60_000;
+/** How long a replica waits for another one's refresh of the same grant. */
+const PEER_REFRESH_WAITS = [50, 100, 200, 400, 800, 1600];
+
+export const CALLBACK_PATH = '/oauth/callback';
+export const CLIENT_METADATA_PATH = '/oauth/client-metadata.json';
+
+export interface UpstreamAuthPorts {
+  records: ServerStore;
+  grants: GrantStore;
+  locks: Locks;
+  events: EventHub;
+  /** The egress guard of a policy (`privateNetwork` servers use the private one). */
+  guardFor(privateNetwork: boolean): { fetch: FetchLike; check(url: string | URL): Promise<URL> };
+  /** The address clients use (GATEHOUSE_PUBLIC_URL, else the bind address). */
+  publicBaseUrl(): string;
+}
+
+export interface AuthStatus {
+  server: string;
+  mode: OpenedOAuth['mode'];
+  grant: OpenedOAuth['grant'];
+  /** `connected`, `needs_reconnect`, or `not_connected`. */
+  state: GrantView['state'] | 'not_connected';
+  issuer: string | null;
+  scopes: string[];
+  expiresAt: string | null;
+  refreshable: boolean;
+  lastError: string | null;
+}
+
+export class UpstreamAuth {
+  private readonly cache = new Map<string, { token: string; until: number }>();
+
+  constructor(private readonly ports: UpstreamAuthPorts) {}
+
+  get grants(): GrantStore {
+    return this.ports.grants;
+  }
+
+  /** Gatehouse's own client metadata (the Client ID Metadata Document); its URL is its client_id. */
+  clientMetadata(): Record<string, unknown> {
+    const base = this.ports.publicBaseUrl();
+    return {
+      client_id: `${base}${CLIENT_METADATA_PATH}`,
+      client_name: 'Gatehouse',
+      client_uri: base,
+      redirect_uris: [`${base}${CALLBACK_PATH}`],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
+  }
+
+  /**
+   * Whose grant a call by `principal` uses: the shared one, or the caller's own — never the shared
+   * grant for a per-user server, and never another user's.
+   */
+  subjectFor(oauth: OpenedOAuth, principal: Principal | undefined): Subject {
+    if (oauth.mode === 'shared') return 'shared';
+    const user = principal?.user;
+    if (!user) throw new GatehouseError('auth.user_required');
+    return `user:${user.id}`;
+  }
+
+  oauthOf(row: ServerTable): OpenedOAuth | undefined {
+    return this.ports.records.oauthOf(row);
+  }
+
+  async status(serverId: string, subject: Subject): Promise<AuthStatus> {
+    const row = await this.ports.records.getRow(serverId);
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const view = await this.ports.grants.view({ serverId, subject });
+    return {
+      server: serverId,
+      mode: oauth.mode,
+      grant: oauth.grant,
+      state: view?.state ?? 'not_connected',
+      issuer: view?.issuer ?? null,
+      scopes: view?.scopes ?? [],
+      expiresAt: view?.expiresAt ?? null,
+      refreshable: view?.refreshable ?? false,
+      lastError: view?.lastError ?? null,
+    };
+  }
+
+  /**
+   * Starts connecting `subject` to the server: the authorization URL a person opens, or — for
+   * client_credentials — the grant itself. `scopes` widens the request (a 403 insufficient_scope).
+   */
+  async connect(
+    serverId: string,
+    subject: Subject,
+    extraScopes: readonly string[] = [],
+  ): Promise<{ authorizationUrl: string } | { connected: AuthStatus }> {
+    const row = await this.ports.records.getRow(serverId);
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const guard = this.guardOf(row);
+    const found = await discover(serverUrlOf(row), {
+      fetch: guard.fetch,
+      check: guard.check,
+      privateNetwork: row.private_network === 1,
+    });
+    const key = keyOf(row, subject);
+    const wanted = [...new Set([...(oauth.scopes ?? found.scopes), ...extraScopes])];
+    if (oauth.grant === 'client_credentials') {
+      await this.clientCredentials(key, oauth, found.metadata, wanted, guard.fetch);
+      await this.announce(serverId, subject, 'connected');
+      return { connected: await this.status(serverId, subject) };
+    }
+    if (!found.metadata.authorization_endpoint)
+      throw asRefusal(undefined, 'the metadata names no authorization_endpoint');
+    const redirectUri = `${this.ports.publicBaseUrl()}${CALLBACK_PATH}`;
+    const client = await this.clientFor(key, oauth, found.issuer, found.metadata, redirectUri, guard.fetch);
+    // Refresh tokens: asked for where the server knows the scope that grants them.
+    const scopes =
+      found.metadata.scopes_supported?.includes('offline_access') && !wanted.includes('offline_access')
+        ? [...wanted, 'offline_access']
+        : wanted;
+    const state = randomBytes(32).toString('base64url');
+    let started: Awaited<ReturnType<typeof startAuthorization>>;
+    try {
+      started = await startAuthorization(found.issuer, {
+        metadata: found.metadata,
+        clientInformation: client,
+        redirectUrl: redirectUri,
+        ...(scopes.length > 0 && { scope: scopes.join(' ') }),
+        state,
+        resource: new URL(found.resource),
+      });
+    } catch (error) {
+      throw asRefusal(error, 'the authorization server does not support PKCE S256');
+    }
+    await this.ports.grants.startFlow(key, {
+      state,
+      issuer: found.issuer,
+      clientId: client.client_id,
+      metadata: found.metadata,
+      codeVerifier: started.codeVerifier,
+      redirectUri,
+      scopes,
+      ttlMs: FLOW_TTL_MS,
+    });
+    return { authorizationUrl: started.authorizationUrl.href };
+  }
+
+  /** The authorization server sent the person back: redeem the code once, seal the grant. */
+  async callback(query: {
+    state: string;
+    code?: string | undefined;
+    iss?: string | undefined;
+    error?: string | undefined;
+  }): Promise<{ serverId: string; subject: Subject }> {
+    const flow = await this.ports.grants.takeFlow(query.state, async (id) => {
+      const row = await this.ports.records.getRow(id).catch(() => undefined);
+      return row?.url ?? undefined;
+    });
+    if (!flow) throw new GatehouseError('oauth.state_invalid');
+    const { key } = flow;
+    if (query.error !== undefined || query.code === undefined) {
+      throw new GatehouseError('auth_failed', 'The authorization server did not grant access.', {
+        reason: (query.error ?? 'no_code').slice(0, 64),
+      });
+    }
+    const row = await this.ports.records.getRow(key.serverId);
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const guard = this.guardOf(row);
+    const client = await this.knownClient(key, oauth, flow.issuer, flow.clientId);
+    let tokens: Awaited<ReturnType<typeof exchangeAuthorization>>;
+    try {
+      tokens = await exchangeAuthorization(flow.issuer, {
+        metadata: flow.metadata,
+        clientInformation: client,
+        authorizationCode: query.code,
+        ...(query.iss !== undefined && { iss: query.iss }),
+        codeVerifier: flow.codeVerifier,
+        redirectUri: flow.redirectUri,
+        resource: new URL(serverUrlOf(row)),
+        fetchFn: guard.fetch,
+      });
+    } catch (error) {
+      throw tokenFailure(error, 'The authorization code was not accepted');
+    }
+    await this.ports.grants.save(
+      key,
+      { issuer: flow.issuer, clientId: client.client_id, metadata: flow.metadata },
+      {
+        accessToken: tokens.access_token,
+        refreshToken: tokens.refresh_token,
+        expiresIn: tokens.expires_in,
+        scopes: tokens.scope ? tokens.scope.split(' ') : flow.scopes,
+      },
+    );
+    this.forget(key);
+    await this.announce(key.serverId, key.subject, 'connected');
+    return { serverId: key.serverId, subject: key.subject };
+  }
+
+  /** Forgets the grant, revoking it first where the authorization server offers RFC 7009. */
+  async disconnect(serverId: string, subject: Subject): Promise<{ revoked: boolean; removed: boolean }> {
+    const row = await this.ports.records.getRow(serverId);
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const key = keyOf(row, subject);
+    const grant = await this.ports.grants.open(key).catch(() => undefined);
+    let revoked = false;
+    const endpoint = grant && (grant.metadata as { revocation_endpoint?: string }).revocation_endpoint;
+    if (grant && endpoint) {
+      const client = await this.knownClient(key, oauth, grant.view.issuer, grant.clientId).catch(() => undefined);
+      if (client) {
+        const guard = this.guardOf(row);
+        for (const [token, hint] of [
+          [grant.refreshToken, 'refresh_token'],
+          [grant.accessToken, 'access_token'],
+        ] as const) {
+          if (token === undefined) continue;
+          const response = await guard
+            .fetch(endpoint, tokenRequest(client, grant.metadata, { token, token_type_hint: hint }))
+            .catch(() => undefined);
+          revoked ||= response?.ok === true;
+        }
+      }
+    }
+    const removed = await this.ports.grants.remove({ serverId, subject });
+    this.forget(key);
+    if (removed) await this.announce(serverId, subject, 'disconnected');
+    return { revoked, removed };
+  }
+
+  /**
+   * The access token for a call on the server by `subject`, fresh. `auth_required` (shared: not
+   * connected; an operator connects it), `auth.connect_required` (per-user: this user has not), or
+   * `auth_failed` (refused by the authorization server; the grant needs a reconnect).
+   */
+  async bearer(row: ServerTable, subject: Subject): Promise<string> {
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const key = keyOf(row, subject);
+    const cacheKey = cacheKeyOf(key);
+    const cached = this.cache.get(cacheKey);
+    if (cached && cached.until > Date.now()) return cached.token;
+    let grant = await this.ports.grants.open(key);
+    if (!grant && oauth.grant === 'client_credentials' && subject === 'shared') {
+      await this.connect(row.id, subject);
+      grant = await this.ports.grants.open(key);
+    }
+    if (!grant) throw await this.notConnected(row, oauth, subject);
+    if (grant.view.state === 'needs_reconnect') throw needsReconnect(row.id, grant.view.lastError);
+    if (expiresSoon(grant)) grant = await this.refreshed(row, oauth, key);
+    this.remember(key, grant);
+    return grant.accessToken;
+  }
+
+  /** The upstream refused the token Gatehouse sent (401): forget it so the next call refreshes or reconnects. */
+  rejected(row: ServerTable, subject: Subject): void {
+    this.forget(keyOf(row, subject));
+  }
+
+  private async notConnected(row: ServerTable, oauth: OpenedOAuth, subject: Subject): Promise<GatehouseError> {
+    if (oauth.mode === 'shared') {
+      return new GatehouseError(
+        'auth_required',
+        `The upstream needs OAuth and no one has connected it yet: an operator connects it (POST /api/mcp/servers/${row.id}/auth/connect or Connect in the dashboard).`,
+        { reason: 'not_connected' },
+      );
+    }
+    // The person's own sign-in link, bound to them and this server (single use, ten minutes).
+    let url: string | undefined;
+    try {
+      const started = await this.connect(row.id, subject);
+      if ('authorizationUrl' in started) url = started.authorizationUrl;
+    } catch {
+      url = undefined;
+    }
+    return new GatehouseError(
+      'auth.connect_required',
+      url
+        ? `Connect your account to "${row.id}" first: open ${url}`
+        : `Connect your account to "${row.id}" first (dashboard, or POST /api/users/me/grants/${row.id}/connect).`,
+      { reason: 'not_connected', ...(url && { connectUrl: url }) },
+    );
+  }
+
+  /** Refreshes under the grant's lock; a replica that finds it held waits for the holder's answer. */
+  private async refreshed(row: ServerTable, oauth: OpenedOAuth, key: GrantKey): Promise<OpenedGrant> {
+    const lockKey = `upstream-oauth:${key.serverId}:${key.subject}`;
+    for (const wait of [0, ...PEER_REFRESH_WAITS]) {
+      if (wait > 0) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        const current = await this.ports.grants.open(key);
+        if (!current) throw await this.notConnected(row, oauth, key.subject);
+        if (current.view.state === 'needs_reconnect') throw needsReconnect(row.id, current.view.lastError);
+        if (!expiresSoon(current)) return current;
+      }
+      const outcome = await this.ports.locks.withLock(lockKey, () => this.refreshHeld(row, oauth, key));
+      if (outcome.ran) return outcome.value;
+    }
+    throw new GatehouseError('auth_failed', 'Another replica is refreshing this grant and has not finished; retry.', {
+      reason: 'refresh_busy',
+    });
+  }
+
+  private async refreshHeld(row: ServerTable, oauth: OpenedOAuth, key: GrantKey): Promise<OpenedGrant> {
+    const current = await this.ports.grants.open(key);
+    if (!current) throw await this.notConnected(row, oauth, key.subject);
+    if (current.view.state === 'needs_reconnect') throw needsReconnect(row.id, current.view.lastError);
+    if (!expiresSoon(current)) return current; // another replica refreshed it meanwhile
+    const guard = this.guardOf(row);
+    if (oauth.grant === 'client_credentials') {
+      await this.clientCredentials(key, oauth, current.metadata, current.view.scopes, guard.fetch);
+    } else {
+      if (current.refreshToken === undefined) {
+        await this.giveUp(key, 'The access token expired and the authorization server issued no refresh token.');
+        throw needsReconnect(row.id, 'expired without a refresh token');
+      }
+      const client = await this.knownClient(key, oauth, current.view.issuer, current.clientId);
+      let tokens: Awaited<ReturnType<typeof refreshAuthorization>>;
+      try {
+        tokens = await refreshAuthorization(current.view.issuer, {
+          metadata: current.metadata,
+          clientInformation: client,
+          refreshToken: current.refreshToken,
+          resource: new URL(serverUrlOf(row)),
+          fetchFn: guard.fetch,
+        });
+      } catch (error) {
+        const failure = tokenFailure(error, 'The refresh was refused');
+        // The server answered no (revoked, expired): a person must reconnect. A network failure is not that.
+        if (OAuthError.isInstance(error)) {
+          await this.giveUp(key, `refresh refused (${error.code})`);
+          throw needsReconnect(row.id, `refresh refused (${error.code})`);
+        }
+        throw failure;
+      }
+      await this.ports.grants.save(
+        key,
+        { issuer: current.view.issuer, clientId: current.clientId, metadata: current.metadata },
+        {
+          accessToken: tokens.access_token,
+          refreshToken: tokens.refresh_token,
+          expiresIn: tokens.expires_in,
+          scopes: tokens.scope ? tokens.scope.split(' ') : current.view.scopes,
+        },
+        current.refreshToken,
+      );
+    }
+    const fresh = await this.ports.grants.open(key);
+    if (!fresh) throw await this.notConnected(row, oauth, key.subject);
+    return fresh;
+  }
+
+  private async giveUp(key: GrantKey, reason: string): Promise<void> {
+    await this.ports.grants.markNeedsReconnect(key, reason);
+    this.forget(key);
+    await this.announce(key.serverId, key.subject, 'needs_reconnect');
+  }
+
+  /** client_credentials (machine to machine): one token request with the pre-registered client. */
+  private async clientCredentials(
+    key: GrantKey,
+    oauth: OpenedOAuth,
+    metadata: AuthorizationServerMetadata,
+    scopes: readonly string[],
+    fetch: FetchLike,
+  ): Promise<void> {
+    if (!oauth.clientId) throw new GatehouseError('oauth.not_configured', 'client_credentials needs a clientId.');
+    const client = { client_id: oauth.clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
+    const body: Record<string, string> = { grant_type: 'client_credentials', resource: key.serverUrl };
+    if (scopes.length > 0) body.scope = scopes.join(' ');
+    let answer: { access_token?: unknown; expires_in?: unknown; scope?: unknown; error?: unknown };
+    let status: number;
+    try {
+      const response = await fetch(metadata.token_endpoint, tokenRequest(client, metadata, body));
+      status = response.status;
+      answer = (await response.json()) as typeof answer;
+    } catch (error) {
+      throw tokenFailure(error, 'The client_credentials token request failed');
+    }
+    if (status !== 200 || typeof answer.access_token !== 'string') {
+      throw new GatehouseError('auth_failed', 'The authorization server refused the client credentials.', {
+        reason: typeof answer.error === 'string' ? answer.error.slice(0, 64) : `http_${status}`,
+      });
+    }
+    await this.ports.grants.save(
+      key,
+      { issuer: metadata.issuer, clientId: oauth.clientId, metadata },
+      {
+        accessToken: answer.access_token,
+        expiresIn: typeof answer.expires_in === 'number' ? answer.expires_in : undefined,
+        scopes: typeof answer.scope === 'string' ? answer.scope.split(' ') : [...scopes],
+      },
+    );
+    this.forget(key);
+  }
+
+  /** The spec's order: pre-registered, else Gatehouse's metadata document (https only), else DCR. */
+  private async clientFor(
+    key: GrantKey,
+    oauth: OpenedOAuth,
+    issuer: string,
+    metadata: AuthorizationServerMetadata,
+    redirectUri: string,
+    fetch: FetchLike,
+  ): Promise<OAuthClientInformationMixed> {
+    if (oauth.clientId) {
+      return { client_id: oauth.clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
+    }
+    const base = this.ports.publicBaseUrl();
+    if (base.startsWith('https://') && metadata.client_id_metadata_document_supported === true) {
+      return { client_id: `${base}${CLIENT_METADATA_PATH}` };
+    }
+    const known = await this.ports.grants.client(key, issuer);
+    if (known) return { client_id: known.clientId, ...(known.clientSecret && { client_secret: known.clientSecret }) };
+    if (!metadata.registration_endpoint) {
+      throw new GatehouseError(
+        'oauth.not_configured',
+        'The authorization server offers no registration and no client id is configured: give auth.clientId.',
+      );
+    }
+    const methods = metadata.token_endpoint_auth_methods_supported;
+    let registered: Awaited<ReturnType<typeof registerClient>>;
+    try {
+      registered = await registerClient(issuer, {
+        metadata,
+        clientMetadata: {
+          client_name: 'Gatehouse',
+          redirect_uris: [redirectUri],
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          token_endpoint_auth_method:
+            !methods || methods.includes('client_secret_basic') ? 'client_secret_basic' : 'none',
+        },
+        fetchFn: fetch,
+      });
+    } catch (error) {
+      throw tokenFailure(error, 'Dynamic Client Registration was refused');
+    }
+    await this.ports.grants.saveClient(key, issuer, {
+      clientId: registered.client_id,
+      clientSecret: registered.client_secret,
+    });
+    return {
+      client_id: registered.client_id,
+      ...(registered.client_secret && { client_secret: registered.client_secret }),
+    };
+  }
+
+  /** The client a flow or grant was made with, with its secret (pre-registered, CIMD or registered). */
+  private async knownClient(
+    key: GrantKey,
+    oauth: OpenedOAuth,
+    issuer: string,
+    clientId: string,
+  ): Promise<OAuthClientInformationMixed> {
+    if (oauth.clientId === clientId) {
+      return { client_id: clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
+    }
+    const registered = await this.ports.grants.client(key, issuer);
+    if (registered?.clientId === clientId) {
+      return { client_id: clientId, ...(registered.clientSecret && { client_secret: registered.clientSecret }) };
+    }
+    if (clientId === `${this.ports.publicBaseUrl()}${CLIENT_METADATA_PATH}`) return { client_id: clientId };
+    throw new GatehouseError('auth_failed', 'The client this grant was made with is gone; connect again.', {
+      reason: 'client_gone',
+    });
+  }
+
+  private guardOf(row: ServerTable): { fetch: FetchLike; check(url: string | URL): Promise<URL> } {
+    const guard = this.ports.guardFor(row.private_network === 1);
+    return { fetch: boundedFetch(guard.fetch), check: (url) => guard.check(url) };
+  }
+
+  private remember(key: GrantKey, grant: OpenedGrant): void {
+    const expires = grant.view.expiresAt ? Date.parse(grant.view.expiresAt) - REFRESH_MARGIN_MS : Infinity;
+    this.cache.set(cacheKeyOf(key), { token: grant.accessToken, until: Math.min(Date.now() + CACHE_MS, expires) });
+  }
+
+  private forget(key: GrantKey): void {
+    this.cache.delete(cacheKeyOf(key));
+  }
+
+  private async announce(serverId: string, subject: Subject, state: string): Promise<void> {
+    // Who, not what: the subject kind and user id; never a token.
+    await this.ports.events.publish('server.auth', { id: serverId, subject, state }).catch(() => {});
+  }
+}
+
+function requireOAuth(row: ServerTable, oauth: OpenedOAuth | undefined): OpenedOAuth {
+  if (!oauth || row.transport !== 'streamable-http') {
+    throw new GatehouseError('oauth.not_configured', `Server "${row.id}" does not use OAuth.`);
+  }
+  return oauth;
+}
+
+function serverUrlOf(row: ServerTable): string {
+  return new URL(row.url ?? '').href;
+}
+
+function keyOf(row: ServerTable, subject: Subject): GrantKey {
+  return { serverId: row.id, serverUrl: serverUrlOf(row), subject };
+}
+
+function cacheKeyOf(key: GrantKey): string {
+  return `${key.serverId}\n${key.serverUrl}\n${key.subject}`;
+}
+
+function expiresSoon(grant: OpenedGrant): boolean {
+  return grant.view.expiresAt !== null && Date.parse(grant.view.expiresAt) - Date.now() < REFRESH_MARGIN_MS;
+}
+
+function needsReconnect(serverId: string, why: string | null): GatehouseError {
+  return new GatehouseError(
+    'auth_failed',
+    `The upstream grant needs a reconnect${why ? ` (${why})` : ''}: connect "${serverId}" again.`,
+    { reason: 'needs_reconnect' },
+  );
+}
+
+/** A token-endpoint failure as Gatehouse reports it: the OAuth error code, never the server's text. */
+function tokenFailure(error: unknown, what: string): GatehouseError {
+  const inner = findGatehouseError(error);
+  if (inner) return inner;
+  const reason = OAuthError.isInstance(error) ? error.code : error instanceof Error ? error.name : 'error';
+  return new GatehouseError(
+    'auth_failed',
+    `${what} (${reason}).`,
+    { reason: String(reason).slice(0, 64) },
+    {
+      cause: error,
+    },
+  );
+}
+
+/** A form POST to a token or revocation endpoint with the client authenticated as the server prefers. */
+function tokenRequest(
+  client: OAuthClientInformationMixed,
+  metadata: AuthorizationServerMetadata,
+  fields: Record<string, string>,
+): RequestInit {
+  const headers: Record<string, string> = {
+    'content-type': 'application/x-www-form-urlencoded',
+    accept: 'application/json',
+  };
+  const body = new URLSearchParams(fields);
+  const secret = 'client_secret' in client ? client.client_secret : undefined;
+  const methods = metadata.token_endpoint_auth_methods_supported;
+  if (secret && (!methods || methods.includes('client_secret_basic'))) {
+    const encode = (v: string) => encodeURIComponent(v).replace(/%20/g, '+');
+    headers.authorization = `Basic ${Buffer.from(`${encode(client.client_id)}:${encode(secret)}`).toString('base64')}`;
+  } else {
+    body.set('client_id', client.client_id);
+    if (secret) body.set('client_secret', secret);
+  }
+  return { method: 'POST', headers, body: body.toString() };
+}
