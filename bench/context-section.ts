@@ -28,7 +28,7 @@ import type { ToolVerdict } from '../src/policy/verdicts.js';
 import type { DiscoveredTool } from '../src/registry/records.js';
 import { approvalStatusTool } from '../src/surfaces/gate.js';
 import { indexOf, META_TOOLS, searchTools } from '../src/surfaces/hub/search/meta-tools.js';
-import { advertised, type HubServer, type HubTool, Snapshot } from '../src/surfaces/hub/view.js';
+import { type HubServer, type HubTool, Snapshot } from '../src/surfaces/hub/view.js';
 import { machineLine, num, renderTable, verdict } from './table.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
