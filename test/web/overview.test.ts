@@ -47,7 +47,9 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: overview', { timeout: 180_000 }
     await page.getByTestId('calls-total').filter({ hasText: '0 calls in the last hour' }).waitFor();
     await page.getByTestId('calls-chart').locator('canvas').waitFor();
     await page.getByTestId('servers-by-status').filter({ hasText: 'unknown: 2' }).waitFor();
-    expect(overviewRequests).toEqual(['?window=hour']);
+    // One route answers the whole page (a live event may refresh it once more): never a request per server.
+    expect(overviewRequests.length).toBeGreaterThan(0);
+    expect(new Set(overviewRequests)).toEqual(new Set(['?window=hour']));
 
     await page.getByLabel('Window').selectOption('day');
     await page.getByTestId('calls-total').filter({ hasText: '0 calls in the last day' }).waitFor();

@@ -68,7 +68,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: toolsets and overrides', () => 
 
     await page.getByRole('button', { name: 'New toolset' }).click();
     const form = page.getByRole('form', { name: 'New toolset' });
-    await form.getByLabel('Name', { exact: false }).fill('solo');
+    await form.getByLabel(/^Name/).fill('solo');
     await form.getByLabel('Tools, one', { exact: false }).fill('plain/echo\n');
     await form.getByRole('button', { name: 'Create toolset' }).click();
     await page.locator('[data-toolset="solo"] [data-entry="plain/echo"]').waitFor();
