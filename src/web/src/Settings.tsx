@@ -134,7 +134,8 @@ function PlatformSettings() {
                   type="number"
                   name={key}
                   aria-label={key}
-                  min={1}
+                  // 0 is meaningful for several (hub.search.recentTools, audit.retentionDays); the server checks each range.
+                  min={0}
                   value={String(draft[key] ?? '')}
                   onChange={(e) => setDraft({ ...draft, [key]: e.target.value === '' ? '' : Number(e.target.value) })}
                 />
