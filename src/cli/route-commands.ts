@@ -10,10 +10,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { overrideRoutes } from '../api/overrides.js';
 import { pinRoutes } from '../api/pins.js';
 import { processRoutes } from '../api/processes.js';
 import type { RouteDeclaration } from '../api/route.js';
 import { serverRoutes } from '../api/servers.js';
+import { upstreamAuthRoutes } from '../api/upstream-auth.js';
 import type { RouteTableEntry } from '../app.js';
 import { GatehouseError } from '../errors.js';
 import { type AdminTool, buildAdminCatalog } from '../surfaces/admin/tools.js';
@@ -57,7 +59,13 @@ export function serverRouteTools(): AdminTool[] {
       },
     },
   );
-  const routes: RouteDeclaration[] = [...serverRoutes(inert), ...processRoutes(inert), ...pinRoutes(inert)];
+  const routes: RouteDeclaration[] = [
+    ...serverRoutes(inert),
+    ...processRoutes(inert),
+    ...pinRoutes(inert),
+    ...overrideRoutes(inert),
+    ...upstreamAuthRoutes(inert),
+  ];
   return toolsOf(routes).filter((t) => t.url.startsWith('/api/mcp/servers/:id') && t.name.startsWith(PREFIX));
 }
 

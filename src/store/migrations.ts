@@ -22,7 +22,7 @@ function idColumn(kind: StoreKind) {
   return kind === 'postgres' ? sql`bigserial primary key` : sql`integer primary key autoincrement`;
 }
 
-export const MIGRATIONS: readonly Migration[] = [
+const APPENDED: readonly Migration[] = [
   {
     version: 1,
     name: 'control plane: meta, tokens, settings, servers, pins, events, audit',
@@ -474,6 +474,9 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
 ];
+
+/** Every migration in version order, whatever order the issues appended them in. */
+export const MIGRATIONS: readonly Migration[] = [...APPENDED].sort((a, b) => a.version - b.version);
 
 const ADVISORY_LOCK_ID = 0x6761_7465; // "gate"
 

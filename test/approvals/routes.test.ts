@@ -113,6 +113,13 @@ describeEachStore('approval and pin routes', (target) => {
       ['GET', '/api/approvals/:id', 'approvals', managers, { tool: 'approval_get', tier: 'autonomousRead' }],
       ['POST', '/api/approvals/:id/approve', 'approvals', managers, agentCouldApprove],
       ['POST', '/api/approvals/:id/reject', 'approvals', managers, agentCouldApprove],
+      [
+        'GET',
+        '/api/mcp/pins/quarantined',
+        'servers',
+        managers,
+        { tool: 'mcp_pins_quarantined', tier: 'autonomousRead' },
+      ],
       ['GET', '/api/mcp/servers/:id/pins', 'servers', managers, { tool: 'mcp_server_pins', tier: 'autonomousRead' }],
       [
         'POST',

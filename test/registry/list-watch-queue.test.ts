@@ -14,7 +14,13 @@ import type { ListWatchHandle, UpstreamPool } from '../../src/upstream/index.js'
 import { eventually } from '../helpers/eventually.js';
 
 const silent = { warn() {}, debug() {}, info() {}, error() {} } as unknown as Logger;
-const row = { id: 's', enabled: 1, transport: 'streamable-http', pinned_at: '2026-11-30T00:00:00.000Z' } as ServerTable;
+const row = {
+  id: 's',
+  enabled: 1,
+  transport: 'streamable-http',
+  pinned_at: '2026-11-30T00:00:00.000Z',
+  auth: '{"type":"none"}',
+} as ServerTable;
 
 /** A gate a fake refresh waits on. */
 function gate() {
