@@ -338,6 +338,12 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         upstreamAuth.rejected(row, upstreamAuth.subjectFor(oauth, principal));
       }
     };
+    authorizer.insufficientScope = async (row, principal, scope) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      if (!oauth) return new GatehouseError('auth_failed', undefined, { reason: 'insufficient_scope' });
+      const subject = upstreamAuth.subjectFor(oauth, principal);
+      return upstreamAuth.insufficientScope(row, subject, scope.split(' ').filter(Boolean));
+    };
     registry.authorizer = authorizer;
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.

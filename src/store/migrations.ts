@@ -473,6 +473,13 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 16,
+    name: 'upstream OAuth: upstream_oauth_grants.scopes_wanted (the wider scope a 403 insufficient_scope asked for)',
+    async up(db) {
+      await db.schema.alterTable('upstream_oauth_grants').addColumn('scopes_wanted', 'text').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

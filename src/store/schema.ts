@@ -384,6 +384,8 @@ export interface UpstreamOAuthGrantTable {
   last_error: string | null;
   created_at: string;
   updated_at: string;
+  /** JSON scopes the next connect asks for beyond the granted ones (an upstream's 403 insufficient_scope). */
+  scopes_wanted: string | null;
 }
 
 /** A client Gatehouse registered at an upstream's authorization server (Dynamic Client Registration). */

@@ -31,6 +31,8 @@ export interface GrantView {
   issuer: string;
   state: GrantState;
   scopes: string[];
+  /** Scopes the next connect asks for beyond `scopes` (the upstream answered 403 insufficient_scope). */
+  wantedScopes: string[];
   expiresAt: string | null;
   refreshable: boolean;
   lastError: string | null;
@@ -137,6 +139,7 @@ export class GrantStore {
       last_error: null,
       created_at: at,
       updated_at: at,
+      scopes_wanted: null,
     };
     await this.store.db.transaction().execute(async (trx) => {
       // One grant per (subject, server): connecting through another authorization server replaces it.
@@ -161,6 +164,24 @@ export class GrantStore {
     await this.store.db
       .updateTable('upstream_oauth_grants')
       .set({ state: 'needs_reconnect', last_error: reason.slice(0, 500), updated_at: nowIso() })
+      .where('server_id', '=', key.serverId)
+      .where('subject', '=', key.subject)
+      .execute();
+  }
+
+  /**
+   * The upstream wants a scope the grant lacks (403 insufficient_scope): the grant waits for a person to
+   * consent again, and the next connect asks for `wanted` (the union of what was granted and asked).
+   */
+  async markScopeWanted(key: Pick<GrantKey, 'serverId' | 'subject'>, wanted: readonly string[]): Promise<void> {
+    await this.store.db
+      .updateTable('upstream_oauth_grants')
+      .set({
+        state: 'needs_reconnect',
+        scopes_wanted: JSON.stringify(wanted),
+        last_error: `insufficient_scope: the upstream asks for ${wanted.join(' ')}`.slice(0, 500),
+        updated_at: nowIso(),
+      })
       .where('server_id', '=', key.serverId)
       .where('subject', '=', key.subject)
       .execute();
@@ -321,6 +342,7 @@ function toView(row: UpstreamOAuthGrantTable): GrantView {
     issuer: row.issuer,
     state: row.state as GrantState,
     scopes: parseJson<string[]>(row.scopes, []),
+    wantedScopes: row.scopes_wanted === null ? [] : parseJson<string[]>(row.scopes_wanted, []),
     expiresAt: row.expires_at,
     refreshable: row.refresh_token !== null,
     lastError: row.last_error,

@@ -62,6 +62,8 @@ export interface AuthStatus {
   state: GrantView['state'] | 'not_connected';
   issuer: string | null;
   scopes: string[];
+  /** Scopes the next connect adds (the upstream answered 403 insufficient_scope). */
+  wantedScopes: string[];
   expiresAt: string | null;
   refreshable: boolean;
   lastError: string | null;
@@ -116,6 +118,7 @@ export class UpstreamAuth {
       state: view?.state ?? 'not_connected',
       issuer: view?.issuer ?? null,
       scopes: view?.scopes ?? [],
+      wantedScopes: view?.wantedScopes ?? [],
       expiresAt: view?.expiresAt ?? null,
       refreshable: view?.refreshable ?? false,
       lastError: view?.lastError ?? null,
@@ -140,7 +143,9 @@ export class UpstreamAuth {
       privateNetwork: row.private_network === 1,
     });
     const key = keyOf(row, subject);
-    const wanted = [...new Set([...(oauth.scopes ?? found.scopes), ...extraScopes])];
+    // What an upstream's 403 insufficient_scope asked for is asked for again, until a grant has it.
+    const earlier = (await this.ports.grants.view(key))?.wantedScopes ?? [];
+    const wanted = [...new Set([...(oauth.scopes ?? found.scopes), ...earlier, ...extraScopes])];
     if (oauth.grant === 'client_credentials') {
       await this.clientCredentials(key, oauth, found.metadata, wanted, guard.fetch);
       await this.announce(serverId, subject, 'connected');
@@ -281,10 +286,27 @@ export class UpstreamAuth {
       grant = await this.ports.grants.open(key);
     }
     if (!grant) throw await this.notConnected(row, oauth, subject);
-    if (grant.view.state === 'needs_reconnect') throw needsReconnect(row.id, grant.view.lastError);
+    if (grant.view.state === 'needs_reconnect') throw await this.reconnectRequired(row, oauth, subject, grant.view);
     if (expiresSoon(grant)) grant = await this.refreshed(row, oauth, key);
     this.remember(key, grant);
     return grant.accessToken;
+  }
+
+  /**
+   * The upstream answered 403 insufficient_scope to the grant's token: the grant needs consent again with
+   * the union of what it holds and what the upstream asked for (never a silent retry). Answers the error
+   * the call reports: a per-user caller gets their own link asking for the wider scope.
+   */
+  async insufficientScope(row: ServerTable, subject: Subject, required: readonly string[]): Promise<GatehouseError> {
+    const oauth = requireOAuth(row, this.oauthOf(row));
+    const key = keyOf(row, subject);
+    const view = await this.ports.grants.view(key);
+    if (!view) return this.notConnected(row, oauth, subject);
+    const wanted = [...new Set([...view.scopes, ...view.wantedScopes, ...required])];
+    await this.ports.grants.markScopeWanted(key, wanted);
+    this.forget(key);
+    await this.announce(row.id, subject, 'needs_reconnect');
+    return this.reconnectRequired(row, oauth, subject, { ...view, wantedScopes: wanted, lastError: null });
   }
 
   /** The upstream refused the token Gatehouse sent (401): forget it so the next call refreshes or reconnects. */
@@ -292,7 +314,32 @@ export class UpstreamAuth {
     this.forget(keyOf(row, subject));
   }
 
-  private async notConnected(row: ServerTable, oauth: OpenedOAuth, subject: Subject): Promise<GatehouseError> {
+  /**
+   * A grant waiting for a reconnect: for a per-user server, the caller's own link (it asks for any wider
+   * scope the upstream wanted); for a shared one, an operator reconnects.
+   */
+  private async reconnectRequired(
+    row: ServerTable,
+    oauth: OpenedOAuth,
+    subject: Subject,
+    view: Pick<GrantView, 'wantedScopes' | 'lastError'>,
+  ): Promise<GatehouseError> {
+    const why = view.wantedScopes.length > 0 ? `the upstream asks for ${view.wantedScopes.join(' ')}` : view.lastError;
+    if (oauth.mode === 'shared') {
+      const error = needsReconnect(row.id, why);
+      if (view.wantedScopes.length === 0) return error;
+      return new GatehouseError('auth_failed', error.message, { reason: 'insufficient_scope' });
+    }
+    return this.notConnected(row, oauth, subject, why);
+  }
+
+  private async notConnected(
+    row: ServerTable,
+    oauth: OpenedOAuth,
+    subject: Subject,
+    /** Set when a grant exists but needs consent again (and why). */
+    reconnect?: string | null,
+  ): Promise<GatehouseError> {
     if (oauth.mode === 'shared') {
       return new GatehouseError(
         'auth_required',
@@ -308,12 +355,14 @@ export class UpstreamAuth {
     } catch {
       url = undefined;
     }
+    const what =
+      reconnect === undefined
+        ? `Connect your account to "${row.id}" first`
+        : `Connect your account to "${row.id}" again${reconnect ? ` (${reconnect})` : ''}`;
     return new GatehouseError(
       'auth.connect_required',
-      url
-        ? `Connect your account to "${row.id}" first: open ${url}`
-        : `Connect your account to "${row.id}" first (dashboard, or POST /api/users/me/grants/${row.id}/connect).`,
-      { reason: 'not_connected', ...(url && { connectUrl: url }) },
+      url ? `${what}: open ${url}` : `${what} (dashboard, or POST /api/users/me/grants/${row.id}/connect).`,
+      { reason: reconnect === undefined ? 'not_connected' : 'needs_reconnect', ...(url && { connectUrl: url }) },
     );
   }
 

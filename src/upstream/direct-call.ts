@@ -11,7 +11,13 @@
  * (`SdkHttpError`, `ProtocolError`, `SdkError`), so the pool's retry rules and `map-error.ts` treat
  * both paths alike.
  */
-import { SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
+import {
+  extractWWWAuthenticateParams,
+  InsufficientScopeError,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+} from '@modelcontextprotocol/client';
 import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
@@ -105,6 +111,14 @@ export async function sendCall(exchange: Exchange, call: CallExchange): Promise<
 /** A non-2xx answer as the SDK raises it: an HTTP error, or (`errorIn400`) the JSON-RPC error to the call. */
 async function httpError(answer: Exchanged, call: CallExchange): Promise<Error> {
   const text = await answer.text().catch(() => null);
+  const challenge = answer.status === 403 ? answer.header('www-authenticate') : undefined;
+  if (challenge) {
+    // As the SDK's transport raises it (no auth provider): the scope the upstream asks for, nothing else.
+    const { error, scope, errorDescription } = extractWWWAuthenticateParams(
+      new Response(null, { headers: { 'www-authenticate': challenge } }),
+    );
+    if (error === 'insufficient_scope') return new InsufficientScopeError({ requiredScope: scope, errorDescription });
+  }
   if (call.errorIn400 && answer.status === 400 && typeof text === 'string') {
     try {
       const message = JSON.parse(text) as Json;

@@ -6,13 +6,20 @@
  * - a GatehouseError anywhere in the cause chain (the egress guard's) is returned as is;
  * - refused, reset, DNS, TLS, closed mid-response → `upstream_unreachable`;
  * - timeouts → `upstream_timeout`;
- * - HTTP 401 → `auth_required`;
+ * - HTTP 401 → `auth_required`; HTTP 403 with `error="insufficient_scope"` → `auth_failed` with reason
+ *   `insufficient_scope` and the scope the upstream asked for (the OAuth client asks consent for it);
  * - anything the upstream said that is not usable MCP → `upstream_protocol_error` with a `reason`
  *   (and `status` / `rpcCode` where there is one). A JSON-RPC error answering the request keeps the
  *   upstream's own error as its cause, which the hub alone passes on to the agent, bounded, as that
  *   protocol error (`upstreamRpcErrorOf`).
  */
-import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
+import {
+  InsufficientScopeError,
+  ProtocolError,
+  SdkError,
+  SdkErrorCode,
+  SdkHttpError,
+} from '@modelcontextprotocol/client';
 import { type ErrorDetails, findGatehouseError, GatehouseError } from '../errors.js';
 
 const NETWORK_CODES = new Set([
@@ -177,6 +184,23 @@ function authRequired(cause: unknown): GatehouseError {
   );
 }
 
+/** OAuth scope tokens (RFC 6749 §3.3), bounded: what a hostile upstream puts in the header goes no further. */
+const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]{1,128}$/;
+
+/** An upstream HTTP 403 `insufficient_scope`: the grant lacks a scope it needs (`scope`: the ones named). */
+function insufficientScope(error: InsufficientScopeError): GatehouseError {
+  const scope = (error.requiredScope ?? '')
+    .split(' ')
+    .filter((s) => SCOPE_TOKEN.test(s))
+    .slice(0, 32);
+  return new GatehouseError(
+    'auth_failed',
+    'The upstream needs a wider OAuth scope than the grant holds (HTTP 403 insufficient_scope).',
+    { reason: 'insufficient_scope', scope: scope.join(' ') },
+    { cause: error },
+  );
+}
+
 /** Maps any failure to the catalogue (see the module comment). */
 export function toUpstreamError(error: unknown): GatehouseError {
   const found = findGatehouseError(error);
@@ -200,6 +224,8 @@ export function toUpstreamError(error: unknown): GatehouseError {
 
   if (error instanceof SdkHttpError) return fromHttpStatus(error);
   if (error instanceof ProtocolError) return fromRpcError(error.code, error);
+  const scopeError = links.find((l) => l instanceof InsufficientScopeError);
+  if (scopeError) return insufficientScope(scopeError as InsufficientScopeError);
   if (error instanceof SdkError) {
     switch (error.code) {
       case SdkErrorCode.RequestTimeout:

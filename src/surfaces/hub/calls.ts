@@ -198,8 +198,13 @@ export async function runUpstream(
       await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
     );
   } catch (error) {
+    const known = findGatehouseError(error);
+    // A 403 insufficient_scope to a grant's token: consent to the wider scope is needed (never retried here).
+    if (known?.details?.reason === 'insufficient_scope' && snapshot.carriesGrant(server, upstream)) {
+      throw (await snapshot.scopeInsufficient(server, options.principal, String(known.details.scope ?? ''))) ?? error;
+    }
     // A 401 to a grant's token: the credentials were refused (revoked, expired early), not missing.
-    if (findGatehouseError(error)?.code === 'auth_required' && snapshot.carriesGrant(server, upstream)) {
+    if (known?.code === 'auth_required' && snapshot.carriesGrant(server, upstream)) {
       snapshot.tokenRejected(server, options.principal);
       throw new GatehouseError(
         'auth_failed',

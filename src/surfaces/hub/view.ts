@@ -164,6 +164,11 @@ export type UpstreamAuthorizer = ((
 ) => Promise<string | undefined>) & {
   /** The upstream answered 401 to the token it was given: forget it, so the next call reads the grant again. */
   rejected?: (row: ServerTable, principal: Principal | undefined) => void;
+  /**
+   * The upstream answered 403 insufficient_scope to it: the grant waits for consent to the wider scope.
+   * Answers the error the call reports (a per-user caller's own link asking for that scope).
+   */
+  insufficientScope?: (row: ServerTable, principal: Principal | undefined, scope: string) => Promise<Error>;
 };
 
 export class Snapshot {
@@ -211,6 +216,16 @@ export class Snapshot {
   tokenRejected(server: HubServer, principal: Principal | undefined): void {
     this.authorized.delete(`${server.row.id}\n${principal?.user?.id ?? ''}`);
     this.authorizer?.rejected?.(server.row, principal);
+  }
+
+  /** The upstream wants a wider scope than the grant's token holds (HTTP 403 insufficient_scope). */
+  async scopeInsufficient(
+    server: HubServer,
+    principal: Principal | undefined,
+    scope: string,
+  ): Promise<Error | undefined> {
+    this.authorized.delete(`${server.row.id}\n${principal?.user?.id ?? ''}`);
+    return this.authorizer?.insufficientScope?.(server.row, principal, scope);
   }
 
   /** Enabled servers whose exposure shares a group with the caller. */
