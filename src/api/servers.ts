@@ -130,6 +130,11 @@ const installBody = z
     env: envMap.optional(),
     /** With `preset`: extra arguments after the preset's own (e.g. the folders of a filesystem server). */
     args: argList.optional(),
+    /** With `url` (an HTTP server): its auth, e.g. `{"type": "oauth", "mode": "shared"}`. */
+    auth: authSchema.optional(),
+  })
+  .refine((b) => b.auth === undefined || b.url !== undefined, {
+    message: 'auth goes with url (a manifest carries its own)',
   })
   .refine((b) => b.preset !== undefined || (b.env === undefined && b.args === undefined), {
     message: 'env and args go with preset (a manifest carries its own)',
@@ -267,7 +272,8 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
       summary: 'Install a server from a URL or spec, a full manifest, or a catalog preset.',
       scope: 'servers',
       access: MANAGERS,
-      mcp: { tool: 'mcp_server_install', tier: 'gated' },
+      // The card masks a preset's env values and an auth secret as a config change's does.
+      mcp: { tool: 'mcp_server_install', tier: 'gated', shown: showConfigBody },
       body: installBody,
       status: 201,
       async handler({ body, principal }) {
@@ -296,6 +302,12 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
           input = fromManifest(resolved, body.id);
         }
         if (body.privateNetwork !== undefined) input = { ...input, privateNetwork: body.privateNetwork };
+        if (body.auth) {
+          if (input.transport !== 'streamable-http') {
+            throw new GatehouseError('validation_error', 'auth goes with a streamable-http server.');
+          }
+          input = { ...input, auth: body.auth };
+        }
         serverIdSchema.parse(input.id);
         return { installed: await registry.install(input, principal) };
       },

@@ -19,6 +19,7 @@ import { upstreamAuthRoutes } from '../api/upstream-auth.js';
 import type { RouteTableEntry } from '../app.js';
 import { GatehouseError } from '../errors.js';
 import { type AdminTool, buildAdminCatalog } from '../surfaces/admin/tools.js';
+import { anyOAuthFlag, type OAuthFlags, oauthAuthOf, withOAuthFlags } from './oauth-flags.js';
 import type { RestClient } from './rest-client.js';
 
 type JsonSchema = {
@@ -37,7 +38,12 @@ type Kind = 'string' | 'number' | 'boolean' | 'list' | 'map' | 'json';
 
 const PREFIX = 'mcp_server_';
 /** Where the derived name would read badly. */
-const RENAMED: Readonly<Record<string, string>> = { tools: 'policy', exposure: 'expose', uninstall: 'remove' };
+const RENAMED: Readonly<Record<string, string>> = {
+  tools: 'policy',
+  exposure: 'expose',
+  uninstall: 'remove',
+  auth_get: 'auth_status',
+};
 
 /** The command a server route becomes: `mcp_server_tools_write` → `policy`, `mcp_server_logs` → `logs`. */
 export function commandNameOf(tool: string): string {
@@ -219,7 +225,7 @@ interface Shortcut {
   body(flags: Record<string, unknown>): Promise<Record<string, unknown>> | Record<string, unknown>;
 }
 
-async function readStdin(): Promise<string> {
+export async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks)
@@ -244,19 +250,31 @@ const SHORTCUTS: readonly Shortcut[] = [
     name: 'auth',
     tool: 'mcp_server_config_write',
     description:
-      "Set an HTTP server's auth (PATCH …/config {auth}): `none`, or `bearer` with the token from --token-env (a reference) or --token-stdin (sealed).",
+      "Set an HTTP server's auth (PATCH …/config {auth}): `none`; `bearer` with the token from --token-env (a reference) or --token-stdin (sealed); or `oauth` with --mode shared|per-user (then connect it: auth-connect).",
     configure: (command) =>
-      command
-        .argument('<type>', 'none | bearer')
-        .option(
-          '--token-env <NAME>',
-          'bearer: an env reference the gateway resolves (secret prefix, e.g. MCP_SECRET_X)',
-        )
-        .option('--token-stdin', 'bearer: read the token from stdin (sealed on arrival; never on the command line)'),
+      withOAuthFlags(
+        command
+          .argument('<type>', 'none | bearer | oauth')
+          .option(
+            '--token-env <NAME>',
+            'bearer: an env reference the gateway resolves (secret prefix, e.g. MCP_SECRET_X)',
+          )
+          .option('--token-stdin', 'bearer: read the token from stdin (sealed on arrival; never on the command line)')
+          .option('--mode <mode>', 'oauth: shared (one grant for every agent) | per-user (each person connects)'),
+      ),
     async body(flags) {
       const type = flags.type;
+      if (type === 'oauth') return { auth: await oauthAuthOf(flags as OAuthFlags, readStdin) };
+      if (flags.mode !== undefined || anyOAuthFlag(flags as OAuthFlags)) {
+        throw new GatehouseError(
+          'validation_error',
+          'The OAuth flags (--mode, --grant, --client-id, …) go with oauth.',
+        );
+      }
       if (type === 'none') return { auth: { type: 'none' } };
-      if (type !== 'bearer') throw new GatehouseError('validation_error', `auth takes none or bearer, not "${type}".`);
+      if (type !== 'bearer') {
+        throw new GatehouseError('validation_error', `auth takes none, bearer or oauth, not "${type}".`);
+      }
       if (flags.tokenEnv !== undefined && flags.tokenStdin) {
         throw new GatehouseError('validation_error', 'Give one of --token-env and --token-stdin.');
       }

@@ -14,8 +14,9 @@ import { GatehouseError } from '../errors.js';
 import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
+import { anyOAuthFlag, type OAuthFlags, oauthAuthOf, withOAuthFlags } from './oauth-flags.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
-import { addRouteCommands, serverRouteTools } from './route-commands.js';
+import { addRouteCommands, readStdin, serverRouteTools } from './route-commands.js';
 import { openCliStore } from './store-notice.js';
 
 type Flags = ClientFlags & { json?: boolean };
@@ -23,14 +24,17 @@ type Flags = ClientFlags & { json?: boolean };
 type Listed = ServerView & { state: string };
 type ListAnswer = { servers: Listed[]; count: number; total: number };
 
-type AddFlags = Flags & {
-  preset?: string;
-  manifest?: string;
-  id?: string;
-  privateNetwork?: boolean;
-  env: string[];
-  arg: string[];
-};
+type AddFlags = Flags &
+  Omit<OAuthFlags, 'mode'> & {
+    /** OAuth to the upstream: its mode. */
+    oauth?: string;
+    preset?: string;
+    manifest?: string;
+    id?: string;
+    privateNetwork?: boolean;
+    env: string[];
+    arg: string[];
+  };
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -143,7 +147,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
     print(table(['ID', 'STATUS', 'STATE', 'TRANSPORT', 'TOOLS'], rows));
   });
 
-  withClientFlags(
+  const add = withClientFlags(
     servers
       .command('add')
       .description('Install a server from a URL or spec, a catalog preset, or a manifest file.')
@@ -156,8 +160,13 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       .option('--id <id>', 'install under this id instead of the derived one')
       .option('--private-network', 'admit a private or loopback address, e.g. http://127.0.0.1:… (admin token)')
       .option('--env <NAME=VALUE>', 'with --preset: a variable it needs (repeatable; sealed)', collect, [])
-      .option('--arg <value>', 'with --preset: an extra argument it needs, e.g. a folder (repeatable)', collect, []),
-  ).action(async (source: string | undefined, flags: AddFlags) => {
+      .option('--arg <value>', 'with --preset: an extra argument it needs, e.g. a folder (repeatable)', collect, [])
+      .option(
+        '--oauth <mode>',
+        'with a server URL: OAuth 2.1 to it, shared | per-user (then: servers auth-connect <id>)',
+      ),
+  );
+  withOAuthFlags(add).action(async (source: string | undefined, flags: AddFlags) => {
     const given = [source, flags.preset, flags.manifest].filter((v) => v !== undefined);
     if (given.length !== 1) {
       throw new GatehouseError('validation_error', 'Give exactly one of <source>, --preset or --manifest.');
@@ -169,6 +178,13 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       throw new GatehouseError('validation_error', '--env and --arg go with --preset.');
     }
     if (flags.preset !== undefined) await askPresetConfiguration(client, flags.preset, env, args);
+    if (anyOAuthFlag(flags) && flags.oauth === undefined) {
+      throw new GatehouseError('validation_error', 'The OAuth flags (--grant, --client-id, …) go with --oauth <mode>.');
+    }
+    if (flags.oauth !== undefined && source === undefined) {
+      throw new GatehouseError('validation_error', '--oauth goes with a server URL (a manifest carries its own auth).');
+    }
+    const auth = flags.oauth === undefined ? undefined : await oauthAuthOf({ ...flags, mode: flags.oauth }, readStdin);
     const body = {
       ...(source !== undefined ? { url: source } : {}),
       ...(flags.preset !== undefined ? { preset: flags.preset } : {}),
@@ -177,6 +193,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       ...(flags.privateNetwork ? { privateNetwork: true } : {}),
       ...(Object.keys(env).length > 0 ? { env } : {}),
       ...(args.length > 0 ? { args } : {}),
+      ...(auth ? { auth } : {}),
     };
     const answer = await client.request<{ installed: ServerView }>('POST', '/api/mcp/install', body);
     if (flags.json) return printJson(answer);
