@@ -20,7 +20,7 @@ export interface ToolHit<T extends IndexedTool = IndexedTool> {
   tool: T;
   /** BM25 score (higher first). */
   score: number;
-  /** With `distinct`: the other visible tools of the very same definition, in rank order. */
+  /** With `distinct`: the other visible tools of the very same definition, in name order. */
   copies?: T[];
 }
 
@@ -114,7 +114,6 @@ interface IndexData<T> {
   tools: T[];
   postings: Map<string, Posting>;
   terms: string[];
-  nameRank: Int32Array;
   /** Per tool, its definition's group: tools with identical definitions (copies on several servers) share one. */
   copyGroup: Int32Array;
 }
@@ -128,7 +127,11 @@ const STEP_TERMS = 512;
  * background build can give the event loop back between them (`ToolIndex.build`).
  */
 function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, IndexData<T>, void> {
-  const tools = [...input].filter((tool) => tool.verdict === 'allow' || tool.verdict === 'gated');
+  // Documents are numbered in name order, so a tie on score is broken by comparing numbers only.
+  const tools = [...input]
+    .filter((tool) => tool.verdict === 'allow' || tool.verdict === 'gated')
+    .sort((x, y) => (x.exposed < y.exposed ? -1 : x.exposed > y.exposed ? 1 : 0));
+  yield;
   const frequencies: Array<Map<string, number>> = [];
   const lengths: number[] = [];
   const copyGroup = new Int32Array(tools.length);
@@ -191,13 +194,7 @@ function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, I
     if (++done % STEP_TERMS === 0) yield;
   }
   const sortedTerms = [...postings.keys()].sort();
-  yield;
-  // Ties are broken by name: each tool's place in name order, so ranking compares numbers only.
-  const nameRank = new Int32Array(count);
-  const byName = tools.map((tool, doc) => ({ name: tool.exposed, doc }));
-  byName.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
-  for (const [rank, { doc }] of byName.entries()) nameRank[doc] = rank;
-  return { tools, postings, terms: sortedTerms, nameRank, copyGroup };
+  return { tools, postings, terms: sortedTerms, copyGroup };
 }
 
 /** Gives the event loop back: timers, I/O and other requests run before the build goes on. */
@@ -220,14 +217,12 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
   /** Every indexed term in code-unit order, for prefix matches. */
   private readonly terms: string[];
   private readonly accumulator: Float64Array;
-  private readonly nameRank: Int32Array;
   private readonly copyGroup: Int32Array;
 
   private constructor(data: IndexData<T>) {
     this.tools = data.tools;
     this.postings = data.postings;
     this.terms = data.terms;
-    this.nameRank = data.nameRank;
     this.copyGroup = data.copyGroup;
     this.accumulator = new Float64Array(data.tools.length);
   }
@@ -266,7 +261,7 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
    * Every tool matching `query` that `visible` lets through, best first (score, then name). At most
    * `max` hits: the ranking is a prefix, so a page never depends on how many more there are. With
    * `distinct`, identical definitions (one tool on several servers) make one hit, its best-ranked copy,
-   * carrying the others in `copies`: otherwise a tool carried by many servers fills every page.
+   * carrying the others in `copies` (in name order): otherwise a tool carried by many servers fills every page.
    */
   query(query: string, visible: Visibility<T>, max: number, distinct = false): ToolHit<T>[] {
     const scores = this.accumulator;
@@ -290,7 +285,7 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
           add(this.postings.get(candidate) as Posting, (PREFIX_WEIGHT * term.length) / candidate.length);
       }
     }
-    const kept: number[] = [];
+    const visibleDocs: number[] = [];
     const shown = new Map<number, T>();
     for (const doc of touched) {
       const tool = this.tools[doc] as T;
@@ -298,29 +293,41 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
       // Rounded, so the rank order and the cursor's key order (meta-tools.ts) agree on ties.
       if (seen) {
         scores[doc] = Math.round((scores[doc] as number) * 1e6) / 1e6;
-        kept.push(doc);
+        visibleDocs.push(doc);
         if (seen !== true) shown.set(doc, seen);
       } else scores[doc] = 0;
     }
-    const rank = this.nameRank;
-    kept.sort((x, y) => (scores[y] as number) - (scores[x] as number) || (rank[x] as number) - (rank[y] as number));
+    // Name order (documents are numbered so), then best first: score, ties by name.
+    const kept = Int32Array.from(visibleDocs).sort();
+    const byRank = (x: number, y: number) => (scores[y] as number) - (scores[x] as number) || x - y;
     const toolOf = (doc: number) => shown.get(doc) ?? (this.tools[doc] as T);
     const hits: ToolHit<T>[] = [];
     if (distinct) {
-      const byGroup = new Map<number, ToolHit<T>>();
+      // Per group of copies: its best document, and every member in name order. Only the groups are ranked.
+      const best = new Map<number, number>();
+      const members = new Map<number, number[]>();
       for (const doc of kept) {
         const group = this.copyGroup[doc] as number;
-        const first = byGroup.get(group);
-        if (first) {
-          first.copies = first.copies ?? [];
-          first.copies.push(toolOf(doc));
-        } else if (hits.length < max) {
-          const hit = { tool: toolOf(doc), score: scores[doc] as number };
-          byGroup.set(group, hit);
-          hits.push(hit);
+        const first = best.get(group);
+        if (first === undefined) {
+          best.set(group, doc);
+          members.set(group, [doc]);
+        } else {
+          if ((scores[doc] as number) > (scores[first] as number)) best.set(group, doc);
+          (members.get(group) as number[]).push(doc);
         }
       }
-    } else for (const doc of kept.slice(0, max)) hits.push({ tool: toolOf(doc), score: scores[doc] as number });
+      const ranked = [...best.values()].sort(byRank).slice(0, max);
+      for (const doc of ranked) {
+        const hit: ToolHit<T> = { tool: toolOf(doc), score: scores[doc] as number };
+        const copies = (members.get(this.copyGroup[doc] as number) as number[]).filter((other) => other !== doc);
+        if (copies.length > 0) hit.copies = copies.map(toolOf);
+        hits.push(hit);
+      }
+    } else {
+      const ranked = Array.from(kept).sort(byRank).slice(0, max);
+      for (const doc of ranked) hits.push({ tool: toolOf(doc), score: scores[doc] as number });
+    }
     for (const doc of kept) scores[doc] = 0;
     return hits;
   }
