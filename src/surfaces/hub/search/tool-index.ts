@@ -120,10 +120,10 @@ interface IndexData<T> {
 
 /** Tools handled between two yields of `indexing` (a yield is where a background build may pause). */
 const STEP_TOOLS = 32;
-const STEP_TERMS = 512;
+const STEP_POSTINGS = 8192;
 
 /**
- * The index's construction as steps: it yields every few dozen tools or a few hundred terms, so a
+ * The index's construction as steps: it yields every few dozen tools or few thousand postings, so a
  * background build can give the event loop back between them (`ToolIndex.build`).
  */
 function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, IndexData<T>, void> {
@@ -183,15 +183,19 @@ function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, I
     if (doc % STEP_TOOLS === STEP_TOOLS - 1) yield;
   }
   const postings = new Map<string, Posting>();
+  // Counted in postings written, not terms: a common term alone can cover every tool.
   let done = 0;
   for (const [term, posting] of building) {
     const df = posting.docs.length;
     const idf = Math.log(1 + (count - df + 0.5) / (df + 0.5));
-    postings.set(term, {
-      docs: Int32Array.from(posting.docs),
-      scores: Float64Array.from(posting.scores, (score) => score * idf),
-    });
-    if (++done % STEP_TERMS === 0) yield;
+    const scores = new Float64Array(df);
+    for (let i = 0; i < df; i++) scores[i] = (posting.scores[i] as number) * idf;
+    postings.set(term, { docs: Int32Array.from(posting.docs), scores });
+    done += df;
+    if (done >= STEP_POSTINGS) {
+      done = 0;
+      yield;
+    }
   }
   const sortedTerms = [...postings.keys()].sort();
   return { tools, postings, terms: sortedTerms, copyGroup };
