@@ -13,7 +13,10 @@
  * `ToolIndex` behind it, filtered per agent at query time). Retrieval quality: `bench/context/tasks.json`,
  * task phrasings written from the tools' documentation, each naming the tool it needs; recall@5 is the
  * share whose tool is among the first five results — over the 36 tools once (three servers), and at
- * 10,000 tools, where a result counts when it is the needed tool on any of the servers carrying it.
+ * 10,000 tools, where a result counts when it is the needed tool on any of the servers carrying it (a
+ * tool carried identically by many servers is one result naming the others, so copies never fill a page).
+ * The index is built in the background in slices: the build's wall time and the longest slice (the
+ * longest the event loop was held) are reported.
  * Targets (issue 22): search p50 ≤ 5 ms at 10,000 tools; recall@5 ≥ 0.9.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -27,7 +30,9 @@ import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import type { ToolVerdict } from '../src/policy/verdicts.js';
 import type { DiscoveredTool } from '../src/registry/records.js';
 import { approvalStatusTool } from '../src/surfaces/gate.js';
-import { indexOf, META_TOOLS, searchTools } from '../src/surfaces/hub/search/meta-tools.js';
+import { SearchIndexes } from '../src/surfaces/hub/search/indexes.js';
+import { META_TOOLS, searchTools } from '../src/surfaces/hub/search/meta-tools.js';
+import { yieldToLoop } from '../src/surfaces/hub/search/tool-index.js';
 import { type HubServer, type HubTool, Snapshot } from '../src/surfaces/hub/view.js';
 import { machineLine, num, renderTable, verdict } from './table.js';
 
@@ -114,7 +119,7 @@ function snapshotOf(
       identity: {},
     } as unknown as HubServer);
   }
-  return { snapshot: new Snapshot(map, () => ({}) as never), upstreamOf };
+  return { snapshot: new Snapshot(map, () => ({}) as never), upstreamOf, indexes: new SearchIndexes() };
 }
 
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
@@ -157,12 +162,14 @@ export async function contextSection(): Promise<string> {
   const searchList = { tools: [...META_TOOLS, approvalStatusTool()] };
   const fullText = JSON.stringify(fullList);
   const searchText = JSON.stringify(searchList);
-  const pages = tasks.map((t) => searchTools(large.snapshot, ['default'], { query: t.task }));
+  const pages = await Promise.all(
+    tasks.map((t) => searchTools(large.indexes, large.snapshot, ['default'], { query: t.task })),
+  );
   const pageBytes = pages.map(bytesOf);
   const pageTokens = pages.map((p) => countTokens(JSON.stringify(p)));
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-  // Latency at 10,000 tools: the index is built on the first search of a snapshot (timed apart).
+  // Latency at 10,000 tools: the index is built in the background, in slices (timed apart).
   const fresh = snapshotOf(
     [...large.snapshot.servers.values()].map((s) => ({
       id: s.row.id,
@@ -173,47 +180,58 @@ export async function contextSection(): Promise<string> {
       })),
     })),
   );
+  // The longest slice between two yields, in wall time (a loaded machine adds its waits) and in CPU time.
+  let longestSlice = 0;
+  let longestSliceCpu = 0;
+  let sliceStart = performance.now();
+  let sliceCpu = process.cpuUsage();
+  const timedPause = async () => {
+    longestSlice = Math.max(longestSlice, performance.now() - sliceStart);
+    const spent = process.cpuUsage(sliceCpu);
+    longestSliceCpu = Math.max(longestSliceCpu, (spent.user + spent.system) / 1000);
+    await yieldToLoop();
+    sliceStart = performance.now();
+    sliceCpu = process.cpuUsage();
+  };
+  const freshIndexes = new SearchIndexes(timedPause);
   let started = performance.now();
-  searchTools(fresh.snapshot, ['default'], { query: 'warm up' });
+  sliceStart = started;
+  sliceCpu = process.cpuUsage();
+  await searchTools(freshIndexes, fresh.snapshot, ['default'], { query: 'warm up' });
   const buildMs = performance.now() - started;
   const timings: number[] = [];
+  // CPU time too: on a loaded machine the wall time is mostly waiting for a core.
+  const cpuTimings: number[] = [];
   for (let round = 0; round < LATENCY_ROUNDS; round++) {
     for (const t of tasks) {
       started = performance.now();
-      searchTools(fresh.snapshot, ['default'], { query: t.task });
+      const cpu = process.cpuUsage();
+      await searchTools(freshIndexes, fresh.snapshot, ['default'], { query: t.task });
       timings.push(performance.now() - started);
+      const spent = process.cpuUsage(cpu);
+      cpuTimings.push((spent.user + spent.system) / 1000);
     }
   }
   timings.sort((a, b) => a - b);
   const p50 = percentile(timings, 50);
   const p99 = percentile(timings, 99);
+  cpuTimings.sort((a, b) => a - b);
 
-  // Retrieval quality: recall@5.
-  // `distinct`: the first five different tools of the ranking, a tool on many servers counting once (at
-  // 10,000 tools each definition is carried by up to 200 servers, whose copies tie and fill a page).
-  const recall = (set: typeof distinct, mode: 'results' | 'distinct') => {
+  // Retrieval quality: recall@5, the first five results of the page an agent gets.
+  const recall = async (set: typeof distinct) => {
     let hits = 0;
     const misses: string[] = [];
     for (const t of tasks) {
-      let top: Array<string | undefined>;
-      if (mode === 'results') {
-        const page = searchTools(set.snapshot, ['default'], { query: t.task, limit: 5 }).structuredContent as {
-          tools: Array<{ name: string }>;
-        };
-        top = page.tools.map((hit) => set.upstreamOf.get(hit.name));
-      } else {
-        // The whole ranking (the pages stop at 200 matches: one tool's copies), read from the index itself.
-        const ranking = indexOf(set.snapshot).query(t.task, () => true, Number.MAX_SAFE_INTEGER);
-        top = [...new Set(ranking.map((hit) => set.upstreamOf.get(hit.tool.exposed)))].slice(0, 5);
-      }
+      const page = (await searchTools(set.indexes, set.snapshot, ['default'], { query: t.task, limit: 5 }))
+        .structuredContent as { tools: Array<{ name: string }> };
+      const top = page.tools.map((hit) => set.upstreamOf.get(hit.name));
       if (top.includes(t.tool)) hits += 1;
       else misses.push(`${t.tool} ← "${t.task}"`);
     }
     return { recall: hits / tasks.length, misses };
   };
-  const small = recall(distinct, 'results');
-  const big = recall(large, 'results');
-  const bigDistinct = recall(large, 'distinct');
+  const small = await recall(distinct);
+  const big = await recall(large);
   const load = os.loadavg()[0] as number;
 
   const totalTools = fullList.tools.length;
@@ -254,21 +272,18 @@ export async function contextSection(): Promise<string> {
         { title: 'verdict', align: 'left' },
       ],
       [
-        ['index build (first search after a catalog change)', `${num(buildMs, 0)} ms`, '—', ''],
+        ['index build in the background (wall time)', `${num(buildMs, 0)} ms`, '—', ''],
+        ['longest hold of the event loop during the build', `${num(longestSlice, 1)} ms`, '—', ''],
+        ['the same, CPU time of the process', `${num(longestSliceCpu, 1)} ms`, '—', ''],
         [`search p50 (${timings.length} searches)`, `${num(p50, 2)} ms`, '≤ 5 ms', verdict(p50 <= 5)],
         ['search p99', `${num(p99, 2)} ms`, '—', ''],
+        ['search p50, CPU time of the process', `${num(percentile(cpuTimings, 50), 2)} ms`, '—', ''],
         [`recall@5, ${pool.length} tools on 3 servers`, num(small.recall, 3), '≥ 0.9', verdict(small.recall >= 0.9)],
         [
           `recall@5, ${totalTools - 1} tools on ${SERVERS} servers`,
           num(big.recall, 3),
           '≥ 0.9',
           verdict(big.recall >= 0.9),
-        ],
-        [
-          `recall@5 distinct tools, ${totalTools - 1} tools`,
-          num(bigDistinct.recall, 3),
-          '≥ 0.9',
-          verdict(bigDistinct.recall >= 0.9),
         ],
       ],
     ),
@@ -281,8 +296,6 @@ export async function contextSection(): Promise<string> {
         : ''),
   );
   if (small.misses.length > 0) lines.push('', 'missed on 3 servers:', ...small.misses.map((m) => `  ${m}`));
-  if (bigDistinct.misses.length > 0) {
-    lines.push('', 'missed at 10,000 tools (distinct):', ...bigDistinct.misses.map((m) => `  ${m}`));
-  }
+  if (big.misses.length > 0) lines.push('', 'missed at 10,000 tools:', ...big.misses.map((m) => `  ${m}`));
   return lines.join('\n');
 }

@@ -14,6 +14,7 @@ import { GatehouseError } from '../errors.js';
 import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
+import { listToolsets } from '../toolsets/store.js';
 import { anyOAuthFlag, type OAuthFlags, oauthAuthOf, withOAuthFlags } from './oauth-flags.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
 import { addRouteCommands, readStdin, serverRouteTools } from './route-commands.js';
@@ -298,7 +299,9 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
 
   servers
     .command('export')
-    .description('Write the registry as a gatehouse.yaml for `serve --config`, secrets as env references.')
+    .description(
+      'Write the registry and its toolsets as a gatehouse.yaml for `serve --config`, secrets as env references.',
+    )
     .option('--data-dir <dir>', 'data folder of the SQLite store')
     .option('--database-url <url>', 'PostgreSQL URL')
     .option('--secret-key <key>', 'the sealing key (env GATEHOUSE_SECRET_KEY), checked against the store')
@@ -310,7 +313,8 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       try {
         const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
         const records = await new ServerStore(store, key, config.secretEnvPrefix).all();
-        exported = exportServers(records, { secretEnvPrefix: config.secretEnvPrefix });
+        const toolsets = await listToolsets(store.db);
+        exported = exportServers(records, { secretEnvPrefix: config.secretEnvPrefix, toolsets });
       } finally {
         await store.close();
       }

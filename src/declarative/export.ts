@@ -1,11 +1,13 @@
 /**
  * The registry written back out as a `gatehouse.yaml` that `--config` accepts. It is built from the masked views
  * the API shows, so no secret can leave: a sealed value becomes an env reference `{env: MCP_SECRET_<ID>_<NAME>}`
- * for the operator to set, an existing reference is kept, and a comment lists every variable.
+ * for the operator to set, an existing reference is kept, and a comment lists every variable. Toolsets go
+ * with them (the file's `toolsets:`, as `--config` takes them), so a registry and its toolsets travel together.
  */
 import { Document } from 'yaml';
 import type { ServerDetail } from '../registry/records.js';
 import type { ShownValue } from '../registry/secret-values.js';
+import type { Toolset } from '../toolsets/model.js';
 import { formatPath, type PathSegment } from './paths.js';
 
 export interface ExportedVariable {
@@ -26,7 +28,7 @@ const MAX_ENV_NAME = 128;
 
 export function exportServers(
   servers: readonly ServerDetail[],
-  options: { secretEnvPrefix: string; exportedAt?: Date },
+  options: { secretEnvPrefix: string; exportedAt?: Date; toolsets?: readonly Toolset[] },
 ): ExportResult {
   // Existing references are taken first, so a generated name never shadows one.
   const taken = new Set<string>();
@@ -74,7 +76,13 @@ export function exportServers(
     return entry;
   });
 
-  const doc = new Document({ servers: entries });
+  // A toolset holds no secret: its name, description and `{server, tool}` entries (by upstream name).
+  const toolsets = (options.toolsets ?? []).map((toolset) => ({
+    name: toolset.name,
+    ...(toolset.description ? { description: toolset.description } : {}),
+    tools: toolset.tools.map((entry) => ({ server: entry.server, tool: entry.tool })),
+  }));
+  const doc = new Document({ servers: entries, ...(toolsets.length > 0 ? { toolsets } : {}) });
   doc.commentBefore = header(variables, options.exportedAt ?? new Date());
   return { yaml: doc.toString({ lineWidth: 0 }), variables };
 }
@@ -97,7 +105,7 @@ function envPart(value: string | PathSegment[]): string {
 
 function header(variables: ExportedVariable[], at: Date): string {
   const lines = [
-    ` Gatehouse servers, exported ${at.toISOString()}. Apply with: gatehouse serve --config <this file>`,
+    ` Gatehouse servers and toolsets, exported ${at.toISOString()}. Apply with: gatehouse serve --config <this file>`,
     ' Secrets are env references, never values.',
   ];
   if (variables.length === 0) lines.push(' No variables to set.');

@@ -7,6 +7,7 @@ import { parse as parseYaml } from 'yaml';
 import { exportServers } from '../../src/declarative/export.js';
 import { isNoop } from '../../src/declarative/report.js';
 import type { ServerView } from '../../src/registry/records.js';
+import { listToolsets } from '../../src/toolsets/store.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_SECRET_KEY, type TestGateway } from '../helpers/gateway.js';
 import { NODE_TS } from '../helpers/processes.js';
@@ -94,7 +95,33 @@ describeEachStore('declarative config: export and round trip', (target) => {
       url: upstream.url,
       headers: { 'X-Key': `${SENTINEL}-1`, X_Key: `${SENTINEL}-2`, Other: { env: 'MCP_SECRET_DUP_X_KEY' } },
     });
+    // Toolsets across two servers (one entry naming a tool no server has): they travel with the export.
+    const toolset = async (body: object) =>
+      expect((await source.request('POST', '/api/toolsets', { body })).statusCode).toBe(201);
+    await toolset({
+      name: 'pair',
+      description: 'echo from two servers',
+      tools: [
+        { server: 'secretive', tool: 'echo' },
+        { server: 'dup', tool: 'echo' },
+        { server: 'dup', tool: 'gone' },
+      ],
+    });
+    await toolset({ name: 'solo', tools: [{ server: 'runner', tool: 'anything' }] });
   });
+  const exported = async () =>
+    exportServers(await source.gateway.registry.records.all(), {
+      secretEnvPrefix: 'MCP_SECRET_',
+      toolsets: await listToolsets(source.gateway.store.db),
+    });
+  const toolsetsOf = async (gw: TestGateway) =>
+    ((await gw.request('GET', '/api/toolsets')).json().toolsets as Array<Record<string, unknown>>).map(
+      ({ name, description, tools }) => ({
+        name,
+        description,
+        tools: (tools as Array<{ server: string; tool: string }>).map(({ server, tool }) => ({ server, tool })),
+      }),
+    );
   afterEach(async () => {
     for (const name of envSet.splice(0)) delete process.env[name];
     await copy?.close();
@@ -105,9 +132,7 @@ describeEachStore('declarative config: export and round trip', (target) => {
   });
 
   it('writes every sealed value as an env reference, lists the variables, and leaks nothing', async () => {
-    const { yaml, variables } = exportServers(await source.gateway.registry.records.all(), {
-      secretEnvPrefix: 'MCP_SECRET_',
-    });
+    const { yaml, variables } = await exported();
     expect(yaml).not.toContain(SENTINEL);
     expect(variables).toEqual([
       { name: 'MCP_SECRET_DUP_X_KEY_2', path: 'servers[0].headers.X-Key', sealed: true },
@@ -130,12 +155,22 @@ describeEachStore('declarative config: export and round trip', (target) => {
     });
     // What it writes, `--config` accepts.
     expect(parse(yaml).servers?.map((s) => s.id)).toEqual(['dup', 'runner', 'secretive']);
+    expect(parse(yaml).toolsets).toEqual([
+      {
+        name: 'pair',
+        description: 'echo from two servers',
+        tools: [
+          { server: 'secretive', tool: 'echo' },
+          { server: 'dup', tool: 'echo' },
+          { server: 'dup', tool: 'gone' },
+        ],
+      },
+      { name: 'solo', tools: [{ server: 'runner', tool: 'anything' }] },
+    ]);
   });
 
-  it('applied to a fresh store with the secrets as env vars, reproduces the registry', async () => {
-    const { yaml, variables } = exportServers(await source.gateway.registry.records.all(), {
-      secretEnvPrefix: 'MCP_SECRET_',
-    });
+  it('applied to a fresh store with the secrets as env vars, reproduces the registry and its toolsets', async () => {
+    const { yaml, variables } = await exported();
     const values: Record<string, string> = {
       MCP_SECRET_DUP_X_KEY_2: `${SENTINEL}-1`,
       MCP_SECRET_DUP_X_KEY_3: `${SENTINEL}-2`,
@@ -149,6 +184,8 @@ describeEachStore('declarative config: export and round trip', (target) => {
     const report = await apply(copy, yaml);
     expect(report.servers.created).toEqual(['dup', 'runner', 'secretive']);
     expect(report.servers.warnings).toEqual([]);
+    expect(report.toolsets?.created).toEqual(['pair', 'solo']);
+    expect(await toolsetsOf(copy)).toEqual(await toolsetsOf(source));
     const original = (await source.request('GET', '/api/mcp/servers')).json().servers as ServerView[];
     const reproduced = (await copy.request('GET', '/api/mcp/servers')).json().servers as ServerView[];
     expect(reproduced.map(configOf)).toEqual(original.map(configOf));
@@ -180,6 +217,7 @@ describeEachStore('declarative config: export and round trip', (target) => {
     expect(printed).toMatchObject({ code: 0, stderr: expect.stringMatching(/^gatehouse: using the store at \S+\n$/) });
     expect(printed.stdout).not.toContain(SENTINEL);
     expect(parse(printed.stdout).servers).toHaveLength(3);
+    expect(parse(printed.stdout).toolsets?.map((t) => t.name)).toEqual(['pair', 'solo']);
 
     const out = join(dir, 'gatehouse.yaml');
     writeFileSync(out, 'old contents\n', { mode: 0o644 });

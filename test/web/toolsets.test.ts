@@ -2,6 +2,8 @@
  * The dashboard's toolsets and overrides (issue 22), in Chromium against a real `gatehouse serve`: the
  * Toolsets screen shows each entry's state (a gated tool, a tool that is gone), creates a toolset from
  * `server/tool` lines; the server drawer's tool list sets an override (display name, fixed argument).
+ * Settings: an agent token's tool view is chosen at creation and changed in the list (a toolset among
+ * the choices), and the platform default `hub.toolView` is a picker too.
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -93,6 +95,54 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: toolsets and overrides', () => 
       state: 'active',
       override: { displayName: 'sum', fixedArguments: { b: 1 } },
     });
+    expect(errors).toEqual([]);
+  });
+
+  it("picks an agent token's tool view at creation, changes it in the list, and sets the platform default", async () => {
+    // The server drawer of the test before may still be open.
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'detached' });
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Settings' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Settings' }).waitFor();
+    const form = page.getByRole('form', { name: 'Create a token' });
+    await form.getByLabel('Name').fill('finder');
+    const picker = form.getByLabel('Tool view');
+    // The toolsets are among the choices; the token's own default is the platform's, shown as what it is now.
+    await picker.locator('option[value="toolset:pair"]').waitFor({ state: 'attached' });
+    expect(await picker.locator('option[value=""]').textContent()).toBe('platform default (all)');
+    await picker.selectOption('search');
+    await form.getByRole('button', { name: 'Create token' }).click();
+    await page.getByTestId('new-token').waitFor();
+    const tokenNamed = async (name: string) => {
+      const list = await serve.rest<{ tokens: Array<{ id: string; name: string; toolView: string | null }> }>(
+        'GET',
+        '/api/tokens?limit=500',
+      );
+      return list.body.tokens.find((t) => t.name === name);
+    };
+    expect(await tokenNamed('finder')).toMatchObject({ toolView: 'search' });
+
+    const row = page.locator('[data-token="finder"]');
+    const rowPicker = row.getByLabel('Tool view of finder');
+    expect(await rowPicker.inputValue()).toBe('search');
+    await rowPicker.selectOption('toolset:pair');
+    await page.getByText('Tool view of finder: toolset:pair.').waitFor();
+    expect(await tokenNamed('finder')).toMatchObject({ toolView: 'toolset:pair' });
+    await rowPicker.selectOption('');
+    await page.getByText('Tool view of finder: platform default (all).').waitFor();
+    expect(await tokenNamed('finder')).toMatchObject({ toolView: null });
+
+    // The platform default: a picker in the settings form, saved like any setting.
+    const platform = page.getByRole('form', { name: 'Surfaces and scopes' });
+    await platform.getByLabel('hub.toolView').selectOption('search');
+    await platform.getByRole('button', { name: 'Save 1 change' }).click();
+    await platform.getByText('Saved: hub.toolView.', { exact: false }).waitFor();
+    const settings = await serve.rest<{ settings: Record<string, unknown> }>('GET', '/api/settings');
+    expect(settings.body.settings['hub.toolView']).toBe('search');
+    // The token list follows: its "platform default" now says what it resolves to.
+    await rowPicker
+      .locator('option[value=""]', { hasText: 'platform default (search)' })
+      .waitFor({ state: 'attached' });
     expect(errors).toEqual([]);
   });
 });

@@ -24,6 +24,7 @@ import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-round
 import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import type { HubStateCodec } from './request-state.js';
+import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
@@ -89,6 +90,7 @@ function storedCapabilities(approval: ApprovalView): Record<string, unknown> | u
 export function createHub(deps: HubDeps): Hub {
   const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax, deps.authorizer);
   const recent = new RecentTools();
+  const searchIndexes = new SearchIndexes();
   /** The settings the endpoint's gate read for the request being served (servers are built synchronously). */
   let lastSettings: Settings = DEFAULT_SETTINGS;
   const listViewOf = async (principal: TokenPrincipal, scope: CallScope): Promise<ListView> => {
@@ -144,6 +146,7 @@ export function createHub(deps: HubDeps): Hub {
         listPageSize: deps.config.listPageSize,
         subscriptions,
         listViewOf,
+        searchIndexes,
       },
       principal,
       scope,
@@ -256,6 +259,13 @@ export function createHub(deps: HubDeps): Hub {
 
   const unsubscribe = deps.events.subscribe((event) => {
     if (LIST_EVENTS.has(event.type) || changesToolViews(event)) endpoint.notifyListChanged();
+    // Search mode in use: the catalog's new index starts building now, not on the next search.
+    if (LIST_EVENTS.has(event.type) && searchIndexes.inUse) {
+      registry.snapshot().then(
+        (snapshot) => searchIndexes.refresh(snapshot),
+        () => undefined,
+      );
+    }
   });
 
   return {

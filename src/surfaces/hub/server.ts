@@ -16,6 +16,7 @@ import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, r
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
+import type { SearchIndexes } from './search/indexes.js';
 import {
   CALL_TOOL,
   callArgs,
@@ -122,6 +123,8 @@ export interface HubServerDeps {
   subscriptions: ResourceSubscriptions;
   /** The tool view and recent tools of an agent on this scope (`all` off the aggregate). */
   listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
+  /** Search mode's index, rebuilt in the background when the catalog changes. */
+  searchIndexes: SearchIndexes;
 }
 
 const INSTRUCTIONS =
@@ -276,7 +279,8 @@ export function buildHubServer(
       if ((await deps.listViewOf(principal, scope)).view.kind !== 'search')
         throw invalidParams(`Tool ${name} not found`);
       const snapshot = await deps.registry.snapshot();
-      if (name === SEARCH_TOOL) return searchTools(snapshot, principal.groups, request.params.arguments);
+      if (name === SEARCH_TOOL)
+        return searchTools(deps.searchIndexes, snapshot, principal.groups, request.params.arguments);
       if (name === DESCRIBE_TOOL) return describeTool(snapshot, principal.groups, request.params.arguments);
       const inner = parseArgs(callArgs, request.params.arguments, CALL_TOOL);
       if (isRefusal(inner)) return inner;

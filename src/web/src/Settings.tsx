@@ -1,6 +1,7 @@
 /** Settings: surfaces on/off and scope access levels (admins change, operators read); tokens (admins). */
 import { type FormEvent, useEffect, useState } from 'react';
 import { api, enc, errorText, type SettingsMap, type TokenView } from './api';
+import { PLATFORM_DEFAULT, ToolViewSelect, useToolsetNames } from './ToolView';
 import { Empty, ErrorBox, Loading, Notice, useAsync, useLive, useSession, when } from './ui';
 
 const SURFACES = ['mcp.hubEnabled', 'mcp.adminEnabled', 'mcp.memoryEnabled'];
@@ -41,6 +42,7 @@ function PlatformSettings() {
     [],
   );
   useLive(['settings.changed'], settings.reload);
+  const toolsets = useToolsetNames();
   const [draft, setDraft] = useState<SettingsMap>({});
   const [flash, setFlash] = useState<{ kind: 'ok' | 'error'; text: string }>();
   const [saving, setSaving] = useState(false);
@@ -119,7 +121,15 @@ function PlatformSettings() {
           {others.map((key) => (
             <div key={key} className="field">
               <span className="mono">{key}</span>
-              {key === 'audit.payloads' ? (
+              {key === 'hub.toolView' ? (
+                <ToolViewSelect
+                  name={key}
+                  label={key}
+                  value={String(draft[key] ?? 'all')}
+                  toolsets={toolsets}
+                  onChange={(value) => setDraft({ ...draft, [key]: value })}
+                />
+              ) : key === 'audit.payloads' ? (
                 <select
                   name={key}
                   aria-label={key}
@@ -179,9 +189,14 @@ function Tokens() {
     [],
   );
   useLive(['token.changed'], tokens.reload);
+  const settings = useAsync((signal) => api<{ settings: SettingsMap }>('/api/settings', { signal }), []);
+  useLive(['settings.changed'], settings.reload);
+  const platformView = String(settings.data?.settings['hub.toolView'] ?? 'all');
+  const toolsets = useToolsetNames();
   const [role, setRole] = useState('agent');
   const [name, setName] = useState('');
   const [groups, setGroups] = useState('default');
+  const [toolView, setToolView] = useState(PLATFORM_DEFAULT);
   const [created, setCreated] = useState<{ name: string; token: string }>();
   const [flash, setFlash] = useState<{ kind: 'ok' | 'error'; text: string }>();
   const [revoking, setRevoking] = useState<string>();
@@ -197,10 +212,26 @@ function Tokens() {
           .split(',')
           .map((g) => g.trim())
           .filter(Boolean);
+        if (toolView !== PLATFORM_DEFAULT) body.toolView = toolView;
       }
       const answer = await api<TokenView & { token: string }>('/api/tokens', { method: 'POST', body });
       setCreated({ name: answer.name, token: answer.token });
       setName('');
+      tokens.reload();
+    } catch (error) {
+      setFlash({ kind: 'error', text: errorText(error) });
+    }
+  };
+
+  // A token's view changes at once (agents' lists follow from their next request, with list_changed).
+  const changeView = async (token: TokenView, value: string) => {
+    setFlash(undefined);
+    try {
+      await api(`/api/tokens/${enc(token.id)}`, {
+        method: 'PATCH',
+        body: { toolView: value === PLATFORM_DEFAULT ? null : value },
+      });
+      setFlash({ kind: 'ok', text: `Tool view of ${token.name}: ${value || `platform default (${platformView})`}.` });
       tokens.reload();
     } catch (error) {
       setFlash({ kind: 'error', text: errorText(error) });
@@ -242,6 +273,19 @@ function Tokens() {
             <input value={groups} onChange={(e) => setGroups(e.target.value)} />
           </label>
         )}
+        {role === 'agent' && (
+          <label htmlFor="new-token-view">
+            Tool view
+            <ToolViewSelect
+              id="new-token-view"
+              label="Tool view"
+              value={toolView}
+              toolsets={toolsets}
+              platformDefault={platformView}
+              onChange={setToolView}
+            />
+          </label>
+        )}
         <button type="submit" className="primary">
           Create token
         </button>
@@ -279,6 +323,7 @@ function Tokens() {
                 <th scope="col">Name</th>
                 <th scope="col">Role</th>
                 <th scope="col">Groups</th>
+                <th scope="col">Tool view</th>
                 <th scope="col">Created</th>
                 <th scope="col">Last used</th>
                 <th scope="col">
@@ -295,6 +340,19 @@ function Tokens() {
                   </td>
                   <td>{t.role}</td>
                   <td>{t.groups.join(', ') || '—'}</td>
+                  <td>
+                    {t.role === 'agent' ? (
+                      <ToolViewSelect
+                        label={`Tool view of ${t.name}`}
+                        value={t.toolView ?? PLATFORM_DEFAULT}
+                        toolsets={toolsets}
+                        platformDefault={platformView}
+                        onChange={(value) => void changeView(t, value)}
+                      />
+                    ) : (
+                      '—'
+                    )}
+                  </td>
                   <td className="small-text">{when(t.createdAt)}</td>
                   <td className="small-text">{when(t.lastUsedAt)}</td>
                   <td>

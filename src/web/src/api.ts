@@ -291,6 +291,8 @@ export interface TokenView {
   name: string;
   role: string;
   groups: string[];
+  /** What /mcp lists to this agent; null: the platform setting `hub.toolView`. */
+  toolView?: string | null;
   source: string;
   createdAt: string;
   lastUsedAt: string | null;

@@ -15,7 +15,8 @@ import { errorResult, jsonToolResult } from '../../results.js';
 import { resolveTool } from '../calls.js';
 import { GATEHOUSE_PREFIX } from '../names.js';
 import { advertised, type HubTool, isListed, type Snapshot } from '../view.js';
-import { argumentNames, type ToolHit, ToolIndex } from './tool-index.js';
+import type { SearchIndexes } from './indexes.js';
+import { argumentNames, type ToolHit } from './tool-index.js';
 
 export const SEARCH_TOOL = `${GATEHOUSE_PREFIX}search_tools`;
 export const DESCRIBE_TOOL = `${GATEHOUSE_PREFIX}describe_tool`;
@@ -111,25 +112,12 @@ export function isRefusal(value: unknown): value is CallToolResult {
   return typeof value === 'object' && value !== null && 'isError' in value;
 }
 
-/** One index per catalog snapshot, built on its first search. */
-const indexes = new WeakMap<Snapshot, ToolIndex<HubTool>>();
-
-export function indexOf(snapshot: Snapshot): ToolIndex<HubTool> {
-  let index = indexes.get(snapshot);
-  if (!index) {
-    const tools: HubTool[] = [];
-    for (const server of snapshot.servers.values()) {
-      if (!server.detail.enabled) continue;
-      for (const tool of server.tools.values()) if (isListed(tool)) tools.push(tool);
-    }
-    index = new ToolIndex(tools);
-    indexes.set(snapshot, index);
-  }
-  return index;
-}
+/** Servers named on a result whose tool other servers carry identically (the count says how many in all). */
+const COPY_SERVERS = 10;
 
 /** A result line: what a model needs to choose, nothing it needs only to call (describe gives that). */
-function resultOf(tool: HubTool) {
+function resultOf(hit: ToolHit<HubTool>) {
+  const { tool, copies = [] } = hit;
   const { title, description } = tool.definition;
   return {
     name: tool.exposed,
@@ -143,6 +131,9 @@ function resultOf(tool: HubTool) {
       : {}),
     arguments: argumentNames(tool),
     verdict: tool.verdict as 'allow' | 'gated',
+    ...(copies.length > 0
+      ? { copies: copies.length, copyServers: copies.slice(0, COPY_SERVERS).map((copy) => copy.serverId) }
+      : {}),
   };
 }
 
@@ -157,8 +148,16 @@ function rankKey(hit: ToolHit<HubTool>): string {
   return `${inverted}\u0000${hit.tool.exposed}`;
 }
 
-/** `gatehouse__search_tools` for an agent of these groups. */
-export function searchTools(snapshot: Snapshot, groups: readonly string[], raw: unknown): CallToolResult {
+/**
+ * `gatehouse__search_tools` for an agent of these groups. Identical tools on several servers make one
+ * result (the best-ranked copy, naming the others), so copies never crowd the first page.
+ */
+export async function searchTools(
+  indexes: SearchIndexes,
+  snapshot: Snapshot,
+  groups: readonly string[],
+  raw: unknown,
+): Promise<CallToolResult> {
   const args = parseArgs(searchArgs, raw, SEARCH_TOOL);
   if (isRefusal(args)) return args;
   const visibleServers = new Set(
@@ -167,7 +166,16 @@ export function searchTools(snapshot: Snapshot, groups: readonly string[], raw: 
       .map((server) => server.row.id)
       .filter((id) => args.server === undefined || id === args.server),
   );
-  const hits = indexOf(snapshot).query(args.query, (tool) => visibleServers.has(tool.serverId), MAX_MATCHES);
+  const indexed = await indexes.for(snapshot);
+  // An index of an older snapshot (the new one is building): each hit is read again in this snapshot.
+  const now = (tool: HubTool) =>
+    indexed.snapshot === snapshot ? tool : snapshot.servers.get(tool.serverId)?.toolsByName.get(tool.name);
+  const visible = (tool: HubTool) => {
+    const current = now(tool);
+    if (!current || !isListed(current) || !visibleServers.has(current.serverId)) return false;
+    return current === tool ? true : current;
+  };
+  const hits = indexed.index.query(args.query, visible, MAX_MATCHES, true);
   // A cursor belongs to one search: its kind carries a digest of the query and the server filter.
   const kind = `search:${createHash('sha256')
     .update(`${args.query}\u0000${args.server ?? ''}`)
@@ -186,7 +194,7 @@ export function searchTools(snapshot: Snapshot, groups: readonly string[], raw: 
   let bytes = 0;
   let nextCursor = page.nextCursor;
   for (const [i, hit] of page.items.entries()) {
-    const line = resultOf(hit.tool);
+    const line = resultOf(hit);
     const size = Buffer.byteLength(JSON.stringify(line));
     if (tools.length > 0 && bytes + size > MAX_PAGE_BYTES) {
       // The rest of this page comes on the next one.

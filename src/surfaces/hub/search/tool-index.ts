@@ -1,7 +1,7 @@
 /**
  * The search index of search mode: BM25F over every listed tool of the catalog — its
  * aggregated name, title, description and argument names (with their descriptions, weighted less).
- * One index per catalog snapshot, built on the first search after the catalog changed; what a caller
+ * One index per catalog snapshot, built in the background in slices (`ToolIndex.build`); what a caller
  * may see (its groups, a server filter) is applied at query time, so a search is no store round trip.
  * Only usable tools (`allow`, `gated`) are indexed: blocked, excluded and quarantined ones never appear.
  * Results come in a deterministic order (score, then name), so the same query answers the same bytes.
@@ -20,6 +20,8 @@ export interface ToolHit<T extends IndexedTool = IndexedTool> {
   tool: T;
   /** BM25 score (higher first). */
   score: number;
+  /** With `distinct`: the other visible tools of the very same definition, in name order. */
+  copies?: T[];
 }
 
 /** Splits `read_file`, `createIssue`, `HTTPRequest2` and prose into lower-case words. */
@@ -107,6 +109,107 @@ interface Posting {
   scores: Float64Array;
 }
 
+/** What an index is made of (built in steps by `indexing`). */
+interface IndexData<T> {
+  tools: T[];
+  postings: Map<string, Posting>;
+  terms: string[];
+  /** Per tool, its definition's group: tools with identical definitions (copies on several servers) share one. */
+  copyGroup: Int32Array;
+}
+
+/** Tools handled between two yields of `indexing` (a yield is where a background build may pause). */
+const STEP_TOOLS = 32;
+const STEP_POSTINGS = 8192;
+
+/**
+ * The index's construction as steps: it yields every few dozen tools or few thousand postings, so a
+ * background build can give the event loop back between them (`ToolIndex.build`).
+ */
+function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, IndexData<T>, void> {
+  // Documents are numbered in name order, so a tie on score is broken by comparing numbers only.
+  const tools = [...input]
+    .filter((tool) => tool.verdict === 'allow' || tool.verdict === 'gated')
+    .sort((x, y) => (x.exposed < y.exposed ? -1 : x.exposed > y.exposed ? 1 : 0));
+  yield;
+  const frequencies: Array<Map<string, number>> = [];
+  const lengths: number[] = [];
+  const copyGroup = new Int32Array(tools.length);
+  const groups = new Map<string, number>();
+  for (const [doc, tool] of tools.entries()) {
+    const { definition } = tool;
+    const args = argumentsOf(definition.inputSchema);
+    const fields: Record<Field, string> = {
+      name: tool.exposed,
+      title: definition.title ?? '',
+      description: (definition.description ?? '').slice(0, 4000),
+      args: args.names.join(' '),
+      argText: args.text,
+    };
+    const tf = new Map<string, number>();
+    let length = 0;
+    for (const [field, weight] of Object.entries(FIELD_WEIGHTS) as Array<[Field, number]>) {
+      for (const term of terms(fields[field])) {
+        tf.set(term, (tf.get(term) ?? 0) + weight);
+        length += weight;
+      }
+    }
+    frequencies.push(tf);
+    lengths.push(length);
+    // Copies: the same upstream name, title, description and input schema (a server added twice).
+    const key = JSON.stringify([definition.name, definition.title, definition.description, definition.inputSchema]);
+    let group = groups.get(key);
+    if (group === undefined) {
+      group = groups.size;
+      groups.set(key, group);
+    }
+    copyGroup[doc] = group;
+    if (doc % STEP_TOOLS === STEP_TOOLS - 1) yield;
+  }
+  const count = tools.length;
+  const averageLength = lengths.reduce((a, b) => a + b, 0) / Math.max(1, count);
+  const building = new Map<string, { docs: number[]; scores: number[] }>();
+  for (const [doc, tf] of frequencies.entries()) {
+    const norm = K1 * (1 - B + (B * (lengths[doc] as number)) / (averageLength || 1));
+    for (const [term, frequency] of tf) {
+      let posting = building.get(term);
+      if (!posting) {
+        posting = { docs: [], scores: [] };
+        building.set(term, posting);
+      }
+      posting.docs.push(doc);
+      posting.scores.push((frequency * (K1 + 1)) / (frequency + norm));
+    }
+    if (doc % STEP_TOOLS === STEP_TOOLS - 1) yield;
+  }
+  const postings = new Map<string, Posting>();
+  // Counted in postings written, not terms: a common term alone can cover every tool.
+  let done = 0;
+  for (const [term, posting] of building) {
+    const df = posting.docs.length;
+    const idf = Math.log(1 + (count - df + 0.5) / (df + 0.5));
+    const scores = new Float64Array(df);
+    for (let i = 0; i < df; i++) scores[i] = (posting.scores[i] as number) * idf;
+    postings.set(term, { docs: Int32Array.from(posting.docs), scores });
+    done += df;
+    if (done >= STEP_POSTINGS) {
+      done = 0;
+      yield;
+    }
+  }
+  const sortedTerms = [...postings.keys()].sort();
+  return { tools, postings, terms: sortedTerms, copyGroup };
+}
+
+/** Gives the event loop back: timers, I/O and other requests run before the build goes on. */
+export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** How long a background build may run before it yields (a search waits at most about this long). */
+const SLICE_MS = 8;
+
+/** What a query lets through: true (this tool), the tool to report instead (a newer version of it), or no. */
+export type Visibility<T> = (tool: T) => T | boolean | undefined;
+
 /**
  * BM25F over an inverted index whose postings carry their final scores, so a query is a few array
  * walks into one accumulator — well under a millisecond at 10,000 tools (minisearch, measured first,
@@ -114,66 +217,44 @@ interface Posting {
  */
 export class ToolIndex<T extends IndexedTool = IndexedTool> {
   private readonly tools: T[];
-  private readonly postings = new Map<string, Posting>();
+  private readonly postings: Map<string, Posting>;
   /** Every indexed term in code-unit order, for prefix matches. */
   private readonly terms: string[];
   private readonly accumulator: Float64Array;
-  private readonly nameRank: Int32Array;
+  private readonly copyGroup: Int32Array;
 
-  constructor(tools: Iterable<T>) {
-    this.tools = [...tools].filter((tool) => tool.verdict === 'allow' || tool.verdict === 'gated');
-    const frequencies: Array<Map<string, number>> = [];
-    const lengths: number[] = [];
-    for (const tool of this.tools) {
-      const args = argumentsOf(tool.definition.inputSchema);
-      const fields: Record<Field, string> = {
-        name: tool.exposed,
-        title: tool.definition.title ?? '',
-        description: (tool.definition.description ?? '').slice(0, 4000),
-        args: args.names.join(' '),
-        argText: args.text,
-      };
-      const tf = new Map<string, number>();
-      let length = 0;
-      for (const [field, weight] of Object.entries(FIELD_WEIGHTS) as Array<[Field, number]>) {
-        for (const term of terms(fields[field])) {
-          tf.set(term, (tf.get(term) ?? 0) + weight);
-          length += weight;
-        }
-      }
-      frequencies.push(tf);
-      lengths.push(length);
-    }
-    const count = this.tools.length;
-    const averageLength = lengths.reduce((a, b) => a + b, 0) / Math.max(1, count);
-    const building = new Map<string, { docs: number[]; scores: number[] }>();
-    for (const [doc, tf] of frequencies.entries()) {
-      const norm = K1 * (1 - B + (B * (lengths[doc] as number)) / (averageLength || 1));
-      for (const [term, frequency] of tf) {
-        let posting = building.get(term);
-        if (!posting) {
-          posting = { docs: [], scores: [] };
-          building.set(term, posting);
-        }
-        posting.docs.push(doc);
-        posting.scores.push((frequency * (K1 + 1)) / (frequency + norm));
+  private constructor(data: IndexData<T>) {
+    this.tools = data.tools;
+    this.postings = data.postings;
+    this.terms = data.terms;
+    this.copyGroup = data.copyGroup;
+    this.accumulator = new Float64Array(data.tools.length);
+  }
+
+  /** Built at once (tests, the bench, small catalogs). */
+  static of<T extends IndexedTool>(tools: Iterable<T>): ToolIndex<T> {
+    const steps = indexing(tools);
+    for (let step = steps.next(); ; step = steps.next()) if (step.done) return new ToolIndex(step.value);
+  }
+
+  /**
+   * Built in slices of about `sliceMs`, awaiting `pause` between them, so the event loop is never held
+   * long (10,000 tools take 1–2 s of CPU under load: built at once, every request would wait that long).
+   */
+  static async build<T extends IndexedTool>(
+    tools: Iterable<T>,
+    pause: () => Promise<void> = yieldToLoop,
+    sliceMs = SLICE_MS,
+  ): Promise<ToolIndex<T>> {
+    const steps = indexing(tools);
+    let sliceStart = performance.now();
+    for (let step = steps.next(); ; step = steps.next()) {
+      if (step.done) return new ToolIndex(step.value);
+      if (performance.now() - sliceStart >= sliceMs) {
+        await pause();
+        sliceStart = performance.now();
       }
     }
-    for (const [term, posting] of building) {
-      const df = posting.docs.length;
-      const idf = Math.log(1 + (count - df + 0.5) / (df + 0.5));
-      this.postings.set(term, {
-        docs: Int32Array.from(posting.docs),
-        scores: Float64Array.from(posting.scores, (score) => score * idf),
-      });
-    }
-    this.terms = [...this.postings.keys()].sort();
-    this.accumulator = new Float64Array(count);
-    // Ties are broken by name: each tool's place in name order, so ranking compares numbers only.
-    this.nameRank = new Int32Array(count);
-    const byName = this.tools.map((tool, doc) => ({ name: tool.exposed, doc }));
-    byName.sort((x, y) => (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
-    for (const [rank, { doc }] of byName.entries()) this.nameRank[doc] = rank;
   }
 
   get size(): number {
@@ -182,9 +263,11 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
 
   /**
    * Every tool matching `query` that `visible` lets through, best first (score, then name). At most
-   * `max` hits: the ranking is a prefix, so a page never depends on how many more there are.
+   * `max` hits: the ranking is a prefix, so a page never depends on how many more there are. With
+   * `distinct`, identical definitions (one tool on several servers) make one hit, its best-ranked copy,
+   * carrying the others in `copies` (in name order): otherwise a tool carried by many servers fills every page.
    */
-  query(query: string, visible: (tool: T) => boolean, max: number): ToolHit<T>[] {
+  query(query: string, visible: Visibility<T>, max: number, distinct = false): ToolHit<T>[] {
     const scores = this.accumulator;
     const touched: number[] = [];
     const add = (posting: Posting, weight: number) => {
@@ -206,17 +289,49 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
           add(this.postings.get(candidate) as Posting, (PREFIX_WEIGHT * term.length) / candidate.length);
       }
     }
-    const kept: number[] = [];
+    const visibleDocs: number[] = [];
+    const shown = new Map<number, T>();
     for (const doc of touched) {
+      const tool = this.tools[doc] as T;
+      const seen = visible(tool);
       // Rounded, so the rank order and the cursor's key order (meta-tools.ts) agree on ties.
-      if (visible(this.tools[doc] as T)) {
+      if (seen) {
         scores[doc] = Math.round((scores[doc] as number) * 1e6) / 1e6;
-        kept.push(doc);
+        visibleDocs.push(doc);
+        if (seen !== true) shown.set(doc, seen);
       } else scores[doc] = 0;
     }
-    const rank = this.nameRank;
-    kept.sort((x, y) => (scores[y] as number) - (scores[x] as number) || (rank[x] as number) - (rank[y] as number));
-    const hits = kept.slice(0, max).map((doc) => ({ tool: this.tools[doc] as T, score: scores[doc] as number }));
+    // Name order (documents are numbered so), then best first: score, ties by name.
+    const kept = Int32Array.from(visibleDocs).sort();
+    const byRank = (x: number, y: number) => (scores[y] as number) - (scores[x] as number) || x - y;
+    const toolOf = (doc: number) => shown.get(doc) ?? (this.tools[doc] as T);
+    const hits: ToolHit<T>[] = [];
+    if (distinct) {
+      // Per group of copies: its best document, and every member in name order. Only the groups are ranked.
+      const best = new Map<number, number>();
+      const members = new Map<number, number[]>();
+      for (const doc of kept) {
+        const group = this.copyGroup[doc] as number;
+        const first = best.get(group);
+        if (first === undefined) {
+          best.set(group, doc);
+          members.set(group, [doc]);
+        } else {
+          if ((scores[doc] as number) > (scores[first] as number)) best.set(group, doc);
+          (members.get(group) as number[]).push(doc);
+        }
+      }
+      const ranked = [...best.values()].sort(byRank).slice(0, max);
+      for (const doc of ranked) {
+        const hit: ToolHit<T> = { tool: toolOf(doc), score: scores[doc] as number };
+        const copies = (members.get(this.copyGroup[doc] as number) as number[]).filter((other) => other !== doc);
+        if (copies.length > 0) hit.copies = copies.map(toolOf);
+        hits.push(hit);
+      }
+    } else {
+      const ranked = Array.from(kept).sort(byRank).slice(0, max);
+      for (const doc of ranked) hits.push({ tool: toolOf(doc), score: scores[doc] as number });
+    }
     for (const doc of kept) scores[doc] = 0;
     return hits;
   }
