@@ -473,6 +473,13 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 19,
+    name: 'fleet: approvals.trace_parent (an approved call runs in the trace of the call that waited for it)',
+    async up(db) {
+      await db.schema.alterTable('approvals').addColumn('trace_parent', 'text').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */
