@@ -268,16 +268,14 @@ describe('tracing', () => {
     expect(decision.kind).toBe(SERVER);
     expect(decision.parentSpanId).toBe(operatorSpan);
     expect(executed.links).toEqual([expect.objectContaining({ traceId: decisionTrace, spanId: decision.spanId })]);
-    // Both audit rows, the call that waited and its approved execution, lead to the one trace.
+    // Both audit rows, the call that waited and its approved execution, lead to the one trace (REST view).
     await eventually(async () => {
-      const rows = await gw.gateway.store.db
-        .selectFrom('audit_events')
-        .select(['outcome', 'approval_id'])
-        .where('kind', '=', 'call')
-        .where('trace_id', '=', traceId)
-        .execute();
-      expect(rows.map((r) => r.outcome).sort()).toEqual(['ok', 'pending_approval']);
-      expect(rows.every((r) => r.approval_id === approvalId)).toBe(true);
+      const { events } = (await gw.request('GET', `/api/audit?kind=call&trace=${traceId}`)).json() as {
+        events: Array<{ outcome: string; approvalId: string; traceId: string }>;
+      };
+      expect(events.map((e) => e.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(events.every((e) => e.approvalId === approvalId && e.traceId === traceId)).toBe(true);
     });
+    expect((await gw.request('GET', '/api/audit?trace=not-a-trace-id')).statusCode).toBe(400);
   });
 });
