@@ -5,6 +5,9 @@
  * creates a temporary data folder and sets everything up through the REST API, as an operator would.
  * See `launcher.ts` for the stdout line and the IPC questions.
  *
+ * With `BENCH_SHARED_SESSIONS=off` the hub keeps 2025-era sessions in the process even on PostgreSQL
+ * (the `fleet` section measures the shared session store's cost against it).
+ *
  * With `BENCH_REMOVE_DATA_DIR=1` the data folder is removed when the process stops, so it goes even
  * when the orchestrator was killed and could not remove it itself.
  *
@@ -19,7 +22,8 @@ const config = loadConfig({ env: { ...process.env, GATEHOUSE_HOST: '127.0.0.1', 
 
 await launch(
   'gateway',
-  async () => (await createGateway(config)).app,
+  async () =>
+    (await createGateway(config, process.env.BENCH_SHARED_SESSIONS === 'off' ? { sharedSessions: false } : {})).app,
   async () => {
     if (process.env.BENCH_REMOVE_DATA_DIR === '1') await rm(config.dataDir, { recursive: true, force: true });
   },

@@ -97,6 +97,8 @@ export interface GatewayDeps {
   listWatchTimings?: Partial<ListWatchTimings>;
   /** Host paths no stdio child may see besides the data folder and the working directory (the config file). */
   hiddenPaths?: string[];
+  /** Bench seam: false keeps the hub's 2025-era sessions in this process even on PostgreSQL (the shared store's cost). */
+  sharedSessions?: boolean;
 }
 
 export interface Gateway {
@@ -363,6 +365,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       stateCodec: createHubStateCodec(key),
       onFastRequest: () => metrics.hubFastRequests.inc(),
       onSessionEvicted: () => metrics.sessionEvictions.inc(),
+      ...(deps.sharedSessions === false && { sharedSessions: false }),
     });
 
     const capabilities = async (): Promise<Capability[]> => [

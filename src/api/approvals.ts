@@ -4,6 +4,7 @@ import type { ApprovalQueue } from '../approvals/queue.js';
 import { APPROVAL_STATUSES, type ApprovalView, summariseApproval } from '../approvals/types.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
+import { agentContext, inSpan, withContext } from '../telemetry/tracing.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
@@ -87,8 +88,13 @@ export function approvalRoutes({ queue }: ApprovalRouteDeps): RouteDeclaration[]
         mcp: { exclude: 'an agent could approve its own requests' },
         params: idParams,
         body: decisionBody,
-        handler: ({ params, body, principal }) =>
-          queue.decide(params.id, decision, signedIn(principal), reasonOf(body)),
+        // Traced (tracing on), under the caller's `traceparent` header: the approved call's execution links to it.
+        handler: ({ params, body, principal, request }) =>
+          withContext(agentContext(request.headers, undefined), () =>
+            inSpan(`approvals/${decision}`, 'server', { 'gatehouse.approval.id': params.id }, () =>
+              queue.decide(params.id, decision, signedIn(principal), reasonOf(body)),
+            ),
+          ),
       }),
     ),
   ];

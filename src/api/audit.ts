@@ -19,6 +19,11 @@ const auditQuery = pageQuery.extend({
   kind: z.enum(['admin', 'call', 'ops']).optional(),
   since: isoTime.optional(),
   user: z.string().min(1).max(200).optional().describe('user id: that person’s activity'),
+  trace: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .optional()
+    .describe('OpenTelemetry trace id (32 lowercase hex): the events of that trace'),
 });
 
 const clientsQuery = pageQuery.extend({ since: isoTime.optional() });

@@ -18,6 +18,7 @@ import type { Logger } from '../logging.js';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 import type { ApprovalTable } from '../store/schema.js';
+import { activeTraceparent, inResumedSpan } from '../telemetry/tracing.js';
 import { principalActive } from './principals.js';
 import {
   type ApprovalDetail,
@@ -236,6 +237,8 @@ export class ApprovalQueue {
       executed_at: null,
       result: null,
       error: null,
+      // Tracing on: the approved execution, whichever replica runs it, continues this call's trace.
+      trace_parent: activeTraceparent() ?? null,
     };
     await this.store.db.transaction().execute(async (trx) => {
       await trx.insertInto('approvals').values(row).execute();
@@ -573,8 +576,25 @@ export class ApprovalQueue {
       .executeTakeFirst();
     if (Number(claim.numUpdatedRows) !== 1) return; // someone else runs it
     const row: ApprovalRow = { ...pending, status: 'executing', executed_at: claimedAt };
-    const approval = toApprovalView(row, false);
+    // In the trace of the call that waited (its agent → gate → approval → this → upstream), linked to the
+    // decision's span when the decision was traced here.
+    return inResumedSpan(
+      'gatehouse.approval.execute',
+      { 'gen_ai.tool.name': row.exposed_name, 'gatehouse.approval.id': id, 'gatehouse.surface': row.surface },
+      row.trace_parent,
+      () => this.runClaimed(row, claimedAt, executor, signal),
+    );
+  }
 
+  /** A claimed call: recheck, execute, store the outcome. */
+  private async runClaimed(
+    row: ApprovalRow,
+    claimedAt: string,
+    executor: ApprovalExecutor,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const id = row.id;
+    const approval = toApprovalView(row, false);
     if (row.expires_at <= claimedAt) {
       return this.finish(row, 'expired', { reason: 'The approval expired before the call could run.' });
     }

@@ -19,6 +19,8 @@ export interface AuditFilter {
   since?: string | undefined;
   /** A user id or name: events of that person (their agents' calls and their own changes). */
   user?: string | undefined;
+  /** An OpenTelemetry trace id: the events of that trace (a call, and its approved execution). */
+  trace?: string | undefined;
 }
 
 export interface PageOptions {
@@ -45,6 +47,8 @@ export interface AuditEventView {
   requestBytes: number | null;
   responseBytes: number | null;
   argsDigest: string | null;
+  /** The call's OpenTelemetry trace id (tracing on), to find its trace in the tracing backend. */
+  traceId: string | null;
   data: unknown;
 }
 
@@ -90,6 +94,7 @@ function toView(row: AuditEventRow): AuditEventView {
     requestBytes: numberOrNull(row.request_bytes),
     responseBytes: numberOrNull(row.response_bytes),
     argsDigest: row.args_digest,
+    traceId: row.trace_id ?? null,
     data: parseJson<unknown>(row.data, null),
   };
 }
@@ -108,6 +113,7 @@ export class AuditQuery {
     if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
     if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
     if (filter.user !== undefined) query = query.where('user_id', 'in', await this.userIds(filter.user));
+    if (filter.trace !== undefined) query = query.where('trace_id', '=', filter.trace);
     const [rows, counted] = await Promise.all([
       query.selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),
       query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow(),

@@ -480,6 +480,20 @@ const APPENDED: readonly Migration[] = [
       await db.schema.alterTable('upstream_oauth_grants').addColumn('scopes_wanted', 'text').execute();
     },
   },
+  {
+    version: 19,
+    name: 'fleet: approvals.trace_parent (an approved call runs in the trace of the call that waited for it); audit rows by trace',
+    async up(db) {
+      await db.schema.alterTable('approvals').addColumn('trace_parent', 'text').execute();
+      // Partial: with tracing off no row has a trace id, and the audit's inserts pay nothing for it.
+      await db.schema
+        .createIndex('audit_events_by_trace')
+        .on('audit_events')
+        .column('trace_id')
+        .where(sql.ref('trace_id'), 'is not', null)
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

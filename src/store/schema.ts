@@ -180,6 +180,8 @@ export interface ApprovalTable {
   requester_user_id?: string | null;
   requester_user_name?: string | null;
   decided_by_user_id?: string | null;
+  /** The `traceparent` of the call that asked (tracing on): its approved execution continues that trace (migration 19). */
+  trace_parent?: string | null;
 }
 
 export interface Database extends MemoryTables {

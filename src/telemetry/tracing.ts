@@ -10,11 +10,15 @@
  * and the upstream call (`tools/call <tool>`, kind CLIENT), which carries the context on to the
  * upstream as a `traceparent` header and in `_meta`. Span names and attributes follow the MCP and
  * GenAI semantic conventions (`mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`, …).
+ * A call that waits for an approval stores its context with the approval; the approved execution
+ * (`gatehouse.approval.execute`, on whichever replica claims it) continues that trace, linked to the
+ * decision's span (`approvals/approve`).
  */
 import {
   type Attributes,
   type Context,
   context,
+  type Link,
   propagation,
   ROOT_CONTEXT,
   type Span,
@@ -112,10 +116,11 @@ export async function inSpan<T>(
   kind: 'server' | 'client' | 'internal',
   attributes: Attributes,
   fn: (span: Span | undefined) => Promise<T>,
+  links?: Link[],
 ): Promise<T> {
   if (!on) return fn(undefined);
   const spanKind = kind === 'server' ? SpanKind.SERVER : kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL;
-  return tracer().startActiveSpan(name, { kind: spanKind, attributes }, async (span) => {
+  return tracer().startActiveSpan(name, { kind: spanKind, attributes, ...(links && { links }) }, async (span) => {
     try {
       return await fn(span);
     } catch (error) {
@@ -142,4 +147,28 @@ export function outgoingCarrier(): Record<string, string> | undefined {
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
   return carrier.traceparent ? carrier : undefined;
+}
+
+/** The active context's `traceparent`, to store with work that runs later (an approved call); none when off. */
+export function activeTraceparent(): string | undefined {
+  return outgoingCarrier()?.traceparent;
+}
+
+/**
+ * Runs `fn` in a span that continues the trace `traceparent` was stored from (the call that waited for
+ * an approval), linked to the span active now (the decision that let it run), when there is one. No
+ * stored context: a child of the active one, as `inSpan`.
+ */
+export function inResumedSpan<T>(
+  name: string,
+  attributes: Attributes,
+  traceparent: string | null | undefined,
+  fn: (span: Span | undefined) => Promise<T>,
+): Promise<T> {
+  if (!on || !traceparent) return inSpan(name, 'internal', attributes, fn);
+  const resumed = propagation.extract(ROOT_CONTEXT, { traceparent });
+  if (!trace.getSpanContext(resumed)) return inSpan(name, 'internal', attributes, fn);
+  const now = trace.getActiveSpan()?.spanContext();
+  const links = now && trace.isSpanContextValid(now) ? [{ context: now }] : undefined;
+  return context.with(resumed, () => inSpan(name, 'internal', attributes, fn, links));
 }

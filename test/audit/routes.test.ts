@@ -130,6 +130,7 @@ describeEachStore('audit routes', (target) => {
       requestBytes: 100,
       responseBytes: 200,
       argsDigest: expect.stringMatching(/^[0-9a-f]{64}$/),
+      traceId: null,
       data: null,
     });
     expect(res.body).not.toMatch(/actor_id|args_digest|latency_ms/);

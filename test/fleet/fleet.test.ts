@@ -4,7 +4,8 @@
  * v1 client) and 2026-07-28 clients (SDK v2) complete every call while their requests spread over the
  * replicas; every replica's event stream receives every event written concurrently by all three; a
  * token's rate limit holds for the fleet; a `kill -9` of a replica mid-session loses no session; a
- * rolling restart under steady load fails no call.
+ * rolling restart under steady load fails no call; an upstream's change is heard by one replica and
+ * refreshed once.
  *
  * Skipped, saying why, when HAProxy (`/usr/sbin/haproxy`, Debian package `haproxy`) or PostgreSQL is
  * absent; CI installs and starts both (`.ci/run`).
@@ -17,6 +18,7 @@ import type { Client as ModernClient } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
 import { eventually } from '../helpers/eventually.js';
@@ -65,6 +67,8 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
   let base = '';
   const replicas: Replica[] = [];
   const closers: Array<() => Promise<unknown>> = [];
+  /** A tool no agent calls, whose description the upstream changes (so a refresh has something to record). */
+  let notesDescription = 'keeps notes';
 
   /** Starts (or restarts) replica `name` on `port`; resolves once it listens. */
   function startReplica(name: string, port: number): Promise<Replica> {
@@ -177,7 +181,16 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
 
   beforeAll(async () => {
     place = await postgresTarget.fresh();
-    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    upstream = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      tools: ['echo'],
+      register: (server) =>
+        server.registerTool(
+          'notes',
+          { description: notesDescription, inputSchema: z.object({ text: z.string() }) },
+          async () => ({ content: [{ type: 'text', text: 'noted' }] }),
+        ),
+    });
     // Together: the migrations run once, under their lock.
     await Promise.all(['r1', 'r2', 'r3'].map((name) => startReplica(name, 0)));
     replicas.sort((a, b) => a.name.localeCompare(b.name));
@@ -304,6 +317,30 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
       await pump;
     }
   }, 90_000);
+
+  it('refreshes an upstream once per change: one replica watches it for the fleet', async () => {
+    // Each replica refreshes with its own debounce; a refresh that finds the lists as they were is not audited,
+    // so count the upstream's subscriptions too: a replica that does not subscribe cannot hear a change.
+    const refreshes = async () =>
+      (
+        (await api('GET', '/api/audit?server=files&limit=200')).body.events as Array<{
+          action: string;
+          data: Record<string, unknown> | null;
+        }>
+      ).filter((e) => e.action === 'server.refresh' && e.data?.trigger === 'list_changed');
+    // One watcher for the fleet (the replicas contend for the server's lock since the install).
+    await eventually(() => expect(upstream.log.count('subscriptions/listen')).toBe(1));
+    expect(await refreshes()).toHaveLength(0);
+    for (const [i, change] of ['keeps notes <b>and mails them</b>', 'keeps notes for a week'].entries()) {
+      notesDescription = change;
+      await upstream.toolsChanged();
+      // The next change waits for this one's refresh. A second replica's refresh of the same change would follow
+      // within its debounce; the next change's refresh comes after the minimum interval between refreshes (5 s).
+      await eventually(async () => expect((await refreshes()).length).toBeGreaterThanOrEqual(i + 1), 30_000);
+    }
+    expect(await refreshes()).toHaveLength(2);
+    expect(upstream.log.count('subscriptions/listen')).toBe(1);
+  }, 60_000);
 
   it('holds a token’s rate limit across the fleet', async () => {
     const LIMIT = 30;

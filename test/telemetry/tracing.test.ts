@@ -3,7 +3,8 @@
  * OTLP/HTTP receiver (a plain node http server here, reading the exporter's JSON): the agent's span
  * (its `traceparent`, as an HTTP header or in `_meta`) → the gate's span (`tools/call <name>`, SERVER,
  * with the verdict) → the upstream span (`tools/call <tool>`, CLIENT), whose context reached the
- * upstream as a `traceparent` header and in `_meta`; the audit row carries the trace id.
+ * upstream as a `traceparent` header and in `_meta`; the audit row carries the trace id. A call that
+ * waited for an approval and its approved execution are one trace, the execution linked to the decision.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -13,7 +14,7 @@ import { flushTracing, stopTracing, tracingEnabled } from '../../src/telemetry/t
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
 import { eventually } from '../helpers/eventually.js';
-import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
 interface OtlpSpan {
@@ -23,6 +24,7 @@ interface OtlpSpan {
   name: string;
   kind: number;
   attributes: Array<{ key: string; value: Record<string, unknown> }>;
+  links?: Array<{ traceId: string; spanId: string }>;
 }
 
 /** Every span the receiver got, from OTLP/HTTP JSON export requests. */
@@ -67,14 +69,14 @@ describe('tracing', () => {
     });
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'] });
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_OPS_ENABLED: 'true' });
     expect(tracingEnabled()).toBe(true);
     expect(
       (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
     ).toBe(201);
     const policy = await gw.request('PATCH', '/api/mcp/servers/files/tools', {
-      body: { mode: 'all', allow: ['echo'] },
+      body: { mode: 'all', allow: ['echo'], gated: ['add'] },
     });
     expect(policy.statusCode).toBe(200);
     expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
@@ -210,5 +212,70 @@ describe('tracing', () => {
     const spans = await traceOf((gate as OtlpSpan).traceId, 2);
     expect(spans.find((s) => s.name === 'tools/call echo')?.parentSpanId).toBe((gate as OtlpSpan).spanId);
     expect(contentTypes.every((t) => t.startsWith('application/json'))).toBe(true);
+  });
+
+  it('runs an approved call in the trace of the call that waited, linked to the decision', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const agentSpan = randomBytes(8).toString('hex');
+    const agent = await connectAgent(`${base}/mcp`, token, {
+      era: 'modern',
+      headers: { traceparent: `00-${traceId}-${agentSpan}-01` },
+    });
+    let approvalId: string;
+    try {
+      const waited = await agent.callTool({ name: 'files__add', arguments: { a: 2, b: 3 } });
+      const answer = JSON.parse((waited.content as Array<{ text: string }>)[0]?.text as string);
+      expect(answer.status).toBe('pending_approval');
+      approvalId = answer.approval_id;
+    } finally {
+      await agent.close();
+    }
+    expect(upstream.stats.calls.add ?? 0).toBe(0);
+    // The operator decides later, in a trace of its own.
+    const decisionTrace = randomBytes(16).toString('hex');
+    const operatorSpan = randomBytes(8).toString('hex');
+    const decided = await fetch(`${base}/api/approvals/${approvalId}/approve`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${TEST_ADMIN_TOKEN}`,
+        'content-type': 'application/json',
+        traceparent: `00-${decisionTrace}-${operatorSpan}-01`,
+      },
+      body: '{}',
+    });
+    expect(decided.status).toBe(200);
+    await decided.arrayBuffer();
+    await eventually(async () =>
+      expect((await gw.request('GET', `/api/approvals/${approvalId}`)).json().status).toBe('executed'),
+    );
+
+    // agent → gate (gated) → approval.create → approval.execute → upstream call: one trace.
+    const spans = await traceOf(traceId, 4);
+    const gate = spans.find((s) => s.name === 'tools/call files__add') as OtlpSpan;
+    expect(gate.parentSpanId).toBe(agentSpan);
+    expect(attribute(gate, 'gatehouse.verdict')).toBe('gated');
+    const created = spans.find((s) => s.name === 'gatehouse.approval.create') as OtlpSpan;
+    expect(created.parentSpanId).toBe(gate.spanId);
+    const executed = spans.find((s) => s.name === 'gatehouse.approval.execute') as OtlpSpan;
+    expect(executed.parentSpanId).toBe(created.spanId);
+    expect(attribute(executed, 'gatehouse.approval.id')).toBe(approvalId);
+    const call = spans.find((s) => s.name === 'tools/call add') as OtlpSpan;
+    expect(call.kind).toBe(CLIENT);
+    expect(call.parentSpanId).toBe(executed.spanId);
+    for (const c of upstreamCarriers(traceId)) expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+    // The execution links to the decision's span, a child of the operator's context.
+    const decision = (await traceOf(decisionTrace, 1)).find((s) => s.name === 'approvals/approve') as OtlpSpan;
+    expect(decision.kind).toBe(SERVER);
+    expect(decision.parentSpanId).toBe(operatorSpan);
+    expect(executed.links).toEqual([expect.objectContaining({ traceId: decisionTrace, spanId: decision.spanId })]);
+    // Both audit rows, the call that waited and its approved execution, lead to the one trace (REST view).
+    await eventually(async () => {
+      const { events } = (await gw.request('GET', `/api/audit?kind=call&trace=${traceId}`)).json() as {
+        events: Array<{ outcome: string; approvalId: string; traceId: string }>;
+      };
+      expect(events.map((e) => e.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(events.every((e) => e.approvalId === approvalId && e.traceId === traceId)).toBe(true);
+    });
+    expect((await gw.request('GET', '/api/audit?trace=not-a-trace-id')).statusCode).toBe(400);
   });
 });

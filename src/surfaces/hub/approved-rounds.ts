@@ -13,6 +13,7 @@ import type { ApprovalView } from '../../approvals/types.js';
 import type { CallEvent } from '../../audit/calls.js';
 import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
+import { activeTraceId } from '../../telemetry/tracing.js';
 import type { Continuation } from '../../upstream/index.js';
 import { jsonToolResult } from '../results.js';
 import { continuationOf, inputRequiredResult, needsInput, type UpstreamOutcome, verifiedState } from './calls.js';
@@ -49,6 +50,8 @@ export async function runAuditedRound(
   sizes: { requestBytes?: number } = {},
 ): Promise<UpstreamOutcome> {
   const started = performance.now();
+  // The approved execution's span (tracing on) is in the trace of the call that waited: both rows lead to it.
+  const traceId = activeTraceId();
   const record = (outcome: CallEvent['outcome'], result?: unknown) =>
     audit({
       client,
@@ -62,6 +65,7 @@ export async function runAuditedRound(
       ...sizes,
       arguments: approval.arguments,
       result,
+      ...(traceId ? { traceId } : {}),
     });
   let outcome: UpstreamOutcome;
   try {

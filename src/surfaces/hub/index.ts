@@ -60,6 +60,8 @@ export interface HubDeps {
   onFastRequest?: () => void;
   /** Counts a 2025-era session closed to make room for another of the same token. */
   onSessionEvicted?: () => void;
+  /** Bench seam: false keeps 2025-era sessions in this process even on PostgreSQL. */
+  sharedSessions?: boolean;
 }
 
 export interface Hub {
@@ -186,7 +188,7 @@ export function createHub(deps: HubDeps): Hub {
       return { maxPerToken: principal.maxSessions ?? settings['hub.maxSessionsPerToken'] };
     },
     onSessionEvicted: () => deps.onSessionEvicted?.(),
-    sessionStore: { store: deps.store, surface: 'hub' },
+    ...(deps.sharedSessions !== false && { sessionStore: { store: deps.store, surface: 'hub' } }),
     ...(deps.config.hubFastPath
       ? {
           fastPath: (request, principal, scope, session) => {

@@ -285,6 +285,7 @@ export interface AuditEvent {
   verdict: string | null;
   outcome: string | null;
   latencyMs: number | null;
+  traceId?: string | null;
 }
 export interface TokenView {
   id: string;
