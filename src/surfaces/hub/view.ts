@@ -20,7 +20,7 @@ import { toPinView } from '../../policy/pin-store.js';
 import { classifyTool } from '../../policy/tool-policy.js';
 import { isUsable, type ToolVerdict, toolVerdict } from '../../policy/verdicts.js';
 import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
-import { toDetail } from '../../registry/records.js';
+import { toDetail, upstreamTargetOf } from '../../registry/records.js';
 import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
@@ -195,7 +195,7 @@ export class Snapshot {
     const known = this.authorized.get(key);
     if (known?.token === token) return known.upstream;
     const authorized: HttpUpstream = {
-      target: { url: upstream.target.url, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
+      target: { ...upstream.target, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
       privateNetwork: upstream.privateNetwork,
     };
     this.authorized.set(key, { token, upstream: authorized });
@@ -284,7 +284,7 @@ export class Snapshot {
         connection.transport === 'stdio'
           ? null
           : {
-              target: { url: connection.url, headers: connection.headers },
+              target: upstreamTargetOf(connection),
               privateNetwork: connection.privateNetwork,
             };
       this.upstreams.set(server.row.id, upstream);
