@@ -2,7 +2,7 @@
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import type { EgressGuard } from '../egress/index.js';
-import { GatehouseError } from '../errors.js';
+import { GatehouseError, validationError } from '../errors.js';
 import { toolPolicySchema } from '../policy/tool-policy.js';
 import type { Catalog } from '../registry/catalog.js';
 import { deriveServerId, serverIdSchema } from '../registry/ids.js';
@@ -83,7 +83,7 @@ export const manifestSchema = z
     id: serverIdSchema.optional(),
     name: z.string().trim().min(1).max(200),
     description: z.string().max(4000).optional(),
-    transport: z.enum(['streamable-http', 'stdio']),
+    transport: z.enum(['streamable-http', 'sse', 'stdio']),
     url: upstreamUrl.optional(),
     command: command.optional(),
     args: argList.optional(),
@@ -98,8 +98,8 @@ export const manifestSchema = z
     sandbox: sandboxSchema.optional(),
   })
   .superRefine((m, ctx) => {
-    if (m.transport === 'streamable-http' && !m.url)
-      ctx.addIssue({ code: 'custom', path: ['url'], message: 'required for streamable-http' });
+    if (m.transport !== 'stdio' && !m.url)
+      ctx.addIssue({ code: 'custom', path: ['url'], message: `required for ${m.transport}` });
     if (m.transport === 'stdio' && !m.command)
       ctx.addIssue({ code: 'custom', path: ['command'], message: 'required for stdio' });
     if (m.transport !== 'stdio' && m.sandbox) {
@@ -108,11 +108,14 @@ export const manifestSchema = z
     if (m.transport === 'stdio' && (m.url || m.headers || m.auth)) {
       ctx.addIssue({ code: 'custom', path: ['transport'], message: 'stdio servers take command, args and env' });
     }
-    if (m.transport === 'streamable-http' && (m.command || m.args)) {
+    if (m.transport === 'sse' && m.auth?.type === 'oauth') {
+      ctx.addIssue({ code: 'custom', path: ['auth'], message: 'OAuth is not supported over the legacy sse transport' });
+    }
+    if (m.transport !== 'stdio' && (m.command || m.args)) {
       ctx.addIssue({
         code: 'custom',
         path: ['transport'],
-        message: 'streamable-http servers take url, headers and auth',
+        message: `${m.transport} servers take url, headers and auth`,
       });
     }
   });
@@ -124,6 +127,8 @@ const installBody = z
     preset: z.string().min(1).max(256).optional(),
     /** With `url` or `preset`: the id to install under instead of the derived one. */
     id: serverIdSchema.optional(),
+    /** With an `http(s)` `url`: its transport, instead of the one read from the URL (`…/sse` is `sse`). */
+    transport: z.enum(['streamable-http', 'sse']).optional(),
     /** With `url` or `preset`: admit private and loopback addresses (admin only), as `privateNetwork` in a manifest. */
     privateNetwork: z.boolean().optional(),
     /** With `preset`: the variables it needs (sealed like any env value). */
@@ -136,6 +141,7 @@ const installBody = z
   .refine((b) => b.auth === undefined || b.url !== undefined, {
     message: 'auth goes with url (a manifest carries its own)',
   })
+  .refine((b) => b.transport === undefined || b.url !== undefined, { message: 'transport goes with url' })
   .refine((b) => b.preset !== undefined || (b.env === undefined && b.args === undefined), {
     message: 'env and args go with preset (a manifest carries its own)',
   })
@@ -299,6 +305,15 @@ export function serverRoutes({ registry, catalog, guard }: ServerRouteDeps): Rou
           };
         } else {
           const resolved = await resolveInstallUrl(body.url as string, guard, body.id ? { id: body.id } : {});
+          if (body.transport && resolved.transport !== body.transport) {
+            if (resolved.transport === 'stdio' || resolved.sourceKind !== 'url') {
+              throw validationError(
+                [{ path: 'transport', message: 'goes with the URL of an HTTP server' }],
+                'transport goes with the URL of an HTTP server.',
+              );
+            }
+            resolved.transport = body.transport;
+          }
           input = fromManifest(resolved, body.id);
         }
         if (body.privateNetwork !== undefined) input = { ...input, privateNetwork: body.privateNetwork };

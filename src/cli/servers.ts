@@ -33,6 +33,7 @@ type AddFlags = Flags &
     manifest?: string;
     id?: string;
     privateNetwork?: boolean;
+    transport?: string;
     env: string[];
     arg: string[];
   };
@@ -160,6 +161,10 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       .option('--manifest <file>', 'a full server record as JSON or YAML')
       .option('--id <id>', 'install under this id instead of the derived one')
       .option('--private-network', 'admit a private or loopback address, e.g. http://127.0.0.1:… (admin token)')
+      .option(
+        '--transport <transport>',
+        'with a server URL: streamable-http or sse (default: sse for a URL ending /sse)',
+      )
       .option('--env <NAME=VALUE>', 'with --preset: a variable it needs (repeatable; sealed)', collect, [])
       .option('--arg <value>', 'with --preset: an extra argument it needs, e.g. a folder (repeatable)', collect, [])
       .option(
@@ -192,6 +197,7 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       ...(flags.manifest !== undefined ? { manifest: await readManifest(flags.manifest) } : {}),
       ...(flags.id !== undefined ? { id: flags.id } : {}),
       ...(flags.privateNetwork ? { privateNetwork: true } : {}),
+      ...(flags.transport !== undefined ? { transport: flags.transport } : {}),
       ...(Object.keys(env).length > 0 ? { env } : {}),
       ...(args.length > 0 ? { args } : {}),
       ...(auth ? { auth } : {}),

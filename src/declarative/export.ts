@@ -57,7 +57,7 @@ export function exportServers(
     const entry: Record<string, unknown> = { id: server.id, name: server.name };
     if (server.description) entry.description = server.description;
     entry.transport = server.transport;
-    if (server.transport === 'streamable-http') {
+    if (server.transport !== 'stdio') {
       entry.url = server.url;
       if (Object.keys(server.headers).length > 0) entry.headers = refMap('headers', server.headers);
       entry.auth =

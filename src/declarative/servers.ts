@@ -148,7 +148,7 @@ export function diffServer(
 
   const patch: ConfigPatch = {};
   let endpointChanged = false;
-  if (entry.transport === 'streamable-http') {
+  if (entry.transport !== 'stdio') {
     if (entry.url !== current.url) {
       patch.url = entry.url;
       endpointChanged = true;

@@ -18,7 +18,7 @@ export interface ImportItem {
   name: string;
   /** The server id it gets (or has, for a duplicate). */
   id: string | null;
-  transport: 'stdio' | 'streamable-http' | null;
+  transport: 'stdio' | 'streamable-http' | 'sse' | null;
   /** The URL, or the command line. */
   target: string | null;
   action: ImportAction;
@@ -84,15 +84,18 @@ export function planImport(
     }
     const entry: ClientEntry = parsed.data;
     const url = entry.url ?? entry.serverUrl;
-    const transport: ImportItem['transport'] = entry.command ? 'stdio' : url ? 'streamable-http' : null;
+    // `type: "sse"`: the old HTTP+SSE transport, registered as such.
+    const transport: ImportItem['transport'] = entry.command
+      ? 'stdio'
+      : url
+        ? entry.type === 'sse'
+          ? 'sse'
+          : 'streamable-http'
+        : null;
     const target = entry.command ? [entry.command, ...(entry.args ?? [])].join(' ') : (url ?? null);
     const shown = { transport, target };
     if (!transport) {
       refuse('neither a command nor a url', shown);
-      continue;
-    }
-    if (entry.type === 'sse') {
-      refuse('an SSE-only server (the old HTTP+SSE transport); Gatehouse speaks Streamable HTTP', shown);
       continue;
     }
     if (name.toLowerCase() === 'gatehouse' || (entry.args?.includes('stdio') && entry.args.includes('--url'))) {
@@ -128,7 +131,7 @@ export function planImport(
       );
       continue;
     }
-    if (transport === 'streamable-http' && !URL.canParse(url as string)) {
+    if (transport !== 'stdio' && !URL.canParse(url as string)) {
       refuse('its url is not an absolute URL', shown);
       continue;
     }
@@ -136,7 +139,7 @@ export function planImport(
     const env = literals(entry.env, 'env', warnings);
     const headers = literals(entry.headers, 'header', warnings);
     if (entry.disabled) warnings.push('disabled in the client: registered disabled');
-    if (transport === 'streamable-http') {
+    if (transport !== 'stdio') {
       const host = new URL(url as string).hostname;
       if (/^(localhost|127\.|\[::1\]|::1)/.test(host)) {
         warnings.push(

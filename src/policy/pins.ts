@@ -20,16 +20,24 @@ export interface ToolDefinition {
 
 export const PINNED_FIELDS = ['name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations'] as const;
 
+/**
+ * Scheme 2 adds a tool's `execution` (task support) and its MCP Apps UI (`_meta.ui`: the `ui://` resource
+ * it renders, and that resource's permissions): changing either changes what calling the tool does.
+ * A dotted field is a path into the item; only that branch of `_meta` is pinned, the rest stays free.
+ */
+export const PINNED_FIELDS_V2 = [...PINNED_FIELDS, 'execution', '_meta.ui'] as const;
+
 /** What a pin holds. */
 export type PinKind = 'tool' | 'prompt' | 'resource';
 export const PIN_KINDS: readonly PinKind[] = ['tool', 'prompt', 'resource'];
 
 /** The scheme new pins are made with. A later scheme adds fields; a pin keeps comparing on its own. */
-export const CURRENT_PIN_SCHEME = 1;
+export const CURRENT_PIN_SCHEME = 2;
 
 /** The pinned fields per kind and scheme (resources are pinned from a later issue on). */
 const SCHEME_FIELDS: Record<number, Partial<Record<PinKind, readonly string[]>>> = {
   1: { tool: PINNED_FIELDS, prompt: ['name', 'title', 'description', 'arguments'] },
+  2: { tool: PINNED_FIELDS_V2, prompt: ['name', 'title', 'description', 'arguments'] },
 };
 
 /** A listed item as the upstream sent it (a tool, a prompt, …): only its name is assumed. */
@@ -44,8 +52,25 @@ function fieldsOf(kind: PinKind, scheme: number): readonly string[] {
 /** The pinned part of an item, dropping everything else the upstream sent (`_meta`, icons, …). */
 export function pinnedItem(item: PinnableItem, kind: PinKind, scheme = CURRENT_PIN_SCHEME): Record<string, unknown> {
   const picked: Record<string, unknown> = {};
-  for (const field of fieldsOf(kind, scheme)) if (item[field] !== undefined) picked[field] = item[field];
+  for (const field of fieldsOf(kind, scheme)) {
+    const [head, ...rest] = field.split('.') as [string, ...string[]];
+    let value: unknown = item[head];
+    for (const key of rest) value = isRecord(value) ? value[key] : undefined;
+    if (value === undefined) continue;
+    // `_meta.ui` is kept as `{_meta: {ui}}`, so the pinned definition reads like the tool it came from.
+    let into = picked;
+    for (const key of [head, ...rest].slice(0, -1)) {
+      const next = isRecord(into[key]) ? (into[key] as Record<string, unknown>) : {};
+      into[key] = next;
+      into = next;
+    }
+    into[[head, ...rest].at(-1) as string] = value;
+  }
   return picked;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export function itemPinHash(item: PinnableItem, kind: PinKind, scheme = CURRENT_PIN_SCHEME): string {

@@ -11,7 +11,7 @@ import type { ServerTable } from '../store/schema.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
 import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import { networkDeniedMessage, networkFailureIn } from '../upstream/stdio/network-denial.js';
-import type { Connection, DiscoveredTool } from './records.js';
+import { type Connection, type DiscoveredTool, upstreamTargetOf } from './records.js';
 
 export interface HandshakeResult {
   era: 'modern' | 'legacy' | null;
@@ -223,7 +223,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
         return runningOnly ? undefined : stdioHandshake(row, connection, options);
       }
       const pool = options.poolFor(connection.privateNetwork);
-      const target = { url: connection.url, headers: connection.headers };
+      const target = upstreamTargetOf(connection);
       const abandon = signal ? { signal } : {};
       const { tools } = await pool.listTools(target, abandon).catch((error: unknown) => {
         throw connection.privateNetwork ? error : (withPrivateNetworkHint(error, row.id) ?? error);

@@ -22,7 +22,7 @@ import type { Logger } from '../logging.js';
 import { LocalLocks, type LockHandle, type Locks } from '../store/locks.js';
 import type { ServerTable } from '../store/schema.js';
 import type { ListWatchHandle, UpstreamPool, UpstreamTarget } from '../upstream/index.js';
-import type { ServerStore } from './records.js';
+import { type ServerStore, upstreamTargetOf } from './records.js';
 import type { RefreshTrigger } from './service.js';
 
 export interface ListWatchTimings {
@@ -189,11 +189,18 @@ export class ListWatchers {
 
   private targetOf(row: ServerTable) {
     const connection = this.options.records.connectionOf(row);
-    if (connection.transport !== 'streamable-http') return undefined;
-    const target: UpstreamTarget = { url: connection.url, headers: connection.headers };
+    if (connection.transport === 'stdio') return undefined;
+    const target = upstreamTargetOf(connection);
     // A digest, so the header values (secrets) are not kept around twice.
     const fingerprint = createHash('sha256')
-      .update(JSON.stringify([connection.url, Object.entries(connection.headers).sort(), connection.privateNetwork]))
+      .update(
+        JSON.stringify([
+          connection.url,
+          Object.entries(connection.headers).sort(),
+          connection.privateNetwork,
+          connection.transport,
+        ]),
+      )
       .digest('hex');
     return { target, fingerprint, privateNetwork: connection.privateNetwork };
   }
@@ -203,10 +210,7 @@ export class ListWatchers {
 function isWatchable(row: ServerTable): boolean {
   // An OAuth server's lists are read with a grant's short-lived token, by a handshake; no standing watch holds one.
   return (
-    row.enabled === 1 &&
-    row.transport === 'streamable-http' &&
-    row.pinned_at !== null &&
-    !row.auth.includes('"type":"oauth"')
+    row.enabled === 1 && row.transport !== 'stdio' && row.pinned_at !== null && !row.auth.includes('"type":"oauth"')
   );
 }
 

@@ -11,7 +11,7 @@ import type { EgressGuard } from '../egress/index.js';
 import { GatehouseError, isGatehouseError, validationError } from '../errors.js';
 import { assertServerId, deriveServerId, serverIdSchema } from './ids.js';
 
-export type Transport = 'streamable-http' | 'stdio';
+export type Transport = 'streamable-http' | 'sse' | 'stdio';
 export type SourceKind = 'oci' | 'npm' | 'uvx' | 'git' | 'manifest' | 'url';
 
 export interface ManifestTool {
@@ -333,7 +333,7 @@ const manifestInput = z.object({
   id: serverIdSchema.optional(),
   name: z.string().trim().min(1).max(200).refine(printable, 'the name may not contain control characters'),
   description: text.optional(),
-  transport: z.enum(['streamable-http', 'stdio', 'http']).optional(),
+  transport: z.enum(['streamable-http', 'sse', 'stdio', 'http']).optional(),
   command: commandSchema.optional(),
   args: argsSchema.optional(),
   url: z.string().max(2048).optional(),
@@ -388,10 +388,15 @@ function launchOptions(input: ManifestInput): Array<{ transport: Transport; buil
     options.push({ transport: 'stdio', build: () => ({ transport: 'stdio', command, args: input.args ?? [] }) });
   }
   if (url) options.push({ transport: 'streamable-http', build: () => fromUrl(url) });
+  // The legacy HTTP+SSE transport only when asked for by name (a manifest's `transport: "sse"`).
+  if (url && input.transport === 'sse')
+    options.push({ transport: 'sse', build: () => ({ ...fromUrl(url), transport: 'sse' }) });
   if (spec) options.push({ transport: 'stdio', build: () => fromSpec(spec) });
   for (const remote of input.remotes ?? []) {
     if (remote.type === 'streamable-http' || remote.type === 'http') {
       options.push({ transport: 'streamable-http', build: () => fromUrl(remote.url) });
+    } else if (remote.type === 'sse') {
+      options.push({ transport: 'sse', build: () => ({ ...fromUrl(remote.url), transport: 'sse' }) });
     }
   }
   for (const pkg of input.packages ?? []) {
@@ -411,7 +416,12 @@ function launchOptions(input: ManifestInput): Array<{ transport: Transport; buil
 
 function chooseLaunch(input: ManifestInput): Launch {
   const wanted: Transport | undefined = input.transport === 'http' ? 'streamable-http' : input.transport;
-  const chosen = launchOptions(input).find((o) => wanted === undefined || o.transport === wanted);
+  const options = launchOptions(input);
+  // Unasked, the legacy HTTP+SSE transport is the last resort: any other way to reach the server wins.
+  const chosen =
+    wanted === undefined
+      ? (options.find((o) => o.transport !== 'sse') ?? options[0])
+      : options.find((o) => o.transport === wanted);
   if (!chosen) {
     const how = wanted ? `a way to run it over ${wanted}` : 'a url, a command, a spec, remotes or packages';
     throw invalid('no_launch', `The manifest does not say how to reach the server: it needs ${how}.`);
@@ -553,7 +563,7 @@ export async function fetchManifest(
 export function nameOfServerUrl(url: URL): { name: string; idSource: string } {
   // `host` keeps an explicit port (and an IPv6 address's brackets); a scheme's default port is not shown.
   const host = url.port ? url.host : url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const path = url.pathname.replace(/\/+$/, '').replace(/\/mcp$/i, '');
+  const path = url.pathname.replace(/\/+$/, '').replace(/\/(mcp|sse)$/i, '');
   const name = `${host}${path}`;
   // The id is derived from the last `/` segment of what it is given: hand it the whole name as one segment.
   return { name, idSource: name.replace(/\//g, '-') };
@@ -561,7 +571,8 @@ export function nameOfServerUrl(url: URL): { name: string; idSource: string } {
 
 /**
  * The `{url}` install rules: a spec is parsed; an `http(s)` URL whose path ends in `.json` is fetched as a manifest;
- * any other `http(s)` URL is a Streamable HTTP server at that address, named after its host.
+ * any other `http(s)` URL is a Streamable HTTP server at that address, named after its host — or a legacy HTTP+SSE
+ * server when its last path segment is `sse` (the endpoint that transport's servers conventionally serve).
  */
 export async function resolveInstallUrl(
   input: string,
@@ -577,11 +588,12 @@ export async function resolveInstallUrl(
   const url = serverUrl(input);
   if (url.pathname.toLowerCase().endsWith('.json')) return fetchManifest(url.href, guard, options);
   const { name, idSource } = nameOfServerUrl(url);
+  const sse = /\/sse\/?$/i.test(url.pathname);
   return {
     id: pickId(idSource, options),
     name,
-    description: `Streamable HTTP server at ${url.host}`,
-    transport: 'streamable-http',
+    description: `${sse ? 'HTTP+SSE' : 'Streamable HTTP'} server at ${url.host}`,
+    transport: sse ? 'sse' : 'streamable-http',
     url: url.href,
     tools: [],
     resources: [],

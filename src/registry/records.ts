@@ -12,6 +12,7 @@ import type { SealKey } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso, parseJson } from '../store/json.js';
 import type { Database, ServerTable } from '../store/schema.js';
+import type { UpstreamTarget } from '../upstream/types.js';
 import { dropServerGrants } from '../upstream-auth/grants.js';
 import { type ArgsRequired, withConfigurationStatus } from './configuration.js';
 import {
@@ -26,7 +27,8 @@ import {
   storeValue,
 } from './secret-values.js';
 
-export type Transport = 'streamable-http' | 'stdio';
+/** `sse`: a legacy HTTP+SSE upstream (the 2024-11-05 transport), a URL server like `streamable-http`. */
+export type Transport = 'streamable-http' | 'sse' | 'stdio';
 export type Status = 'connected' | 'failed' | 'unknown';
 
 /** OAuth to the upstream (issue 18): `shared` is one grant for every agent, `per-user` each user's own. */
@@ -157,8 +159,14 @@ export interface ServerDetail extends ServerView {
 
 /** The opened connection facts for one upstream. Never log or return. */
 export type Connection =
-  | { transport: 'streamable-http'; url: string; headers: Record<string, string>; privateNetwork: boolean }
+  | { transport: 'streamable-http' | 'sse'; url: string; headers: Record<string, string>; privateNetwork: boolean }
   | { transport: 'stdio'; command: string; args: string[]; env: Record<string, string> };
+
+/** What the upstream pool is handed for a URL server: its URL, headers and (for HTTP+SSE) its transport. */
+export function upstreamTargetOf(connection: Extract<Connection, { url: string }>): UpstreamTarget {
+  const { url, headers, transport } = connection;
+  return transport === 'sse' ? { url, headers, transport } : { url, headers };
+}
 
 export class ServerStore {
   constructor(
@@ -288,7 +296,7 @@ export class ServerStore {
           (patch.url !== undefined && patch.url !== row.url) ||
           (patch.command !== undefined && patch.command !== row.command);
         if (patch.url !== undefined) {
-          if (row.transport !== 'streamable-http') throw invalidField('url', 'only streamable-http servers have a url');
+          if (row.transport === 'stdio') throw invalidField('url', 'only streamable-http and sse servers have a url');
           row.url = patch.url;
         }
         if (patch.command !== undefined) {
@@ -396,7 +404,8 @@ export class ServerStore {
     if (auth.type === 'bearer') {
       headers.Authorization = `Bearer ${openValue(this.key, binding, 'auth', 'token', auth.token, env, this.secretPrefix)}`;
     }
-    return { transport: 'streamable-http', url: row.url ?? '', headers, privateNetwork: row.private_network === 1 };
+    const transport = row.transport === 'sse' ? 'sse' : 'streamable-http';
+    return { transport, url: row.url ?? '', headers, privateNetwork: row.private_network === 1 };
   }
 
   /**

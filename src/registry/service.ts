@@ -92,7 +92,7 @@ export class Registry {
   /** The connection facts of a handshake: the record's, plus its OAuth grant (shared, or the tester's own). */
   private async handshakeConnection(row: ServerTable, actor: Principal | undefined): Promise<Connection> {
     const connection = this.records.connectionOf(row);
-    if (connection.transport !== 'streamable-http' || !this.authorizer) return connection;
+    if (connection.transport === 'stdio' || !this.authorizer) return connection;
     let token: string | undefined;
     try {
       token = await this.authorizer(row, actor);

@@ -1,17 +1,21 @@
 /**
  * One connected MCP client for one upstream target (URL + headers): the SDK `Client` over our
- * traced Streamable HTTP transport, connected with a remembered era verdict or by negotiating.
+ * traced Streamable HTTP transport, connected with a remembered era verdict or by negotiating; or,
+ * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
+import { BoundedSseTransport } from './sse-transport.js';
 import type { NormalizedTarget } from './target.js';
 import { currentScope, traced, tracedFetch } from './trace.js';
 import { TracedHttpTransport } from './transport.js';
 import type { UpstreamLogger } from './types.js';
 
 const CLIENT_INFO = { name: 'gatehouse', version: '0.1.0' };
+/** The HTTP+SSE transport has no 2026-07-28 form: its servers are initialized as 2025-era ones, never probed. */
+const SSE_ERA: PriorDiscovery = { kind: 'legacy' };
 /** How long a closing connection waits for the upstream to acknowledge the session DELETE. */
 const TERMINATE_WAIT_MS = 1_000;
 
@@ -43,18 +47,23 @@ export class Connection {
 
   private constructor(
     readonly client: Client,
-    readonly transport: TracedHttpTransport,
+    readonly transport: TracedHttpTransport | BoundedSseTransport,
     readonly target: NormalizedTarget,
     private readonly logger: UpstreamLogger,
   ) {}
 
   static async open(options: OpenOptions): Promise<Connection> {
-    const { target, prior, signal } = options;
-    const transport = new TracedHttpTransport(new URL(target.url), {
+    const { target, signal } = options;
+    const sse = target.transport === 'sse';
+    const prior = sse ? SSE_ERA : options.prior;
+    const transportOptions = {
       fetch: tracedFetch(options.fetch),
       // `manual`: every redirect reaches the SDK as a response and fails the request; none is followed.
-      requestInit: { headers: target.headers, redirect: 'manual' },
-    });
+      requestInit: { headers: target.headers, redirect: 'manual' as const },
+    };
+    const transport = sse
+      ? new BoundedSseTransport(new URL(target.url), transportOptions, options.timeoutMs)
+      : new TracedHttpTransport(new URL(target.url), transportOptions);
     const client = new Client(CLIENT_INFO, {
       versionNegotiation: { mode: 'auto' },
       // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
@@ -84,6 +93,14 @@ export class Connection {
     return this.client.getProtocolEra() === 'modern' ? 'modern' : 'legacy';
   }
 
+  /**
+   * Whether Gatehouse may send a call on this connection's behalf as one plain exchange (`direct-call.ts`):
+   * not on HTTP+SSE, whose answers arrive on the connection's own event stream.
+   */
+  get directCalls(): boolean {
+    return this.transport instanceof TracedHttpTransport;
+  }
+
   /** Where and as whom `direct-call.ts` sends a call on this connection's behalf (one object per connection). */
   get directTarget(): DirectTarget {
     this.direct ??= { url: this.target.url, headers: this.target.headers, clientInfo: CLIENT_INFO };
@@ -95,7 +112,7 @@ export class Connection {
    * version. The same object while they stay the same, so the headers built from it can be kept.
    */
   get legacySession(): LegacySession {
-    const { sessionId, protocolVersion } = this.transport;
+    const { sessionId, protocolVersion } = this.httpTransport ?? {};
     const current = this.session;
     if (current && current.sessionId === sessionId && current.protocolVersion === protocolVersion) return current;
     const fresh = { sessionId, protocolVersion };
@@ -104,7 +121,11 @@ export class Connection {
   }
 
   get sessionId(): string | undefined {
-    return this.transport.sessionId;
+    return this.httpTransport?.sessionId;
+  }
+
+  private get httpTransport(): TracedHttpTransport | undefined {
+    return this.transport instanceof TracedHttpTransport ? this.transport : undefined;
   }
 
   get closed(): boolean {
@@ -121,10 +142,11 @@ export class Connection {
   close(): Promise<void> {
     this.retire();
     this.closing ??= (async () => {
-      if (this.ready && this.transport.sessionId !== undefined) {
+      const http = this.httpTransport;
+      if (this.ready && http?.sessionId !== undefined) {
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([
-          this.transport.terminateSession().catch(() => {}),
+          http.terminateSession().catch(() => {}),
           new Promise<void>((resolve) => {
             timer = setTimeout(resolve, TERMINATE_WAIT_MS);
           }),
@@ -143,6 +165,17 @@ export class Connection {
     const scope = currentScope();
     if (scope?.requestId !== undefined) scope.noted ??= error;
     if (!this.ready || this.closing || this.broken) return;
+    if (!this.httpTransport) {
+      // HTTP+SSE: every answer rides the one event stream, and a stream the SDK reopens belongs to a new,
+      // uninitialized session. Any failure of it ends this connection; closing fails the requests in flight.
+      this.broken = true;
+      this.logger.debug(
+        { upstream: new URL(this.target.url).origin, error: error.name },
+        'upstream SSE connection retired',
+      );
+      void this.close();
+      return;
+    }
     // A bare SSE disconnect outside a request is the GET stream; the SDK reconnects it by itself.
     const inRequest = scope?.requestId !== undefined;
     const gaveUp = /^(Failed to reconnect SSE stream|Maximum reconnection attempts)/.test(error.message);

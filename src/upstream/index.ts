@@ -31,4 +31,5 @@ export type {
   UpstreamLogMessage,
   UpstreamOptions,
   UpstreamTarget,
+  UpstreamTransport,
 } from './types.js';

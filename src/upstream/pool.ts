@@ -119,7 +119,7 @@ export class UpstreamPool {
       },
       () =>
         this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-          if (!exchange || !canCallDirectly(name, opts, connection.era)) {
+          if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, connection.era)) {
             return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
           }
           return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
@@ -151,7 +151,7 @@ export class UpstreamPool {
       () =>
         this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
           const { era } = connection;
-          if (!exchange || !canCallDirectly(name, opts, era)) {
+          if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
             return traced(() => callInteractiveTool(client, deadline, name, args, opts));
           }
           return this.callDirectly(exchange, connection, deadline, name, args, opts);
@@ -412,7 +412,8 @@ export class UpstreamPool {
       this.logger.debug({ upstream: originOf(target), era: connection.era, remembered: !!prior }, 'upstream connected');
       return connection;
     };
-    const prior = this.eras.get(target.url, target.key);
+    // An HTTP+SSE target has one era (`Connection.open`): nothing to remember or renegotiate.
+    const prior = target.transport === 'sse' ? { kind: 'legacy' as const } : this.eras.get(target.url, target.key);
     this.connecting += 1;
     try {
       return await open(prior);

@@ -4,15 +4,16 @@
  */
 import { createHash } from 'node:crypto';
 import { type ValidationIssue, validationError } from '../errors.js';
-import type { UpstreamTarget } from './types.js';
+import type { UpstreamTarget, UpstreamTransport } from './types.js';
 
 export interface NormalizedTarget {
   /** `new URL(url).href` */
   url: string;
   /** Header names lower-cased; values verbatim. */
   headers: Record<string, string>;
-  /** SHA-256 (hex) of the URL and the headers sorted by name: the pool key. */
+  /** SHA-256 (hex) of the URL, the headers sorted by name and (when `sse`) the transport: the pool key. */
   key: string;
+  transport: UpstreamTransport;
 }
 
 /** Headers the MCP transport or HTTP itself owns; a caller's value would corrupt or hijack the exchange. */
@@ -66,8 +67,15 @@ export function normalizeTarget(target: UpstreamTarget): NormalizedTarget {
   const sorted = Object.keys(headers)
     .sort()
     .map((name) => [name, headers[name]]);
-  const key = createHash('sha256')
-    .update(JSON.stringify([url, sorted]))
-    .digest('hex');
-  return { url, headers, key };
+  const transport = target.transport ?? 'streamable-http';
+  if (transport !== 'streamable-http' && transport !== 'sse') {
+    throw validationError(
+      [{ path: 'transport', message: 'must be streamable-http or sse' }],
+      'The upstream target is invalid.',
+    );
+  }
+  // The same URL spoken over the other transport is another connection (Streamable HTTP keys are unchanged).
+  const keyed = transport === 'sse' ? [url, sorted, transport] : [url, sorted];
+  const key = createHash('sha256').update(JSON.stringify(keyed)).digest('hex');
+  return { url, headers, key, transport };
 }

@@ -5,12 +5,16 @@ import type { BoundedCallResult } from './bounds.js';
 
 export type { FetchLike, Progress, Tool };
 
-/** An upstream MCP server (Streamable HTTP) and the static headers to send it. */
+/** An upstream MCP server (Streamable HTTP, or the legacy HTTP+SSE transport) and the static headers to send it. */
 export interface UpstreamTarget {
   url: string;
   /** Sent on every request of this target's connection only; names are case-insensitive. */
   headers?: Record<string, string>;
+  /** `sse`: the 2024-11-05 HTTP+SSE transport (`url` is its GET stream). Default Streamable HTTP. */
+  transport?: UpstreamTransport;
 }
+
+export type UpstreamTransport = 'streamable-http' | 'sse';
 
 /** The egress guard's `exchange`. */
 export type Exchange = (url: string, request: ExchangeRequest) => Promise<Exchanged>;

@@ -72,7 +72,7 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(byName.remote).toMatchObject({ action: 'register', transport: 'streamable-http', target: upstream.url });
     expect(byName.remote.sealed.headers).toEqual(['Authorization']);
     expect(byName.shell).toMatchObject({ action: 'refused', reason: expect.stringContaining('stdio.allowedCommands') });
-    expect(byName.legacy).toMatchObject({ action: 'refused', reason: expect.stringContaining('SSE') });
+    expect(byName.legacy).toMatchObject({ action: 'register', transport: 'sse', target: 'https://example.com/sse' });
     expect(byName.gatehouse).toMatchObject({ action: 'refused', reason: 'this entry is Gatehouse itself' });
     expect(byName.filled).toMatchObject({ action: 'register', sealed: { env: [] } });
     expect(byName.filled.warnings[0]).toContain(FILLED_BY_CLIENT);
@@ -84,7 +84,8 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     const done = await gw.request('POST', '/api/mcp/import', { body: { servers: desktop() } });
     expect(done.statusCode, done.body).toBe(200);
     expect(done.body).not.toContain(ENV_SECRET);
-    expect(done.json()).toMatchObject({ dryRun: false, registered: 3 });
+    expect(done.json()).toMatchObject({ dryRun: false, registered: 4 });
+    expect((await gw.request('GET', '/api/mcp/servers/legacy')).json()).toMatchObject({ transport: 'sse' });
     const memory = (await gw.request('GET', '/api/mcp/servers/memory')).json();
     expect(memory).toMatchObject({ transport: 'stdio', command: 'npx', env: { API_KEY: { set: true } } });
     expect(memory.sourceKind).toBe('import');
@@ -99,7 +100,7 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(twice.registered).toBe(0);
     expect(
       twice.items.filter((i: { action: string }) => i.action === 'duplicate').map((i: { id: string }) => i.id),
-    ).toEqual(['memory', 'remote', 'filled', 'already']);
+    ).toEqual(['memory', 'remote', 'legacy', 'filled', 'already']);
 
     const refusedBody = await gw.request('POST', '/api/mcp/import', { body: { servers: [] } });
     expect(refusedBody.statusCode).toBe(400);

@@ -113,6 +113,17 @@ describe('fetchManifest: a manifest served from loopback through the guard', () 
       args: ['-y', '@acme/notes-mcp@1.0.0'],
       spec: 'npm:@acme/notes-mcp@1.0.0',
     });
+    // The legacy HTTP+SSE remote when asked for, or when it is the only way to reach the server.
+    const sse = await server(PUBLIC_HOST, serveBody({ ...serverJson, transport: 'sse' }));
+    expect(await fetchManifest(`${sse.origin}/server.json`, guard())).toMatchObject({
+      transport: 'sse',
+      url: 'https://notes.example.com/sse',
+    });
+    const onlySse = await server(
+      PUBLIC_HOST,
+      serveBody({ ...serverJson, remotes: [serverJson.remotes[0]], packages: [] }),
+    );
+    expect(await fetchManifest(`${onlySse.origin}/server.json`, guard())).toMatchObject({ transport: 'sse' });
   });
 
   it.each([
@@ -166,7 +177,7 @@ describe('fetchManifest: a manifest served from loopback through the guard', () 
     ['an argument with a control character', { name: 'x', command: 'npx', args: ['a\u0000b'] }, 'invalid_shape'],
     ['a reserved id', { ...weather, id: 'gatehouse' }, 'invalid_shape'],
     ['a bad env name', { ...weather, env: ['NOT-A-NAME'] }, 'invalid_shape'],
-    ['an unknown transport', { ...weather, transport: 'sse' }, 'invalid_shape'],
+    ['an unknown transport', { ...weather, transport: 'websocket' }, 'invalid_shape'],
     ['no way to reach the server', { name: 'x', description: 'nothing else' }, 'no_launch'],
     ['stdio asked for but only a url', { name: 'x', transport: 'stdio', url: 'https://a.example/mcp' }, 'no_launch'],
     ['a hostile embedded spec', { name: 'x', spec: 'npm:foo;rm -rf /' }, 'invalid_spec'],

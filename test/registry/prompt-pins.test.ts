@@ -54,7 +54,7 @@ describeEachStore('prompt pins', (target) => {
   });
 
   it('pins prompts at the first handshake and quarantines a changed or new one until approved', async () => {
-    expect(await promptPin('greet')).toMatchObject({ kind: 'prompt', scheme: 1, state: 'pinned' });
+    expect(await promptPin('greet')).toMatchObject({ kind: 'prompt', scheme: 2, state: 'pinned' });
     expect((await pins()).find((p) => p.tool === 'echo')).toMatchObject({ kind: 'tool', state: 'pinned' });
     expect(await listed()).toEqual(['files__greet']);
 

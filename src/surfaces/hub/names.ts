@@ -87,12 +87,25 @@ export function grantDisplayNames<K>(taken: ReadonlySet<string>, wanted: Readonl
   return granted;
 }
 
-/** Resources in the aggregate are wrapped so a read routes back to its server. */
+const UI_SCHEME = 'ui://';
+
+/**
+ * Resources in the aggregate are wrapped so a read routes back to its server. An MCP Apps `ui://` resource
+ * keeps its scheme, which hosts look for: `ui://{serverId}/{the upstream's path}`.
+ */
 export function wrapResourceUri(serverId: string, uri: string): string {
+  if (uri.startsWith(UI_SCHEME)) return `${UI_SCHEME}${serverId}/${uri.slice(UI_SCHEME.length)}`;
   return `gatehouse://${serverId}/${encodeURIComponent(uri)}`;
 }
 
+/** Whether a URI is one the aggregate made (`gatehouse://`): never an upstream's own. */
+export function isGatehouseUri(uri: string): boolean {
+  return uri.startsWith('gatehouse://');
+}
+
 export function unwrapResourceUri(wrapped: string): { serverId: string; uri: string } | undefined {
+  const ui = /^ui:\/\/([a-z0-9][a-z0-9-]{0,31})\/(.+)$/.exec(wrapped);
+  if (ui) return { serverId: ui[1] as string, uri: `${UI_SCHEME}${ui[2]}` };
   const match = /^gatehouse:\/\/([a-z0-9][a-z0-9-]{0,31})\/(.+)$/.exec(wrapped);
   if (!match) return undefined;
   try {
@@ -110,4 +123,21 @@ export function unwrapResourceUri(wrapped: string): { serverId: string; uri: str
 export function wrapResourceTemplate(serverId: string, template: string): string {
   const parts = template.split(/(\{[^{}]*\})/);
   return `gatehouse://${serverId}/${parts.map((part, i) => (i % 2 === 1 ? part : encodeURIComponent(part))).join('')}`;
+}
+
+/**
+ * A tool's `_meta` as the aggregate lists it: the `ui://` resource its MCP Apps UI renders (`ui.resourceUri`,
+ * or the draft's `ui/resourceUri`) wrapped like the resource itself, so a host reads it back through `/mcp`.
+ */
+export function wrapUiMeta(serverId: string, meta: Record<string, unknown>): Record<string, unknown> {
+  const wrap = (value: unknown) =>
+    typeof value === 'string' && value.startsWith(UI_SCHEME) ? wrapResourceUri(serverId, value) : value;
+  const ui = meta.ui;
+  const hasUi = typeof ui === 'object' && ui !== null && !Array.isArray(ui) && 'resourceUri' in ui;
+  if (!hasUi && !('ui/resourceUri' in meta)) return meta;
+  return {
+    ...meta,
+    ...(hasUi ? { ui: { ...ui, resourceUri: wrap((ui as { resourceUri: unknown }).resourceUri) } } : {}),
+    ...('ui/resourceUri' in meta ? { 'ui/resourceUri': wrap(meta['ui/resourceUri']) } : {}),
+  };
 }

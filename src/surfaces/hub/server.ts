@@ -14,7 +14,7 @@ import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
-import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import { GATEHOUSE_PREFIX, isGatehouseUri, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
 import {
@@ -54,7 +54,7 @@ function viewList(snapshot: Snapshot, groups: readonly string[], listView: ListV
   const recent: Tool[] = [];
   for (const name of listView.recent ?? []) {
     const resolution = resolveTool(snapshot, groups, { kind: 'aggregate' }, name);
-    if (!('missing' in resolution) && isListed(resolution.tool)) recent.push(advertised(resolution.tool, name));
+    if (!('missing' in resolution) && isListed(resolution.tool)) recent.push(advertised(resolution.tool, name, true));
   }
   return recent.length > 0 ? [...SEARCH_LIST, ...recent] : SEARCH_LIST;
 }
@@ -438,7 +438,7 @@ export function buildHubServer(
     // Any URI of a server the caller sees: listed resources, links a tool returned, templated ones; the
     // upstream answers for what it does not have (its own error passes through).
     // (A `gatehouse://` URI is the aggregate's, never an upstream's.)
-    if (!hub || uri.length === 0 || (scope.kind === 'single' && unwrapResourceUri(uri))) {
+    if (!hub || uri.length === 0 || (scope.kind === 'single' && isGatehouseUri(uri))) {
       throw invalidParams(`Resource ${given} not found`);
     }
     return { owner: hub, uri };

@@ -20,13 +20,13 @@ import { toPinView } from '../../policy/pin-store.js';
 import { classifyTool } from '../../policy/tool-policy.js';
 import { isUsable, type ToolVerdict, toolVerdict } from '../../policy/verdicts.js';
 import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
-import { toDetail } from '../../registry/records.js';
+import { toDetail, upstreamTargetOf } from '../../registry/records.js';
 import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
 import { toToolset } from '../../toolsets/store.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
-import { exposeNames, grantDisplayNames } from './names.js';
+import { exposeNames, grantDisplayNames, wrapUiMeta } from './names.js';
 
 export interface HubTool {
   exposed: string;
@@ -112,13 +112,14 @@ export function isListed(tool: HubTool): boolean {
  * How a tool is advertised: as the upstream gave it (`icons`, `execution` and `_meta` included), under
  * its exposed name; a gated tool drops its outputSchema, so `pending_approval` stays a valid result.
  */
-export function advertised(tool: HubTool, name: string): Tool {
-  const plain = advertisedPlain(tool, name);
+export function advertised(tool: HubTool, name: string, inAggregate = false): Tool {
+  const plain = advertisedPlain(tool, name, inAggregate);
   const override = activeOverride(tool);
   return override ? overriddenTool(plain, override) : plain;
 }
 
-function advertisedPlain(tool: HubTool, name: string): Tool {
+/** `inAggregate`: the tool's `ui://` UI resource is named as the aggregate wraps it (`wrapUiMeta`). */
+function advertisedPlain(tool: HubTool, name: string, inAggregate: boolean): Tool {
   const { title, description, inputSchema, outputSchema, annotations, icons, execution, _meta } =
     tool.definition as DiscoveredTool & Tool;
   return {
@@ -132,7 +133,7 @@ function advertisedPlain(tool: HubTool, name: string): Tool {
     ...(annotations !== undefined ? { annotations: annotations as Tool['annotations'] } : {}),
     ...(icons !== undefined ? { icons } : {}),
     ...(execution !== undefined ? { execution } : {}),
-    ...(_meta !== undefined ? { _meta } : {}),
+    ...(_meta !== undefined ? { _meta: inAggregate ? wrapUiMeta(tool.serverId, _meta) : _meta } : {}),
   };
 }
 
@@ -200,7 +201,7 @@ export class Snapshot {
     const known = this.authorized.get(key);
     if (known?.token === token) return known.upstream;
     const authorized: HttpUpstream = {
-      target: { url: upstream.target.url, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
+      target: { ...upstream.target, headers: { ...upstream.target.headers, authorization: `Bearer ${token}` } },
       privateNetwork: upstream.privateNetwork,
     };
     this.authorized.set(key, { token, upstream: authorized });
@@ -245,7 +246,7 @@ export class Snapshot {
     if (!tools) {
       tools = [];
       for (const server of this.visibleTo(groups)) {
-        for (const tool of server.tools.values()) if (isListed(tool)) tools.push(advertised(tool, tool.exposed));
+        for (const tool of server.tools.values()) if (isListed(tool)) tools.push(advertised(tool, tool.exposed, true));
       }
       this.listCache.set(key, tools);
     }
@@ -299,7 +300,7 @@ export class Snapshot {
         connection.transport === 'stdio'
           ? null
           : {
-              target: { url: connection.url, headers: connection.headers },
+              target: upstreamTargetOf(connection),
               privateNetwork: connection.privateNetwork,
             };
       this.upstreams.set(server.row.id, upstream);

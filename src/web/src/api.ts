@@ -138,7 +138,7 @@ export interface ServerView {
   id: string;
   name: string;
   description: string | null;
-  transport: 'streamable-http' | 'stdio';
+  transport: 'streamable-http' | 'sse' | 'stdio';
   url: string | null;
   command: string | null;
   args: string[];
@@ -243,7 +243,7 @@ export interface CatalogItem {
   title: string;
   description: string;
   category: string;
-  transport: 'streamable-http' | 'stdio';
+  transport: 'streamable-http' | 'sse' | 'stdio';
   command?: string;
   args?: string[];
   url?: string;

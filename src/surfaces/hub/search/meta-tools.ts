@@ -224,7 +224,7 @@ export function describeTool(snapshot: Snapshot, groups: readonly string[], raw:
   }
   const { tool } = resolution;
   return jsonToolResult({
-    tool: advertised(tool, tool.exposed),
+    tool: advertised(tool, tool.exposed, true),
     server: tool.serverId,
     verdict: tool.verdict,
     ...(tool.pin?.pinHash ? { pinHash: tool.pin.pinHash } : {}),

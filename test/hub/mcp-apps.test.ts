@@ -1,0 +1,80 @@
+/**
+ * MCP Apps through the hub (issue 19): a tool's `_meta.ui.resourceUri` and the `ui://` resource it names
+ * reach the agent with their scheme preserved — `ui://{serverId}/{path}` on `/mcp`, reversed on read;
+ * unchanged on `/mcp/s/{id}`. A real gateway on loopback, SDK v2 upstreams of both eras on 127.0.0.2,
+ * SDK v2 agents of both eras.
+ */
+import type { Client } from '@modelcontextprotocol/client';
+import type { McpServer } from '@modelcontextprotocol/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
+import { PUBLIC_TEST_HOST, startTestGateway } from '../helpers/gateway.js';
+import { sqliteTarget } from '../helpers/stores.js';
+
+const APP_URI = 'ui://charts/bar.html';
+const APP_HTML = '<!doctype html><title>bar</title>';
+const APP_MIME = 'text/html;profile=mcp-app';
+
+function register(server: McpServer): void {
+  server.registerTool(
+    'chart',
+    { description: 'Draws a chart.', _meta: { ui: { resourceUri: APP_URI }, 'example.com/x': 1 } } as Parameters<
+      McpServer['registerTool']
+    >[1],
+    async () => ({ content: [{ type: 'text' as const, text: 'drawn' }] }),
+  );
+  server.registerResource('bar-chart', APP_URI, { mimeType: APP_MIME }, async () => ({
+    contents: [{ uri: APP_URI, mimeType: APP_MIME, text: APP_HTML }],
+  }));
+}
+
+const ERAS: Era[] = ['modern', 'legacy'];
+
+describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  const clients: Client[] = [];
+  afterEach(async () => {
+    await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  for (const upstreamEra of ERAS) {
+    it(`passes _meta.ui and ui:// resources with their scheme (${upstreamEra} upstream, both agent eras)`, async () => {
+      const gw = await startTestGateway(sqliteTarget);
+      cleanups.push(() => gw.close());
+      const options = { host: PUBLIC_TEST_HOST, tools: ['echo'] as const, register };
+      const upstream = upstreamEra === 'modern' ? await startModernServer(options) : await startLegacyServer(options);
+      cleanups.push(() => upstream.close());
+      expect(
+        (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'apps' } })).statusCode,
+      ).toBe(201);
+      const policy = await gw.request('PATCH', '/api/mcp/servers/apps/tools', {
+        body: { mode: 'all', allow: ['chart'], defaultTier: 'blocked' },
+      });
+      expect(policy.statusCode).toBe(200);
+      expect((await gw.request('POST', '/api/mcp/servers/apps/test')).json().ok).toBe(true);
+      const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'host' } })).json();
+      const base = await gw.listen();
+
+      for (const era of ERAS) {
+        const aggregate = await connectAgent(`${base}/mcp`, token, { era });
+        clients.push(aggregate);
+        const wrapped = 'ui://apps/charts/bar.html';
+        const tool = (await aggregate.listTools()).tools.find((t) => t.name === 'apps__chart');
+        expect(tool?._meta).toEqual({ ui: { resourceUri: wrapped }, 'example.com/x': 1 });
+        const listed = (await aggregate.listResources()).resources.find((r) => r.uri === wrapped);
+        expect(listed).toMatchObject({ mimeType: APP_MIME });
+        const read = await aggregate.readResource({ uri: wrapped });
+        expect(read.contents).toEqual([{ uri: wrapped, mimeType: APP_MIME, text: APP_HTML }]);
+
+        const single = await connectAgent(`${base}/mcp/s/apps`, token, { era });
+        clients.push(single);
+        const own = (await single.listTools()).tools.find((t) => t.name === 'chart');
+        expect(own?._meta).toEqual({ ui: { resourceUri: APP_URI }, 'example.com/x': 1 });
+        const readOwn = await single.readResource({ uri: APP_URI });
+        expect(readOwn.contents).toEqual([{ uri: APP_URI, mimeType: APP_MIME, text: APP_HTML }]);
+      }
+    });
+  }
+});
