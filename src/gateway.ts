@@ -77,6 +77,7 @@ import { UserStore } from './store/users.js';
 import { SandboxPlanner } from './supervisor/sandbox-plan.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
+import { corsHook } from './surfaces/cors.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import type { UpstreamAuthorizer } from './surfaces/hub/view.js';
@@ -434,6 +435,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         oauth.authenticate,
       ),
       challenge: oauth.challenge,
+      cors: corsHook(config),
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],

@@ -251,30 +251,28 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
   };
 
   const routes: RouteDeclaration[] = [
-    defineRoute({
-      method: 'GET',
-      url: '/.well-known/oauth-authorization-server',
-      summary: 'OAuth 2.1 authorization server metadata (RFC 8414).',
-      scope: 'system',
-      access: 'public',
-      mcp: exclude(PROTOCOL),
-      handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*');
-        return authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']);
+    // RFC 8414's address and the OIDC discovery alias serve one document.
+    ...[
+      {
+        url: '/.well-known/oauth-authorization-server',
+        summary: 'OAuth 2.1 authorization server metadata (RFC 8414).',
       },
-    }),
-    defineRoute({
-      method: 'GET',
-      url: '/.well-known/openid-configuration',
-      summary: 'The authorization server metadata at the OpenID discovery address (for clients that look there).',
-      scope: 'system',
-      access: 'public',
-      mcp: exclude(PROTOCOL),
-      handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*');
-        return authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']);
+      {
+        url: '/.well-known/openid-configuration',
+        summary: 'The authorization server metadata at the OpenID discovery address (for clients that look there).',
       },
-    }),
+    ].map(({ url, summary }) =>
+      defineRoute({
+        method: 'GET',
+        url,
+        summary,
+        scope: 'system',
+        access: 'public',
+        mcp: exclude(PROTOCOL),
+        handler: async () =>
+          authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']),
+      }),
+    ),
     defineRoute({
       method: 'GET',
       url: '/.well-known/oauth-protected-resource',
@@ -282,7 +280,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: ({ reply }) => protectedResource(reply, '/mcp'),
+      handler: () => protectedResource('/mcp'),
     }),
     defineRoute({
       method: 'GET',
@@ -292,12 +290,12 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: ({ request, reply }) => {
+      handler: ({ request }) => {
         const rest = (request.url.split('?')[0] ?? '').slice('/.well-known/oauth-protected-resource'.length);
         const prefix = new URL(deps.base()).pathname.replace(/\/$/, '');
         const path = rest.startsWith(`${prefix}/`) ? surfacePath(rest.slice(prefix.length)) : undefined;
         if (!path) throw new GatehouseError('not_found', 'No MCP endpoint at that path.');
-        return protectedResource(reply, path);
+        return protectedResource(path);
       },
     }),
     defineRoute({
@@ -319,7 +317,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*').header('cache-control', 'public, max-age=60');
+        reply.header('cache-control', 'public, max-age=60');
         return deps.keys.jwks();
       },
     }),
@@ -413,10 +411,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       handler: async ({ request, reply }) => {
         tokenLimit.take(request.ip);
         const answer = await deps.server.token(params(request.body));
-        reply
-          .header('cache-control', 'no-store')
-          .header('pragma', 'no-cache')
-          .header('access-control-allow-origin', '*');
+        reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
         return answer;
       },
     }),
@@ -435,7 +430,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         const metadata = checkClientMetadata(request.body);
         const client = await deps.clients.register(metadata, 'dynamic');
         deps.audit({ action: 'oauth.register', outcome: 'ok', clientId: client.clientId, data: { name: client.name } });
-        reply.header('cache-control', 'no-store').header('access-control-allow-origin', '*');
+        reply.header('cache-control', 'no-store');
         return {
           ...metadata,
           client_id: client.clientId,
@@ -455,18 +450,16 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: async ({ request, reply }) => {
+      handler: async ({ request }) => {
         tokenLimit.take(request.ip);
         await deps.server.revoke(params(request.body), (token) => deps.verifier.verifySignature(token));
-        reply.header('access-control-allow-origin', '*');
         return {};
       },
     }),
   ];
 
-  const protectedResource = (reply: FastifyReply, path: string) => {
+  const protectedResource = (path: string) => {
     const base = deps.base();
-    reply.header('access-control-allow-origin', '*');
     return buildOAuthProtectedResourceMetadata({
       oauthMetadata: authorizationServerMetadata(base, true),
       resourceServerUrl: new URL(`${base}${path}`),
