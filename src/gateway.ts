@@ -476,7 +476,16 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...readyRoutes(readiness),
         ...oauth.restRoutes(approvals),
         ...dashboardRoutes(),
-        ...userRoutes({ users, sessions, tokens, approvals, audit, events }),
+        ...userRoutes({
+          users,
+          sessions,
+          tokens,
+          approvals,
+          audit,
+          events,
+          providerManaged:
+            Boolean(config.oidcIssuer && config.oidcClientId) && Object.keys(config.oidcRoleMap).length > 0,
+        }),
         ...signInRoutes({
           store,
           sessions,
