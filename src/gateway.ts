@@ -441,7 +441,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
           transports: ['streamable-http', 'stdio'],
           capabilities,
-          infoRoles: ['admin', 'operator', 'agent', 'ops'],
+          infoRoles: ['admin', 'operator', 'agent', 'ops', 'member'],
         }),
         ...tokenRoutes({ tokens, audit, events, approvals, users }),
         ...settingsRoutes({ settings, audit, events }),
