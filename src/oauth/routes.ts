@@ -23,7 +23,7 @@ import { type ClientDirectory, checkClientMetadata } from './clients.js';
 import { consentCsp, consentPage, surfaceName } from './consent-page.js';
 import { oauthError, oauthErrorAnswer } from './errors.js';
 import type { SigningKeys } from './keys.js';
-import { WindowLimiter } from './rate.js';
+import type { EndpointLimiter } from './rate.js';
 import { BASE_SCOPE, resourceMetadataUrl, resourcePath, surfacePath } from './resources.js';
 import { type AuthorizationServer, listGrants, type PendingAuthorization, type Person } from './server.js';
 
@@ -37,6 +37,8 @@ export interface OAuthRouteDeps {
   verifier: OAuthTokenVerifier;
   sealKey: SealKey;
   audit: OAuthAuditor;
+  /** Per-address limits, shared by every replica on PostgreSQL. */
+  limits: EndpointLimiter;
   base(): string;
 }
 
@@ -120,10 +122,6 @@ const exclude = (reason: string) => ({ exclude: reason });
 const PROTOCOL = 'an OAuth protocol endpoint for clients and browsers, not an operation';
 
 export function oauthPlugin(deps: OAuthRouteDeps) {
-  const tokenLimit = new WindowLimiter(120);
-  const registerLimit = new WindowLimiter(20);
-  const consentLimit = new WindowLimiter(30);
-
   /**
    * The groups of a person signed in with an admin or operator token: every group a server is exposed
    * to (such a token manages exposure anyway, so consenting them grants nothing it could not take).
@@ -366,7 +364,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        consentLimit.take(request.ip);
+        await deps.limits.take('consent', request.ip);
         const base = deps.base();
         const origin = request.headers.origin;
         if (origin !== undefined && origin !== 'null' && origin !== new URL(base).origin) {
@@ -409,7 +407,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        tokenLimit.take(request.ip);
+        await deps.limits.take('token', request.ip);
         const answer = await deps.server.token(params(request.body));
         reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
         return answer;
@@ -424,7 +422,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       status: 201,
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        registerLimit.take(request.ip);
+        await deps.limits.take('register', request.ip);
         if (!(await deps.settings.current())['oauth.dynamicRegistration'])
           throw oauthError('oauth.registration_disabled');
         const metadata = checkClientMetadata(request.body);
@@ -451,7 +449,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request }) => {
-        tokenLimit.take(request.ip);
+        await deps.limits.take('token', request.ip);
         await deps.server.revoke(params(request.body), (token) => deps.verifier.verifySignature(token));
         return {};
       },

@@ -1,7 +1,8 @@
 /**
  * Two replicas on one PostgreSQL store agree on everything OAuth: a token issued by one is honoured by
  * the other, a key rotated on one is used there at once and verified by the other without a refusal
- * (the other reloads on the unknown kid), and a refresh token spent on one is a replay on the other.
+ * (the other reloads on the unknown kid), a refresh token spent on one is a replay on the other, and
+ * the per-address limit of /register is one count for both.
  */
 import { decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,5 +127,37 @@ describe.skipIf(!POSTGRES_AVAILABLE)('OAuth across replicas [postgres]', () => {
     expect(replay.json().error).toBe('invalid_grant');
     expect(await accepted(b, renewed.access_token)).toBe(401);
     expect(await accepted(a, renewed.access_token)).toBe(401);
+  });
+
+  it('holds the /register limit (20 a minute per address) across replicas, counted in the store', async () => {
+    // A fixed window: an attempt that straddles a minute boundary proves nothing and is made again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const address = `10.17.0.${attempt + 1}`;
+      const minute = Math.floor(Date.now() / 60_000);
+      const statuses: number[] = [];
+      for (let i = 0; i < 24; i++) {
+        const answer = await (i % 2 === 0 ? a : b).gateway.app.inject({
+          method: 'POST',
+          url: '/register',
+          remoteAddress: address,
+          payload: { client_name: `limited ${i}`, redirect_uris: [REDIRECT] },
+        });
+        statuses.push(answer.statusCode);
+      }
+      if (Math.floor(Date.now() / 60_000) !== minute) continue;
+      // Each replica alone would have let 12 of its 12 through; together they admit exactly 20.
+      expect(statuses.filter((s) => s === 201)).toHaveLength(20);
+      expect(statuses.slice(20)).toEqual([429, 429, 429, 429]);
+      // Another address has its own allowance.
+      const other = await b.gateway.app.inject({
+        method: 'POST',
+        url: '/register',
+        remoteAddress: '10.17.1.1',
+        payload: { client_name: 'elsewhere', redirect_uris: [REDIRECT] },
+      });
+      expect(other.statusCode).toBe(201);
+      return;
+    }
+    throw new Error('every attempt straddled a minute boundary');
   });
 });
