@@ -5,7 +5,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyRequest,
+  type onRequestHookHandler,
+} from 'fastify';
 import { GRANT_HEADER, type SurfaceGrants } from './api/grants.js';
 import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
@@ -24,6 +30,8 @@ export interface AppParts {
   onRequestTimeout?: () => void;
   /** The `WWW-Authenticate` of a 401 to this request (an MCP surface names its OAuth metadata); default `Bearer`. */
   challenge?: (request: FastifyRequest) => string | undefined;
+  /** Runs before authentication: CORS headers (on refusals too) and preflight answers. */
+  cors?: onRequestHookHandler;
 }
 
 /** Whether a request announces a body (a length above zero, or chunked). */
@@ -127,6 +135,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       mcpEndpoint: route.config?.mcpEndpoint === true,
     });
   });
+
+  if (parts.cors) app.addHook('onRequest', parts.cors);
 
   // Callback style: a token found in the warm cache is settled without a promise (every request passes here).
   app.addHook('onRequest', (request, reply, done) => {

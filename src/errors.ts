@@ -222,6 +222,12 @@ export const ERROR_CATALOGUE = {
   },
   // Users and dashboard sign-in (issue 17)
   'user.name_taken': { status: 409, mcp: 'result', message: 'A user with that name already exists.' },
+  'user.provider_managed': {
+    status: 409,
+    mcp: 'result',
+    message:
+      "This user's role and groups follow the OpenID provider's groups (GATEHOUSE_OIDC_ROLE_MAP) at every sign-in; change them at the provider or in the map.",
+  },
   'auth.csrf_failed': {
     status: 403,
     mcp: 'result',

@@ -77,6 +77,7 @@ import { UserStore } from './store/users.js';
 import { SandboxPlanner } from './supervisor/sandbox-plan.js';
 import { StdioSupervisor } from './supervisor/supervisor.js';
 import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfaces/admin/index.js';
+import { corsHook } from './surfaces/cors.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
 import type { UpstreamAuthorizer } from './surfaces/hub/view.js';
@@ -443,12 +444,13 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         oauth.authenticate,
       ),
       challenge: oauth.challenge,
+      cors: corsHook(config),
       routes: [
         ...systemRoutes({
           operations: config.opsEnabled ? ['list-tools', 'call-tool'] : [],
           transports: ['streamable-http', 'stdio'],
           capabilities,
-          infoRoles: ['admin', 'operator', 'agent', 'ops'],
+          infoRoles: ['admin', 'operator', 'agent', 'ops', 'member'],
         }),
         ...tokenRoutes({ tokens, audit, events, approvals, users }),
         ...settingsRoutes({ settings, audit, events }),
@@ -483,7 +485,16 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...readyRoutes(readiness),
         ...oauth.restRoutes(approvals),
         ...dashboardRoutes(),
-        ...userRoutes({ users, sessions, tokens, approvals, audit, events }),
+        ...userRoutes({
+          users,
+          sessions,
+          tokens,
+          approvals,
+          audit,
+          events,
+          providerManaged:
+            Boolean(config.oidcIssuer && config.oidcClientId) && Object.keys(config.oidcRoleMap).length > 0,
+        }),
         ...signInRoutes({
           store,
           sessions,

@@ -4,7 +4,7 @@ import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
-import { toolViewValue } from '../identity/index.js';
+import { type Principal, toolViewValue } from '../identity/index.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -69,6 +69,27 @@ function agentOnly(body: { groups?: unknown; toolView?: unknown }, role: string)
   }
 }
 
+/** A member's token, or an admin's any token: a member may hold only agent tokens of its own, within its groups. */
+function checkMemberCreate(
+  body: z.infer<typeof createBody>,
+  principal: Principal | undefined,
+): { userId: string; groups: string[] } | undefined {
+  if (principal?.role !== 'member') return undefined;
+  const user = principal.user;
+  if (!user) throw new GatehouseError('forbidden', 'Only a signed-in person may create tokens here.');
+  if (body.role !== 'agent') throw new GatehouseError('forbidden', 'A member may create agent tokens only.');
+  if (body.userId !== undefined && body.userId !== user.id)
+    throw new GatehouseError('forbidden', 'A member may create tokens for itself only.');
+  for (const field of ['rateLimit', 'maxConcurrent', 'maxSessions'] as const) {
+    if (body[field] !== undefined) throw new GatehouseError('forbidden', `Only an admin sets a token's ${field}.`);
+  }
+  const groups = body.groups ?? [...user.groups];
+  const outside = groups.filter((g) => !user.groups.includes(g));
+  if (outside.length > 0)
+    throw new GatehouseError('forbidden', `A member's tokens stay within its groups (not ${outside.join(', ')}).`);
+  return { userId: user.id, groups };
+}
+
 export function tokenRoutes(
   deps: { tokens: TokenStore; audit: AuditLog; events: EventHub; users?: UserStore } & RevocationDeps,
 ): RouteDeclaration[] {
@@ -77,17 +98,21 @@ export function tokenRoutes(
     defineRoute({
       method: 'POST',
       url: '/api/tokens',
-      summary: 'Create a bearer token; the answer is the only time the token is shown.',
+      summary:
+        'Create a bearer token; the answer is the only time the token is shown (a member: agent tokens of its own).',
       scope: 'tokens',
-      access: ['admin'],
+      access: ['admin', 'member'],
       mcp: { exclude: 'an agent could mint itself credentials' },
       body: createBody,
       status: 201,
-      async handler({ body, principal }) {
-        agentOnly(body, body.role);
+      async handler({ body: asked, principal }) {
+        agentOnly(asked, asked.role);
+        const member = checkMemberCreate(asked, principal);
+        const body = member ? { ...asked, groups: member.groups } : asked;
         // Agent tokens created by a signed-in user belong to that user (unless the body names another owner).
         const userId =
-          body.userId === undefined ? (body.role === 'agent' ? principal?.user?.id : undefined) : body.userId;
+          member?.userId ??
+          (body.userId === undefined ? (body.role === 'agent' ? principal?.user?.id : undefined) : body.userId);
         if (userId && deps.users && !(await deps.users.get(userId))) {
           throw new GatehouseError('validation_error', `No user ${userId}.`, {
             issues: [{ path: 'body.userId', message: 'no such user' }],
@@ -106,13 +131,14 @@ export function tokenRoutes(
     defineRoute({
       method: 'GET',
       url: '/api/tokens',
-      summary: 'List live tokens (never the tokens themselves).',
+      summary: 'List live tokens (never the tokens themselves); a member, the tokens it owns.',
       scope: 'tokens',
-      access: ['admin'],
+      access: ['admin', 'member'],
       mcp: { tool: 'token_list', tier: 'autonomousRead' },
       query: pageQuery,
-      async handler({ query }) {
-        const { tokens: records, total } = await tokens.list(query);
+      async handler({ query, principal }) {
+        const mine = principal?.role === 'member' ? { userId: principal.user?.id ?? '' } : {};
+        const { tokens: records, total } = await tokens.list(query, mine);
         return listAnswer('tokens', records.map(publicToken), total);
       },
     }),
@@ -145,10 +171,13 @@ export function tokenRoutes(
       summary:
         'Revoke a token; it is refused from the next request on, and its approvals that have not run are cancelled.',
       scope: 'tokens',
-      access: ['admin'],
+      access: ['admin', 'member'],
       mcp: { exclude: 'an agent could lock out its operators' },
       params: idParams,
       async handler({ params, principal }) {
+        // A member revokes its own tokens; another's is answered as if it did not exist.
+        if (principal?.role === 'member' && (await tokens.get(params.id))?.userId !== principal.user?.id)
+          throw new GatehouseError('not_found', `No token ${params.id}.`);
         if (!(await tokens.revoke(params.id))) throw new GatehouseError('not_found', `No token ${params.id}.`);
         await audit.recordAdmin({ action: 'token.revoke', actor: principal, data: { id: params.id } });
         await revokePrincipal(deps, params.id, principal, 'The token was revoked.');

@@ -31,7 +31,14 @@ export function publicUser(user: User) {
   return { id, name, email: mail, role, groups, disabled, source, createdAt, updatedAt, lastSeenAt };
 }
 
-export function userRoutes(deps: LifecycleDeps & { audit: AuditLog; events: EventHub }): RouteDeclaration[] {
+export function userRoutes(
+  deps: LifecycleDeps & {
+    audit: AuditLog;
+    events: EventHub;
+    /** An OIDC role map is set: the provider's groups decide its users' role and groups at every sign-in. */
+    providerManaged?: boolean;
+  },
+): RouteDeclaration[] {
   const { users, tokens, audit, events } = deps;
   const nameFree = async (name: string, except?: string) => {
     const taken = await users.find(name);
@@ -115,6 +122,13 @@ export function userRoutes(deps: LifecycleDeps & { audit: AuditLog; events: Even
         const existing = await users.get(params.id);
         if (!existing) throw new GatehouseError('not_found', `No user ${params.id}.`);
         if (body.name !== undefined) await nameFree(body.name, existing.id);
+        // An edit the next sign-in would silently undo is refused instead.
+        if (
+          deps.providerManaged &&
+          existing.source === 'oidc' &&
+          (body.role !== undefined || body.groups !== undefined)
+        )
+          throw new GatehouseError('user.provider_managed');
         const user = (await users.update(params.id, body)) as User;
         let ended: Awaited<ReturnType<typeof endUserAccess>> | undefined;
         if (body.disabled === true && !existing.disabled) {

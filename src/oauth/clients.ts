@@ -141,8 +141,12 @@ export class ClientDirectory {
   }
 
   private async document(clientId: string): Promise<OAuthClient> {
-    const cached = this.documents.get(clientId);
-    if (cached && cached.until > this.now()) return cached.client;
+    const held = this.documents.get(clientId);
+    const cached = held && held.until > this.now() ? held : await this.storedDocument(clientId);
+    if (cached && cached.until > this.now()) {
+      this.remember(clientId, cached);
+      return cached.client;
+    }
     const url = documentUrl(clientId);
     let response: Response;
     let text: string;
@@ -194,9 +198,40 @@ export class ClientDirectory {
       documentHost: url.host,
       ...(metadata.client_uri ? { clientUri: metadata.client_uri } : {}),
     };
-    if (this.documents.size >= CACHE_ENTRIES) this.documents.delete(this.documents.keys().next().value as string);
-    this.documents.set(clientId, { client, until: this.now() + ttlOf(response.headers.get('cache-control')) });
+    const entry = { client, until: this.now() + ttlOf(response.headers.get('cache-control')) };
+    this.remember(clientId, entry);
+    await this.storeDocument(clientId, entry);
     return client;
+  }
+
+  private remember(clientId: string, entry: { client: OAuthClient; until: number }): void {
+    if (!this.documents.has(clientId) && this.documents.size >= CACHE_ENTRIES)
+      this.documents.delete(this.documents.keys().next().value as string);
+    this.documents.set(clientId, entry);
+  }
+
+  /** The document another replica (or this one, earlier) fetched and checked, while it lasts. */
+  private async storedDocument(clientId: string): Promise<{ client: OAuthClient; until: number } | undefined> {
+    const row = await this.store.db
+      .selectFrom('oauth_client_documents')
+      .select(['client', 'until_ms'])
+      .where('client_id', '=', clientId)
+      .where('until_ms', '>', this.now())
+      .executeTakeFirst();
+    return row ? { client: JSON.parse(row.client) as OAuthClient, until: Number(row.until_ms) } : undefined;
+  }
+
+  /** Shares a checked document with every replica until it expires; expired ones are dropped on the way. */
+  private async storeDocument(clientId: string, entry: { client: OAuthClient; until: number }): Promise<void> {
+    const db = this.store.db;
+    await db.deleteFrom('oauth_client_documents').where('until_ms', '<=', this.now()).execute();
+    await db
+      .insertInto('oauth_client_documents')
+      .values({ client_id: clientId, client: JSON.stringify(entry.client), until_ms: entry.until })
+      .onConflict((oc) =>
+        oc.column('client_id').doUpdateSet({ client: JSON.stringify(entry.client), until_ms: entry.until }),
+      )
+      .execute();
   }
 }
 

@@ -17,6 +17,7 @@ import type { TokenStore } from '../store/tokens.js';
 import { oauthAuditor } from './audit.js';
 import { ClientDirectory, DOCUMENT_MAX_BYTES } from './clients.js';
 import { SigningKeys } from './keys.js';
+import { EndpointLimiter } from './rate.js';
 import { mcpChallenge, oauthPlugin, oauthRestRoutes } from './routes.js';
 import { AuthorizationServer } from './server.js';
 
@@ -70,7 +71,8 @@ export function createOAuth(parts: OAuthParts) {
         resource: detail.audience,
       }),
   });
-  const deps = { server, clients, keys, tokens, store, settings, verifier, sealKey, audit, base };
+  const limits = new EndpointLimiter(store);
+  const deps = { server, clients, keys, tokens, store, settings, verifier, sealKey, audit, limits, base };
   return {
     keys,
     base,

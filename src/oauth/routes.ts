@@ -23,7 +23,7 @@ import { type ClientDirectory, checkClientMetadata } from './clients.js';
 import { consentCsp, consentPage, surfaceName } from './consent-page.js';
 import { oauthError, oauthErrorAnswer } from './errors.js';
 import type { SigningKeys } from './keys.js';
-import { WindowLimiter } from './rate.js';
+import type { EndpointLimiter } from './rate.js';
 import { BASE_SCOPE, resourceMetadataUrl, resourcePath, surfacePath } from './resources.js';
 import { type AuthorizationServer, listGrants, type PendingAuthorization, type Person } from './server.js';
 
@@ -37,6 +37,8 @@ export interface OAuthRouteDeps {
   verifier: OAuthTokenVerifier;
   sealKey: SealKey;
   audit: OAuthAuditor;
+  /** Per-address limits, shared by every replica on PostgreSQL. */
+  limits: EndpointLimiter;
   base(): string;
 }
 
@@ -120,10 +122,6 @@ const exclude = (reason: string) => ({ exclude: reason });
 const PROTOCOL = 'an OAuth protocol endpoint for clients and browsers, not an operation';
 
 export function oauthPlugin(deps: OAuthRouteDeps) {
-  const tokenLimit = new WindowLimiter(120);
-  const registerLimit = new WindowLimiter(20);
-  const consentLimit = new WindowLimiter(30);
-
   /**
    * The groups of a person signed in with an admin or operator token: every group a server is exposed
    * to (such a token manages exposure anyway, so consenting them grants nothing it could not take).
@@ -251,30 +249,28 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
   };
 
   const routes: RouteDeclaration[] = [
-    defineRoute({
-      method: 'GET',
-      url: '/.well-known/oauth-authorization-server',
-      summary: 'OAuth 2.1 authorization server metadata (RFC 8414).',
-      scope: 'system',
-      access: 'public',
-      mcp: exclude(PROTOCOL),
-      handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*');
-        return authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']);
+    // RFC 8414's address and the OIDC discovery alias serve one document.
+    ...[
+      {
+        url: '/.well-known/oauth-authorization-server',
+        summary: 'OAuth 2.1 authorization server metadata (RFC 8414).',
       },
-    }),
-    defineRoute({
-      method: 'GET',
-      url: '/.well-known/openid-configuration',
-      summary: 'The authorization server metadata at the OpenID discovery address (for clients that look there).',
-      scope: 'system',
-      access: 'public',
-      mcp: exclude(PROTOCOL),
-      handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*');
-        return authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']);
+      {
+        url: '/.well-known/openid-configuration',
+        summary: 'The authorization server metadata at the OpenID discovery address (for clients that look there).',
       },
-    }),
+    ].map(({ url, summary }) =>
+      defineRoute({
+        method: 'GET',
+        url,
+        summary,
+        scope: 'system',
+        access: 'public',
+        mcp: exclude(PROTOCOL),
+        handler: async () =>
+          authorizationServerMetadata(deps.base(), (await deps.settings.current())['oauth.dynamicRegistration']),
+      }),
+    ),
     defineRoute({
       method: 'GET',
       url: '/.well-known/oauth-protected-resource',
@@ -282,7 +278,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: ({ reply }) => protectedResource(reply, '/mcp'),
+      handler: () => protectedResource('/mcp'),
     }),
     defineRoute({
       method: 'GET',
@@ -292,12 +288,12 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: ({ request, reply }) => {
+      handler: ({ request }) => {
         const rest = (request.url.split('?')[0] ?? '').slice('/.well-known/oauth-protected-resource'.length);
         const prefix = new URL(deps.base()).pathname.replace(/\/$/, '');
         const path = rest.startsWith(`${prefix}/`) ? surfacePath(rest.slice(prefix.length)) : undefined;
         if (!path) throw new GatehouseError('not_found', 'No MCP endpoint at that path.');
-        return protectedResource(reply, path);
+        return protectedResource(path);
       },
     }),
     defineRoute({
@@ -319,7 +315,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ reply }) => {
-        reply.header('access-control-allow-origin', '*').header('cache-control', 'public, max-age=60');
+        reply.header('cache-control', 'public, max-age=60');
         return deps.keys.jwks();
       },
     }),
@@ -368,7 +364,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        consentLimit.take(request.ip);
+        await deps.limits.take('consent', request.ip);
         const base = deps.base();
         const origin = request.headers.origin;
         if (origin !== undefined && origin !== 'null' && origin !== new URL(base).origin) {
@@ -411,12 +407,9 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        tokenLimit.take(request.ip);
+        await deps.limits.take('token', request.ip);
         const answer = await deps.server.token(params(request.body));
-        reply
-          .header('cache-control', 'no-store')
-          .header('pragma', 'no-cache')
-          .header('access-control-allow-origin', '*');
+        reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
         return answer;
       },
     }),
@@ -429,13 +422,13 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       status: 201,
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
-        registerLimit.take(request.ip);
+        await deps.limits.take('register', request.ip);
         if (!(await deps.settings.current())['oauth.dynamicRegistration'])
           throw oauthError('oauth.registration_disabled');
         const metadata = checkClientMetadata(request.body);
         const client = await deps.clients.register(metadata, 'dynamic');
         deps.audit({ action: 'oauth.register', outcome: 'ok', clientId: client.clientId, data: { name: client.name } });
-        reply.header('cache-control', 'no-store').header('access-control-allow-origin', '*');
+        reply.header('cache-control', 'no-store');
         return {
           ...metadata,
           client_id: client.clientId,
@@ -455,18 +448,16 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       scope: 'system',
       access: 'public',
       mcp: exclude(PROTOCOL),
-      handler: async ({ request, reply }) => {
-        tokenLimit.take(request.ip);
+      handler: async ({ request }) => {
+        await deps.limits.take('token', request.ip);
         await deps.server.revoke(params(request.body), (token) => deps.verifier.verifySignature(token));
-        reply.header('access-control-allow-origin', '*');
         return {};
       },
     }),
   ];
 
-  const protectedResource = (reply: FastifyReply, path: string) => {
+  const protectedResource = (path: string) => {
     const base = deps.base();
-    reply.header('access-control-allow-origin', '*');
     return buildOAuthProtectedResourceMetadata({
       oauthMetadata: authorizationServerMetadata(base, true),
       resourceServerUrl: new URL(`${base}${path}`),

@@ -289,17 +289,7 @@ export class AuthorizationServer {
       throw oauthError('oauth.invalid_target', 'The resource differs from the authorization request.');
     if (!safeEqual(s256(verifier), row.code_challenge))
       throw oauthError('oauth.invalid_grant', 'The code_verifier does not match the code_challenge.');
-    // Single use across replicas: only the update that flips used_at wins.
-    const claimed = await db
-      .updateTable('oauth_codes')
-      .set({ used_at: nowIso() })
-      .where('hash', '=', row.hash)
-      .where('used_at', 'is', null)
-      .executeTakeFirst();
-    if (Number(claimed.numUpdatedRows) !== 1) {
-      await this.revokeFamily(row.family_id, 'code_reused');
-      throw oauthError('oauth.invalid_grant', 'The authorization code was already used.');
-    }
+    await this.claimOnce('oauth_codes', row, 'code_reused', 'The authorization code was already used.');
     const grant = await this.activeGrant(row.grant_id);
     await db
       .insertInto('oauth_families')
@@ -317,6 +307,27 @@ export class AuthorizationServer {
       resource: grant.resource,
     });
     return answer;
+  }
+
+  /**
+   * Single use across replicas: only the update that flips `used_at` wins; the loser's family is
+   * revoked (a second presentation is a replay, whichever replica it reached).
+   */
+  private async claimOnce(
+    table: 'oauth_codes' | 'oauth_refresh_tokens',
+    row: { hash: string; family_id: string },
+    reason: 'code_reused' | 'refresh_replay',
+    message: string,
+  ): Promise<void> {
+    const claimed = await this.deps.store.db
+      .updateTable(table)
+      .set({ used_at: nowIso() })
+      .where('hash', '=', row.hash)
+      .where('used_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(claimed.numUpdatedRows) === 1) return;
+    await this.revokeFamily(row.family_id, reason);
+    throw oauthError('oauth.invalid_grant', message);
   }
 
   private async refresh(body: Record<string, string | undefined>): Promise<TokenAnswer> {
@@ -358,19 +369,12 @@ export class AuthorizationServer {
     if (body.scope !== undefined && parseScope(body.scope).some((w) => !grant.scope.split(' ').includes(w))) {
       throw oauthError('oauth.invalid_scope', 'A refresh may not widen the scope.');
     }
-    const claimed = await db
-      .updateTable('oauth_refresh_tokens')
-      .set({ used_at: nowIso() })
-      .where('hash', '=', row.hash)
-      .where('used_at', 'is', null)
-      .executeTakeFirst();
-    if (Number(claimed.numUpdatedRows) !== 1) {
-      await this.revokeFamily(row.family_id, 'refresh_replay');
-      throw oauthError(
-        'oauth.invalid_grant',
-        'The refresh token was already used; every token of its family is revoked.',
-      );
-    }
+    await this.claimOnce(
+      'oauth_refresh_tokens',
+      row,
+      'refresh_replay',
+      'The refresh token was already used; every token of its family is revoked.',
+    );
     const answer = await this.issue(grant, row.family_id);
     this.deps.audit({
       action: 'oauth.token.refresh',

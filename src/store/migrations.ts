@@ -494,6 +494,23 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 11,
+    name: 'oauth: client metadata documents cached in the store (every replica uses one fetch until it expires)',
+    async up(db) {
+      await db.schema
+        .createTable('oauth_client_documents')
+        .addColumn('client_id', 'text', (c) => c.primaryKey())
+        .addColumn('client', 'text', (c) => c.notNull())
+        .addColumn('until_ms', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('oauth_client_documents_until')
+        .on('oauth_client_documents')
+        .column('until_ms')
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

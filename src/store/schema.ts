@@ -211,6 +211,7 @@ export interface Database extends MemoryTables {
   upstream_oauth_grants: UpstreamOAuthGrantTable;
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
+  oauth_client_documents: OAuthClientDocumentTable;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */
@@ -412,4 +413,12 @@ export interface UpstreamOAuthFlowTable {
   redirect_uri: string;
   scopes: string;
   expires_at: string;
+}
+
+/** A fetched, checked Client ID Metadata Document, shared by replicas until `until_ms` (`oauth/clients.ts`). */
+export interface OAuthClientDocumentTable {
+  client_id: string;
+  /** The client as the consent page and the checks use it (JSON). */
+  client: string;
+  until_ms: number;
 }

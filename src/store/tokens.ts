@@ -88,21 +88,23 @@ export class TokenStore {
     return { record: toRecord(row), token };
   }
 
-  async list(page: { limit: number; offset: number }): Promise<{ tokens: TokenRecord[]; total: number }> {
-    const rows = await this.store.db
+  /** Live tokens, a page of them; `userId` keeps those one user owns. */
+  async list(
+    page: { limit: number; offset: number },
+    filter: { userId?: string } = {},
+  ): Promise<{ tokens: TokenRecord[]; total: number }> {
+    const live = this.store.db
       .selectFrom('tokens')
-      .selectAll()
       .where('revoked_at', 'is', null)
+      .$if(filter.userId !== undefined, (q) => q.where('user_id', '=', filter.userId as string));
+    const rows = await live
+      .selectAll()
       .orderBy('created_at')
       .orderBy('id')
       .limit(page.limit)
       .offset(page.offset)
       .execute();
-    const { total } = await this.store.db
-      .selectFrom('tokens')
-      .select((eb) => eb.fn.countAll<number>().as('total'))
-      .where('revoked_at', 'is', null)
-      .executeTakeFirstOrThrow();
+    const { total } = await live.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     return { tokens: rows.map(toRecord), total: Number(total) };
   }
 

@@ -17,6 +17,7 @@ import { GatehouseError } from '../errors.js';
 import type { TokenPrincipal } from '../identity/index.js';
 import type { Store } from '../store/db.js';
 import { agentContext, withContext } from '../telemetry/tracing.js';
+import { LOOPBACK_HOSTNAMES, originAllowed } from './cors.js';
 import { LegacySessions, type SessionView } from './sessions.js';
 import { SharedSessionStore } from './shared-sessions.js';
 
@@ -30,8 +31,6 @@ export const LOCAL_PRINCIPAL: TokenPrincipal = {
   maxConcurrent: null,
   maxSessions: null,
 };
-
-const LOOPBACK_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
 
 /**
  * What part of a surface a request addresses: the whole surface, one upstream server unprefixed, or a
@@ -285,18 +284,8 @@ export class McpEndpoint {
   private checkTransport(request: FastifyRequest): void {
     const loopback = isLoopbackHost(this.options.host);
     const origin = request.headers.origin;
-    if (origin !== undefined) {
-      let allowed = this.options.allowedOrigins.includes(origin);
-      if (!allowed && loopback) {
-        try {
-          const parsed = new URL(origin);
-          allowed =
-            (parsed.protocol === 'http:' || parsed.protocol === 'https:') && LOOPBACK_HOSTNAMES.has(parsed.hostname);
-        } catch {
-          allowed = false;
-        }
-      }
-      if (!allowed) throw new GatehouseError('forbidden', 'This Origin may not use the MCP endpoint.');
+    if (origin !== undefined && !originAllowed(origin, this.options.host, this.options.allowedOrigins)) {
+      throw new GatehouseError('forbidden', 'This Origin may not use the MCP endpoint.');
     }
     const host = request.headers.host ?? '';
     // `evil.com@localhost` would parse as host `localhost`: userinfo, paths and the like are refused first.

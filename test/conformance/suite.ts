@@ -19,12 +19,12 @@ export interface ScenarioOutcome {
 }
 
 const require = createRequire(import.meta.url);
-const BIN = path.join(
+export const BIN = path.join(
   path.dirname(require.resolve('@modelcontextprotocol/conformance/package.json')),
   'dist',
   'index.js',
 );
-const SHIM = fileURLToPath(new URL('./fs-glob-register.mjs', import.meta.url));
+export const SHIM = fileURLToPath(new URL('./fs-glob-register.mjs', import.meta.url));
 /** `server-<scenario>-<ISO timestamp with dashes>` */
 const RESULT_DIR = /^server-(.+)-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$/;
 

@@ -1,11 +1,14 @@
 /**
  * Two replicas on one PostgreSQL store agree on everything OAuth: a token issued by one is honoured by
  * the other, a key rotated on one is used there at once and verified by the other without a refusal
- * (the other reloads on the unknown kid), and a refresh token spent on one is a replay on the other.
+ * (the other reloads on the unknown kid), a refresh token spent on one is a replay on the other, and
+ * the per-address limit of /register is one count for both, and a metadata document is fetched once for both.
  */
+import type http from 'node:http';
 import { decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen } from '../fixtures/http.js';
+import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { pkce } from '../helpers/oauth.js';
 import { POSTGRES_AVAILABLE, postgresTarget } from '../helpers/stores.js';
 
@@ -126,5 +129,76 @@ describe.skipIf(!POSTGRES_AVAILABLE)('OAuth across replicas [postgres]', () => {
     expect(replay.json().error).toBe('invalid_grant');
     expect(await accepted(b, renewed.access_token)).toBe(401);
     expect(await accepted(a, renewed.access_token)).toBe(401);
+  });
+
+  it('holds the /register limit (20 a minute per address) across replicas, counted in the store', async () => {
+    // A fixed window: an attempt that straddles a minute boundary proves nothing and is made again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const address = `10.17.0.${attempt + 1}`;
+      const minute = Math.floor(Date.now() / 60_000);
+      const statuses: number[] = [];
+      for (let i = 0; i < 24; i++) {
+        const answer = await (i % 2 === 0 ? a : b).gateway.app.inject({
+          method: 'POST',
+          url: '/register',
+          remoteAddress: address,
+          payload: { client_name: `limited ${i}`, redirect_uris: [REDIRECT] },
+        });
+        statuses.push(answer.statusCode);
+      }
+      if (Math.floor(Date.now() / 60_000) !== minute) continue;
+      // Each replica alone would have let 12 of its 12 through; together they admit exactly 20.
+      expect(statuses.filter((s) => s === 201)).toHaveLength(20);
+      expect(statuses.slice(20)).toEqual([429, 429, 429, 429]);
+      // Another address has its own allowance.
+      const other = await b.gateway.app.inject({
+        method: 'POST',
+        url: '/register',
+        remoteAddress: '10.17.1.1',
+        payload: { client_name: 'elsewhere', redirect_uris: [REDIRECT] },
+      });
+      expect(other.statusCode).toBe(201);
+      return;
+    }
+    throw new Error('every attempt straddled a minute boundary');
+  });
+
+  it('fetches a Client ID Metadata Document once for both replicas, while it lasts', async () => {
+    let fetched = 0;
+    const documents = await listen((req: http.IncomingMessage, res: http.ServerResponse) => {
+      fetched += 1;
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=600' }).end(
+        JSON.stringify({
+          client_id: `${documents.origin}${req.url}`,
+          client_name: 'Shared doc',
+          redirect_uris: [REDIRECT],
+        }),
+      );
+    }, PUBLIC_TEST_HOST);
+    try {
+      const clientId = `${documents.origin}/client.json`;
+      const authorize = (gw: TestGateway) =>
+        gw.gateway.app.inject({
+          method: 'GET',
+          url: `/authorize?${new URLSearchParams({
+            response_type: 'code',
+            client_id: clientId,
+            redirect_uri: REDIRECT,
+            code_challenge: pkce().challenge,
+            code_challenge_method: 'S256',
+            resource: 'http://127.0.0.1:8080/mcp',
+          })}`,
+        });
+      const onA = await authorize(a);
+      expect(onA.statusCode).toBe(200);
+      expect(onA.body).toContain('Shared doc');
+      expect(fetched).toBe(1);
+      const onB = await authorize(b);
+      expect(onB.statusCode).toBe(200);
+      expect(onB.body).toContain('Shared doc');
+      expect(fetched).toBe(1);
+    } finally {
+      await documents.close();
+    }
   });
 });

@@ -159,6 +159,14 @@ describe('sign in with OpenID Connect (HTTP)', { timeout: 120_000 }, () => {
     expect(again.location).toBe('/');
     expect((await gw.request('GET', '/api/users')).json().total).toBe(1);
 
+    // With a role map the provider decides role and groups at every sign-in: an edit it would undo is refused.
+    for (const body of [{ role: 'member' }, { groups: ['other'] }]) {
+      const edit = await gw.request('PATCH', `/api/users/${me.user.id}`, { body });
+      expect(edit.statusCode).toBe(409);
+      expect(edit.json().error.code).toBe('user.provider_managed');
+    }
+    expect((await gw.request('PATCH', `/api/users/${me.user.id}`, { body: { name: 'Ada G.' } })).statusCode).toBe(200);
+
     // Disabled at Gatehouse: the provider still vouches for them, the gateway lets nobody in.
     await gw.request('PATCH', `/api/users/${me.user.id}`, { body: { disabled: true } });
     const refused = await signInOverHttp(`${base}/auth/oidc/start`, 'grace');

@@ -4,6 +4,7 @@
  * disabled and the reason shown; `/info` failing → a "backend unavailable" page, never a broken screen.
  */
 import { type FormEvent, useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { Account } from './Account';
 import { Activity } from './Activity';
 import { Approvals } from './Approvals';
 import {
@@ -30,7 +31,16 @@ import { Settings } from './Settings';
 import { Toolsets } from './Toolsets';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
 
-type View = 'overview' | 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings' | 'toolsets';
+type View =
+  | 'overview'
+  | 'servers'
+  | 'discover'
+  | 'approvals'
+  | 'activity'
+  | 'memory'
+  | 'settings'
+  | 'toolsets'
+  | 'account';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'overview', label: 'Overview' },
   { id: 'servers', label: 'Servers' },
@@ -41,10 +51,16 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'settings', label: 'Settings' },
   { id: 'toolsets', label: 'Toolsets' },
 ];
+/** A member manages its own tokens and grants and sees its own activity; nothing else is shown to it. */
+const MEMBER_VIEWS: { id: View; label: string }[] = [
+  { id: 'account', label: 'Account' },
+  { id: 'activity', label: 'Activity' },
+];
+const viewsOf = (role: string) => (role === 'member' ? MEMBER_VIEWS : VIEWS);
 
-function viewFromHash(): View {
+function viewFromHash(views: readonly { id: View }[]): View {
   const name = window.location.hash.replace(/^#\/?/, '').split('/')[0];
-  return VIEWS.some((v) => v.id === name) ? (name as View) : 'servers';
+  return views.find((v) => v.id === name)?.id ?? (views[0] === MEMBER_VIEWS[0] ? 'account' : 'servers');
 }
 
 type Gate =
@@ -57,7 +73,13 @@ type Gate =
 async function probe(token: string | undefined): Promise<{ info: Info; who: AuthContext }> {
   const options = token ? { token } : {};
   const info = await api<Info>('/info', options);
-  const who = await api<AuthContext>('/api/platform/auth-context', options);
+  const who = await api<AuthContext>('/api/platform/auth-context', options).catch(async (error: unknown) => {
+    // A member (a signed-in person who manages nothing) may not read the platform routes: who it is comes from here.
+    if (!(error instanceof ApiError && error.status === 403)) throw error;
+    const me = await api<{ principal: AuthContext }>('/api/users/me', options);
+    if (me.principal.role !== 'member') throw error;
+    return me.principal;
+  });
   return { info, who };
 }
 
@@ -71,6 +93,14 @@ async function sessionInfo(): Promise<SessionInfo> {
 }
 
 /** What `?signin_error=` (set by the OIDC callback) means, once; the address is cleaned of it. */
+/** Opens a dashboard session as the person who owns `token`; false when it signs nobody in. */
+function openSession(token: string): Promise<boolean> {
+  return api('/auth/session', { method: 'POST', body: { token }, token: '' }).then(
+    () => true,
+    () => false,
+  );
+}
+
 function signInErrorFromUrl(): string | undefined {
   const url = new URL(window.location.href);
   const code = url.searchParams.get('signin_error');
@@ -143,6 +173,10 @@ export function App() {
       }
       setGate(next);
     } catch (error) {
+      // An agent token a person owns signs its owner in (a cookie session): the tab keeps no bearer then.
+      if (error instanceof ApiError && error.status === 403 && (await openSession(token))) {
+        return setGate(await probe(undefined).then(gateOf, gateFromError));
+      }
       if (error instanceof ApiError && (error.status === 401 || error.status === 403)) {
         setGate(gateFromError(error));
       } else {
@@ -172,7 +206,7 @@ export function App() {
 }
 
 function gateOf({ info, who }: { info: Info; who: AuthContext }): Gate {
-  if (who.role !== 'admin' && who.role !== 'operator') {
+  if (who.role !== 'admin' && who.role !== 'operator' && who.role !== 'member') {
     storeToken(null);
     return {
       kind: 'signed-out',
@@ -282,24 +316,29 @@ function Shell({
   onSignOut: () => void;
   onRefreshInfo: () => void;
 }) {
-  const [view, setView] = useState<View>(viewFromHash);
+  const member = who.role === 'member';
+  const views = viewsOf(who.role);
+  const [view, setView] = useState<View>(() => viewFromHash(views));
   const [openServer, setOpenServer] = useState<string>();
   const closeServer = useCallback(() => setOpenServer(undefined), []);
   const [streamState, setStreamState] = useState<StreamState>('connecting');
   const listeners = useRef(new Set<(event: LiveEvent) => void>());
 
   useEffect(() => {
-    const onHash = () => setView(viewFromHash());
+    const onHash = () => setView(viewFromHash(views));
     window.addEventListener('hashchange', onHash);
     return () => window.removeEventListener('hashchange', onHash);
-  }, []);
+  }, [views]);
 
+  // The event stream is the operators' (every server's and approval's events): a member's screens reload on their own.
   useEffect(
     () =>
-      openEventStream((event) => {
-        for (const listener of listeners.current) listener(event);
-      }, setStreamState),
-    [],
+      member
+        ? undefined
+        : openEventStream((event) => {
+            for (const listener of listeners.current) listener(event);
+          }, setStreamState),
+    [member],
   );
 
   const bus = useMemo<LiveBus>(
@@ -316,7 +355,7 @@ function Shell({
   const memoryOn = info.capabilities.includes('memory');
   const session = useMemo<Session>(
     () => ({
-      role: who.role as 'admin' | 'operator',
+      role: who.role as 'admin' | 'operator' | 'member',
       name: who.name,
       hubOn,
       refreshInfo: onRefreshInfo,
@@ -339,7 +378,7 @@ function Shell({
         <header className="topbar">
           <span className="brand">Gatehouse</span>
           <nav aria-label="Main">
-            {VIEWS.map((v) => (
+            {views.map((v) => (
               <button
                 key={v.id}
                 type="button"
@@ -349,15 +388,17 @@ function Shell({
                 onClick={() => go(v.id)}
               >
                 {v.label}
-                {v.id === 'approvals' && <PendingBadge />}
+                {v.id === 'approvals' && !member && <PendingBadge />}
                 {v.id === 'memory' && !memoryOn && <span className="sr-only"> (switched off)</span>}
               </button>
             ))}
           </nav>
           <span className="who">
-            <span className={`live live-${streamState}`} title={`Live updates: ${streamState}`}>
-              {streamState === 'live' ? 'live' : streamState}
-            </span>
+            {!member && (
+              <span className={`live live-${streamState}`} title={`Live updates: ${streamState}`}>
+                {streamState === 'live' ? 'live' : streamState}
+              </span>
+            )}
             <span className="muted">
               {who.name} ({who.role}) · v{info.version}
             </span>
@@ -380,6 +421,7 @@ function Shell({
           {view === 'memory' && <Memory enabled={memoryOn} />}
           {view === 'settings' && <Settings />}
           {view === 'toolsets' && <Toolsets />}
+          {view === 'account' && <Account />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>

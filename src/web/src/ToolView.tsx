@@ -9,11 +9,14 @@ import { useAsync, useLive } from './ui';
 /** A token's "no view of its own": the platform setting `hub.toolView` applies. */
 export const PLATFORM_DEFAULT = '';
 
-/** The toolsets' names, for the picker (none when they cannot be read). */
-export function useToolsetNames(): string[] {
+/** The toolsets' names, for the picker (none when they cannot be read, or when not `enabled`). */
+export function useToolsetNames(enabled = true): string[] {
   const toolsets = useAsync(
-    (signal) => api<{ toolsets: Array<{ name: string }> }>('/api/toolsets?limit=500', { signal }),
-    [],
+    (signal) =>
+      enabled
+        ? api<{ toolsets: Array<{ name: string }> }>('/api/toolsets?limit=500', { signal })
+        : Promise.resolve({ toolsets: [] }),
+    [enabled],
   );
   useLive(['toolset.changed'], toolsets.reload);
   return toolsets.data?.toolsets.map((t) => t.name) ?? [];

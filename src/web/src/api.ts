@@ -120,7 +120,7 @@ export interface Info {
 export interface AuthContext {
   id: string;
   name: string;
-  role: 'admin' | 'operator' | 'agent' | 'ops';
+  role: 'admin' | 'operator' | 'agent' | 'ops' | 'member';
 }
 
 export type ShownValue = { set: true } | { env: string };
@@ -295,6 +295,15 @@ export interface TokenView {
   /** What /mcp lists to this agent; null: the platform setting `hub.toolView`. */
   toolView?: string | null;
   source: string;
+  createdAt: string;
+  lastUsedAt: string | null;
+}
+/** An OAuth grant (`GET /api/oauth/grants`): an app a person let in. */
+export interface OAuthGrant {
+  id: string;
+  clientName: string;
+  resource: string;
+  groups: string[];
   createdAt: string;
   lastUsedAt: string | null;
 }

@@ -163,7 +163,7 @@ export const HUB_OFF_REASON =
   'The hub is switched off (mcp.hubEnabled is false): agents cannot use tools, so use-related actions are disabled. An admin can switch it on in Settings.';
 
 export interface Session {
-  role: 'admin' | 'operator';
+  role: 'admin' | 'operator' | 'member';
   name: string;
   hubOn: boolean;
   /** Re-reads /info (after a settings change). */
