@@ -42,9 +42,10 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'toolsets', label: 'Toolsets' },
 ];
 
+/** The view the address names; the Overview is the landing page. */
 function viewFromHash(): View {
   const name = window.location.hash.replace(/^#\/?/, '').split('/')[0];
-  return VIEWS.some((v) => v.id === name) ? (name as View) : 'servers';
+  return VIEWS.some((v) => v.id === name) ? (name as View) : 'overview';
 }
 
 type Gate =
