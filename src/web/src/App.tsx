@@ -21,6 +21,7 @@ import {
   storeToken,
   UNAUTHORIZED_EVENT,
 } from './api';
+import { Connect } from './Connect';
 import { Discover } from './Discover';
 import { ServerDrawer } from './drawer';
 import { MEMORY_OFF_REASON, Memory } from './memory';
@@ -30,7 +31,16 @@ import { Settings } from './Settings';
 import { Toolsets } from './Toolsets';
 import { HUB_OFF_REASON, type LiveBus, LiveContext, type Session, SessionContext, useLive } from './ui';
 
-type View = 'overview' | 'servers' | 'discover' | 'approvals' | 'activity' | 'memory' | 'settings' | 'toolsets';
+type View =
+  | 'overview'
+  | 'servers'
+  | 'discover'
+  | 'approvals'
+  | 'activity'
+  | 'memory'
+  | 'settings'
+  | 'toolsets'
+  | 'connect';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'overview', label: 'Overview' },
   { id: 'servers', label: 'Servers' },
@@ -40,6 +50,7 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'memory', label: 'Memory' },
   { id: 'settings', label: 'Settings' },
   { id: 'toolsets', label: 'Toolsets' },
+  { id: 'connect', label: 'Connect' },
 ];
 
 /** The view the address names; the Overview is the landing page. */
@@ -381,6 +392,7 @@ function Shell({
           {view === 'memory' && <Memory enabled={memoryOn} />}
           {view === 'settings' && <Settings />}
           {view === 'toolsets' && <Toolsets />}
+          {view === 'connect' && <Connect />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>
