@@ -11,6 +11,7 @@ import { sql } from 'kysely';
 import { approvalRoutes } from './api/approvals.js';
 import { auditRoutes } from './api/audit.js';
 import { catalogRoutes } from './api/catalog.js';
+import { connectRoutes } from './api/connect.js';
 import { SurfaceGrants } from './api/grants.js';
 import { importRoutes } from './api/import.js';
 import { memoryRoutes } from './api/memory.js';
@@ -508,6 +509,12 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
         ...importRoutes({ registry, settings }),
         ...overviewRoutes({ store }),
+        ...connectRoutes({
+          tokens,
+          audit,
+          events,
+          baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
+        }),
         ...upstreamAuthRoutes({
           auth: upstreamAuth,
           grants: upstreamAuth.grants,

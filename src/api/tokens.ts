@@ -1,10 +1,11 @@
 /** Bearer tokens: create (shown once), list (never the token), update limits, revoke. */
 import { z } from 'zod';
-import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js';
+import type { RevocationDeps } from '../approvals/principals.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import { type Principal, toolViewValue } from '../identity/index.js';
+import { revokeToken } from '../identity/token-revocation.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -178,10 +179,9 @@ export function tokenRoutes(
         // A member revokes its own tokens; another's is answered as if it did not exist.
         if (principal?.role === 'member' && (await tokens.get(params.id))?.userId !== principal.user?.id)
           throw new GatehouseError('not_found', `No token ${params.id}.`);
-        if (!(await tokens.revoke(params.id))) throw new GatehouseError('not_found', `No token ${params.id}.`);
-        await audit.recordAdmin({ action: 'token.revoke', actor: principal, data: { id: params.id } });
-        await revokePrincipal(deps, params.id, principal, 'The token was revoked.');
-        await events.publish('token.changed', { id: params.id, change: 'revoked' });
+        if (!(await revokeToken(deps, params.id, principal))) {
+          throw new GatehouseError('not_found', `No token ${params.id}.`);
+        }
         return { revoked: params.id };
       },
     }),

@@ -5,8 +5,7 @@
  */
 import type { Command } from 'commander';
 import type { ApprovalView } from '../approvals/types.js';
-import { isGatehouseError } from '../errors.js';
-import { ApiError, clientOptions, DEFAULT_GATEWAY_URL, DEFAULT_TIMEOUT_MS, RestClient } from './rest-client.js';
+import { clientOptions, DEFAULT_GATEWAY_URL, DEFAULT_TIMEOUT_MS, RestClient, reportErrors } from './rest-client.js';
 
 export interface CliIo {
   stdout(text: string): void;
@@ -111,20 +110,7 @@ function withConnection(command: Command): Command {
 
 export function addApprovalCommands(program: Command, ioOverrides: Partial<CliIo> = {}): void {
   const io: CliIo = { ...processIo, ...ioOverrides };
-  const run =
-    <A extends unknown[]>(body: (...args: A) => Promise<void>) =>
-    async (...args: A): Promise<void> => {
-      try {
-        await body(...args);
-      } catch (error) {
-        if (error instanceof ApiError || isGatehouseError(error)) {
-          io.stderr(`${error.code}: ${printable(error.message)}\n`);
-          io.setExitCode(1);
-          return;
-        }
-        throw error;
-      }
-    };
+  const run = reportErrors(io, printable);
 
   const approvals = program
     .command('approvals')

@@ -10,11 +10,19 @@ import type { Command } from 'commander';
 import { GatehouseError } from '../errors.js';
 import { configPaths, IMPORT_CLIENTS, type ImportClient, serversOf } from '../importing/clients.js';
 import type { ImportItem } from '../importing/plan.js';
-import { CLIENT_IDS } from './connect/clients.js';
+import { rewritable, rewriteFile } from '../importing/rewrite.js';
+import { CLIENT_IDS, CLIENTS } from './connect/clients.js';
+import { selfLaunch } from './launch.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
 import { table } from './servers.js';
 
-type ImportFlags = ClientFlags & { client?: string; file?: string; dryRun?: boolean; json?: boolean };
+type ImportFlags = ClientFlags & {
+  client?: string;
+  file?: string;
+  dryRun?: boolean;
+  json?: boolean;
+  rewrite?: boolean;
+};
 type Answer = { dryRun: boolean; items: Omit<ImportItem, 'server'>[]; registered: number };
 
 const print = (text: string): void => void process.stdout.write(`${text}\n`);
@@ -51,6 +59,10 @@ export function addImportCommand(program: Command): void {
     .option('--client <client>', `whose config: ${IMPORT_CLIENTS.join(', ')} (its usual files)`)
     .option('--file <path>', 'this config file instead of the usual ones')
     .option('--dry-run', 'print what would be registered, as JSON; register nothing')
+    .option(
+      '--rewrite',
+      "then rewrite the client's file to reach them through the hub: imported entries replaced by the hub's (backup kept beside it)",
+    )
     .option('--url <url>', `the gateway (env GATEHOUSE_URL; default ${DEFAULT_GATEWAY_URL})`)
     .option('--token <token>', 'admin or operator token (env GATEHOUSE_CLI_TOKEN)')
     .option('--timeout-ms <ms>', 'deadline of the request (default 60000)')
@@ -77,6 +89,13 @@ export function addImportCommand(program: Command): void {
           `Give --client or --file.${found.length > 0 ? `\nFound:\n${found.join('\n')}` : ' No client config was found in the usual places.'}`,
         );
       }
+      if (flags.rewrite && flags.dryRun)
+        throw new GatehouseError('validation_error', '--rewrite and --dry-run exclude each other.');
+      if (flags.rewrite && flags.client === undefined) {
+        throw new GatehouseError('validation_error', '--rewrite needs --client (whose file shape to write).');
+      }
+      // Checked before anything is registered: a client whose file `connect` cannot write is refused up front.
+      const rewriteAs = flags.rewrite ? rewritable(flags.client as ImportClient) : undefined;
       const read = await source(flags);
       if (!read) {
         throw new GatehouseError(
@@ -85,7 +104,8 @@ export function addImportCommand(program: Command): void {
         );
       }
       const servers = serversOf(read.text, read.file);
-      const client = new RestClient(clientOptions(flags, process.env));
+      const options = clientOptions(flags, process.env);
+      const client = new RestClient(options);
       const answer = await client.request<Answer>('POST', '/api/mcp/import', {
         servers,
         dryRun: flags.dryRun === true,
@@ -105,6 +125,26 @@ export function addImportCommand(program: Command): void {
       print(table(['ACTION', 'ID', 'TRANSPORT', 'TARGET', 'SEALED / REASON'], rows));
       for (const item of answer.items) for (const w of item.warnings) print(`warning: ${item.name}: ${w}`);
       if (answer.items.some((i) => i.action === 'refused')) process.exitCode = 1;
+      if (rewriteAs) {
+        // Registered now or installed already: either way the hub serves them, so the client's own entries go.
+        const moved = answer.items
+          .filter((i) => i.action === 'register' || i.action === 'duplicate')
+          .map((i) => i.name);
+        const launch = selfLaunch();
+        const hubUrl = new URL('/mcp', options.baseUrl).href;
+        const input = {
+          hubUrl,
+          name: 'gatehouse',
+          tokenEnv: 'GATEHOUSE_TOKEN',
+          command: launch.command,
+          commandArgs: launch.args,
+        };
+        const done = await rewriteFile(read.file, rewriteAs, moved, input);
+        if (done.changes.length === 0) return print(`${read.file}: already reaches the hub; unchanged.`);
+        print(`${read.file}: ${done.changes.join('; ')} (the original is at ${done.backup}).`);
+        process.stderr.write(`${CLIENTS[rewriteAs].tokenNote(input, undefined, false)}\n`);
+        return;
+      }
       const connectAs =
         flags.client && (CLIENT_IDS as readonly string[]).includes(flags.client) ? flags.client : '<client>';
       print(

@@ -3,7 +3,7 @@
  * (a token must not follow one), and the gateway's typed errors surfaced as `code: message`.
  */
 import { isLoopbackHost } from '../config.js';
-import { GatehouseError } from '../errors.js';
+import { GatehouseError, isGatehouseError } from '../errors.js';
 
 export const DEFAULT_GATEWAY_URL = 'http://127.0.0.1:8080';
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -141,4 +141,27 @@ function parse(text: string): unknown {
 export function formatApiError(error: ApiError): string {
   const issues = error.issues.map((i) => `\n  - ${i.path ? `${i.path}: ` : ''}${i.message}`).join('');
   return `${error.code}: ${error.message}${issues}`;
+}
+
+/**
+ * Wraps a command's action: an error the gateway answered (or a Gatehouse error raised here) becomes one line,
+ * `code: message`, on stderr and exit code 1 — never a stack trace. `clean` makes the message safe for a terminal.
+ */
+export function reportErrors(
+  io: { stderr(text: string): void; setExitCode(code: number): void },
+  clean: (text: string) => string,
+) {
+  return <A extends unknown[]>(body: (...args: A) => Promise<void>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        await body(...args);
+      } catch (error) {
+        if (error instanceof ApiError || isGatehouseError(error)) {
+          io.stderr(`${error.code}: ${clean(error.message)}\n`);
+          io.setExitCode(1);
+          return;
+        }
+        throw error;
+      }
+    };
 }

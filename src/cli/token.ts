@@ -1,9 +1,13 @@
 /** `gatehouse token create|list|revoke`: bootstrap commands that open the store directly. */
 import type { Command } from 'commander';
 import { publicToken } from '../api/tokens.js';
+import { ApprovalQueue } from '../approvals/queue.js';
+import { AuditLog } from '../audit/log.js';
+import { EventHub } from '../audit/stream.js';
 import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import { type Role, toolViewValue } from '../identity/index.js';
+import { revokeToken } from '../identity/token-revocation.js';
 import { TokenStore } from '../store/tokens.js';
 import { UserStore } from '../store/users.js';
 import { openCliStore } from './store-notice.js';
@@ -95,9 +99,25 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
 
   storeFlags(token.command('revoke').description('Revoke a token by id.').argument('<id>')).action(
     async (id: string, flags: { dataDir?: string; databaseUrl?: string }) => {
-      const revoked = await withTokens(configOf(flags), (t) => t.revoke(id));
-      if (!revoked) throw new GatehouseError('not_found', `No live token ${id}.`);
-      process.stdout.write(`revoked ${id}\n`);
+      const store = await openCliStore(configOf(flags));
+      const events = await EventHub.open(store);
+      const audit = new AuditLog(store, { events });
+      try {
+        // The same path as REST: audited, its pending approvals cancelled, every replica told.
+        const approvals = new ApprovalQueue({ store, audit, events });
+        const revoked = await revokeToken(
+          { tokens: new TokenStore(store), audit, events, approvals },
+          id,
+          undefined,
+          'cli',
+        );
+        if (!revoked) throw new GatehouseError('not_found', `No live token ${id}.`);
+        process.stdout.write(`revoked ${id}: ${revoked.cancelledApprovals.length} approval(s) cancelled\n`);
+      } finally {
+        await audit.flush();
+        events.close();
+        await store.close();
+      }
     },
   );
 }

@@ -4,9 +4,9 @@
  * `--token`/`GATEHOUSE_CLI_TOKEN`). Errors print as `code: message` with exit 1; `--json` prints the raw answer.
  */
 import type { Command } from 'commander';
-import { GatehouseError, isGatehouseError } from '../errors.js';
+import { GatehouseError } from '../errors.js';
 import { type CliIo, printable } from './approvals.js';
-import { ApiError, clientOptions, DEFAULT_GATEWAY_URL, DEFAULT_TIMEOUT_MS, RestClient } from './rest-client.js';
+import { clientOptions, DEFAULT_GATEWAY_URL, DEFAULT_TIMEOUT_MS, RestClient, reportErrors } from './rest-client.js';
 
 interface ConnectionFlags {
   url?: string;
@@ -127,20 +127,7 @@ export function addToolsetCommands(program: Command, ioOverrides: Partial<CliIo>
     new RestClient(
       clientOptions({ url: flags.url, token: flags.token, timeoutMs: flags.timeout }, io.env),
     ).request<unknown>(method, path, body);
-  const run =
-    <A extends unknown[]>(body: (...args: A) => Promise<void>) =>
-    async (...args: A): Promise<void> => {
-      try {
-        await body(...args);
-      } catch (error) {
-        if (error instanceof ApiError || isGatehouseError(error)) {
-          io.stderr(`${error.code}: ${printable(error.message)}\n`);
-          io.setExitCode(1);
-          return;
-        }
-        throw error;
-      }
-    };
+  const run = reportErrors(io, printable);
   const print = (flags: ConnectionFlags, answer: unknown, text: () => string) =>
     io.stdout(flags.json ? `${JSON.stringify(answer, null, 2)}\n` : text());
   const enc = encodeURIComponent;

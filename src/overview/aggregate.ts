@@ -1,6 +1,7 @@
 /**
  * The dashboard's Overview in one answer, aggregated in SQL (SQLite and PostgreSQL alike) over the audit
- * trail's time index: the window's call rows are found by `at` (`audit_events_by_time`), then grouped.
+ * trail's covering index: the window's call rows are read by `at` from `audit_events_overview` (migration 15),
+ * which holds every grouped column, then grouped in three passes.
  * - calls per bucket (a minute over the last hour, ten minutes over the last day) by verdict and outcome:
  *   the bucket is a prefix of the stored ISO time, so grouping needs no date functions;
  * - per server: calls, errors, and p50/p95 latency from a fixed histogram counted in SQL (the upper
@@ -65,68 +66,65 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
     number | null
   >`case when latency_ms is null then null ${sql.join(cases, sql` `)} else ${sql.lit(LATENCY_BOUNDS.length)} end`;
 
-  const [byVerdict, byOutcome, histogram, perServer, topTools, pending, oldest, quarantined, qItems, statuses] =
-    await Promise.all([
-      calls
-        .select([bucket.as('b'), 'verdict', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy([bucket, 'verdict'])
-        .execute(),
-      calls
-        .select([bucket.as('b'), 'outcome', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy([bucket, 'outcome'])
-        .execute(),
-      calls
-        .select(['server_id', latencyBucket.as('lb'), (eb) => eb.fn.countAll<number>().as('n')])
-        .where('latency_ms', 'is not', null)
-        .groupBy(['server_id', latencyBucket])
-        .execute(),
-      calls
-        .select([
-          'server_id',
-          (eb) => eb.fn.countAll<number>().as('n'),
-          sql<number>`sum(case when outcome is not null and outcome not in ('ok', 'pending_approval', 'input_required') then 1 else 0 end)`.as(
-            'errors',
-          ),
-        ])
-        .groupBy('server_id')
-        .execute(),
-      calls
-        .select(['server_id', 'tool', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy(['server_id', 'tool'])
-        .orderBy('n', 'desc')
-        .limit(10)
-        .execute(),
-      db
-        .selectFrom('approvals')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('status', '=', 'pending')
-        .executeTakeFirstOrThrow(),
-      db
-        .selectFrom('approvals')
-        .select(['id', 'server_id', 'tool', 'created_at'])
-        .where('status', '=', 'pending')
-        .orderBy('created_at')
-        .limit(5)
-        .execute(),
-      db
-        .selectFrom('tool_pins')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('state', '=', 'quarantined')
-        .executeTakeFirstOrThrow(),
-      db
-        .selectFrom('tool_pins')
-        .select(['server_id', 'tool_name', 'kind'])
-        .where('state', '=', 'quarantined')
-        .orderBy('server_id')
-        .orderBy('tool_name')
-        .limit(5)
-        .execute(),
-      db
-        .selectFrom('servers')
-        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy('status')
-        .execute(),
-    ]);
+  // Grouping columns as expressions (`server_id || ''`): otherwise SQLite walks a whole (server_id, …) index
+  // in group order instead of the window's rows in the covering index (audit_events_overview).
+  const server = sql<string | null>`server_id || ''`;
+  const tool = sql<string | null>`tool || ''`;
+  const failed = sql<number>`sum(case when outcome is not null and outcome not in ('ok', 'pending_approval', 'input_required') then 1 else 0 end)`;
+
+  // Three passes over the window: series by (bucket, verdict, outcome); per server by latency bucket (its
+  // calls, errors and histogram at once); top tools.
+  const [byBucket, perServer, topTools, pending, oldest, quarantined, qItems, statuses] = await Promise.all([
+    calls
+      .select([bucket.as('b'), 'verdict', 'outcome', (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy([bucket, 'verdict', 'outcome'])
+      .execute(),
+    calls
+      .select([
+        server.as('server_id'),
+        latencyBucket.as('lb'),
+        (eb) => eb.fn.countAll<number>().as('n'),
+        failed.as('errors'),
+      ])
+      .groupBy([server, latencyBucket])
+      .execute(),
+    calls
+      .select([server.as('server_id'), tool.as('tool'), (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy([server, tool])
+      .orderBy('n', 'desc')
+      .limit(10)
+      .execute(),
+    db
+      .selectFrom('approvals')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'pending')
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('approvals')
+      .select(['id', 'server_id', 'tool', 'created_at'])
+      .where('status', '=', 'pending')
+      .orderBy('created_at')
+      .limit(5)
+      .execute(),
+    db
+      .selectFrom('tool_pins')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('state', '=', 'quarantined')
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('tool_pins')
+      .select(['server_id', 'tool_name', 'kind'])
+      .where('state', '=', 'quarantined')
+      .orderBy('server_id')
+      .orderBy('tool_name')
+      .limit(5)
+      .execute(),
+    db
+      .selectFrom('servers')
+      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy('status')
+      .execute(),
+  ]);
 
   const series = new Map<string, Overview['series'][number]>();
   const at = (b: string) => {
@@ -137,36 +135,41 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
     }
     return entry;
   };
-  for (const row of byVerdict) {
+  for (const row of byBucket) {
     const entry = at(row.b);
-    entry.total += Number(row.n);
-    entry.verdicts[row.verdict ?? 'unknown'] = Number(row.n);
+    const n = Number(row.n);
+    const verdict = row.verdict ?? 'unknown';
+    const outcome = row.outcome ?? 'none';
+    entry.total += n;
+    entry.verdicts[verdict] = (entry.verdicts[verdict] ?? 0) + n;
+    entry.outcomes[outcome] = (entry.outcomes[outcome] ?? 0) + n;
   }
-  for (const row of byOutcome) at(row.b).outcomes[row.outcome ?? 'none'] = Number(row.n);
 
-  const counts = new Map<string, number[]>();
-  for (const row of histogram) {
+  const servers = new Map<string, { calls: number; errors: number; histogram: number[] }>();
+  for (const row of perServer) {
     const key = row.server_id ?? '';
-    const list = counts.get(key) ?? new Array<number>(LATENCY_BOUNDS.length + 1).fill(0);
-    if (row.lb !== null) list[Number(row.lb)] = Number(row.n);
-    counts.set(key, list);
+    let entry = servers.get(key);
+    if (!entry) {
+      entry = { calls: 0, errors: 0, histogram: new Array<number>(LATENCY_BOUNDS.length + 1).fill(0) };
+      servers.set(key, entry);
+    }
+    entry.calls += Number(row.n);
+    entry.errors += Number(row.errors ?? 0);
+    if (row.lb !== null) entry.histogram[Number(row.lb)] = Number(row.n);
   }
   return {
     window,
     since,
     bucketMinutes,
     series: [...series.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => v),
-    servers: perServer
-      .map((row) => {
-        const hist = counts.get(row.server_id ?? '') ?? [];
-        return {
-          id: row.server_id ?? '',
-          calls: Number(row.n),
-          errors: Number(row.errors ?? 0),
-          p50Ms: quantileOf(hist, 0.5),
-          p95Ms: quantileOf(hist, 0.95),
-        };
-      })
+    servers: [...servers.entries()]
+      .map(([id, s]) => ({
+        id,
+        calls: s.calls,
+        errors: s.errors,
+        p50Ms: quantileOf(s.histogram, 0.5),
+        p95Ms: quantileOf(s.histogram, 0.95),
+      }))
       .sort((a, b) => b.calls - a.calls),
     topTools: topTools.map((row) => ({ server: row.server_id, tool: row.tool, calls: Number(row.n) })),
     approvals: {

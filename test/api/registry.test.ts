@@ -165,6 +165,14 @@ describeEachStore('server registry', (target) => {
     });
     expect(unknownField.statusCode).toBe(400);
     expect(unknownField.json().error).toMatchObject({ code: 'validation_error', issues: expect.any(Array) });
+    // Only http(s) reaches an MCP server: any other scheme is refused in words, and the url is unchanged.
+    for (const url of ['ftp://files.example.com/mcp', 'file:///etc/passwd', 'javascript:alert(1)']) {
+      const scheme = await gw.request('PATCH', '/api/mcp/servers/twice/config', { body: { url } });
+      expect(scheme.statusCode).toBe(400);
+      expect(scheme.json().error).toMatchObject({ code: 'validation_error' });
+      expect(JSON.stringify(scheme.json().error.issues)).toContain('only http:// and https:// URLs');
+    }
+    expect((await gw.request('GET', '/api/mcp/servers/twice')).json().url).toBe(upstream.url);
 
     const both = await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, preset: 'x' } });
     expect(both.json().error.code).toBe('validation_error');

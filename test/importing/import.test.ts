@@ -4,11 +4,12 @@
  * commands are held to `stdio.allowedCommands`. The CLI reads the client's file (JSONC, `mcpServers` or
  * VS Code's `servers`).
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configPaths, serversOf } from '../../src/importing/clients.js';
+import { rewriteFile } from '../../src/importing/rewrite.js';
 import { runCli } from '../cli/helpers.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
@@ -142,5 +143,80 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
       `gatehouse connect --client claude-desktop --token-name claude-desktop --write ${file}`,
     );
     expect((await gw.request('GET', '/api/mcp/servers/cli-mem')).json().env).toEqual({ KEY: { set: true } });
+  });
+
+  it('--rewrite points the client at the hub: imported entries replaced, others kept, the original backed up', async () => {
+    const file = join(dir, 'cursor-mcp.json');
+    const original = `${JSON.stringify(
+      {
+        theme: 'dark',
+        mcpServers: {
+          rw_mem: { command: 'npx', args: ['-y', 'rw-mem'], env: { KEY: ENV_SECRET } },
+          rw_shell: { command: 'sh', args: ['-c', 'true'] },
+        },
+      },
+      null,
+      2,
+    )}\n`;
+    writeFileSync(file, original, { mode: 0o600 });
+
+    const refused = await runCli(['import', '--client', 'windsurf', '--file', file, '--rewrite'], env);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("Rewriting windsurf's config is not supported");
+    expect(readFileSync(file, 'utf8')).toBe(original);
+
+    const run = await runCli(['import', '--client', 'cursor', '--file', file, '--rewrite'], env);
+    // rw_shell is refused (exit 1, as any refusal), and the rewrite still moves what was imported.
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain('Cursor reads the agent token from GATEHOUSE_TOKEN');
+    const backup = `${file}.gatehouse-backup`;
+    expect(run.stdout).toContain(
+      `${file}: removed mcpServers.rw_mem; added mcpServers.gatehouse (the original is at ${backup}).`,
+    );
+    expect(`${run.stdout}${run.stderr}`).not.toContain(ENV_SECRET);
+    // The backup is the original, byte for byte, as private as it was.
+    expect(readFileSync(backup, 'utf8')).toBe(original);
+    expect(statSync(backup).mode & 0o777).toBe(0o600);
+    const rewritten = JSON.parse(readFileSync(file, 'utf8'));
+    expect(rewritten).toEqual({
+      theme: 'dark',
+      mcpServers: {
+        // Refused by the gateway: still the client's own.
+        rw_shell: { command: 'sh', args: ['-c', 'true'] },
+        gatehouse: {
+          url: `${env.GATEHOUSE_URL}/mcp`,
+          headers: { Authorization: `Bearer ${'$'}{env:GATEHOUSE_TOKEN}` },
+        },
+      },
+    });
+    expect((await gw.request('GET', '/api/mcp/servers/rw-mem')).json().env).toEqual({ KEY: { set: true } });
+
+    // Again: the servers are duplicates now and the file already reaches the hub; nothing is touched.
+    const again = await runCli(['import', '--client', 'cursor', '--file', file, '--rewrite'], env);
+    expect(again.stdout).toContain(`${file}: already reaches the hub; unchanged.`);
+    expect(readdirSync(dir).filter((f) => f.startsWith('cursor-mcp.json.gatehouse-backup'))).toHaveLength(1);
+  });
+
+  it('a rewrite whose write fails puts the original back and says where the backup is', async () => {
+    const file = join(dir, 'claude_desktop_config.json.fail');
+    const original = '{\n  "mcpServers": {\n    "one": { "command": "npx", "args": ["-y", "one"] }\n  }\n}\n';
+    writeFileSync(file, original);
+    const input = {
+      hubUrl: 'http://127.0.0.1:8080/mcp',
+      name: 'gatehouse',
+      tokenEnv: 'GATEHOUSE_TOKEN',
+      command: '/usr/bin/node',
+      commandArgs: ['/opt/gatehouse/dist/cli/main.js'],
+    };
+    // The disk fills mid-write: half the new text lands in the file, then the write fails.
+    const failing = async (target: { realPath: string }, text: string) => {
+      writeFileSync(target.realPath, text.slice(0, 20));
+      throw new Error('ENOSPC: no space left on device');
+    };
+    await expect(rewriteFile(file, 'claude-desktop', ['one'], input, failing)).rejects.toThrow(
+      `the original is back in place (backup: ${file}.gatehouse-backup)`,
+    );
+    expect(readFileSync(file, 'utf8')).toBe(original);
+    expect(readFileSync(`${file}.gatehouse-backup`, 'utf8')).toBe(original);
   });
 });

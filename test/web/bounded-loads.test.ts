@@ -39,7 +39,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: bounded loads with many servers
       const path = new URL(request.url()).pathname;
       if (path.startsWith('/api/')) apiRequests.push(path);
     });
-    await page.goto(serve.base);
+    await page.goto(`${serve.base}/#/servers`);
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();

@@ -20,7 +20,7 @@ import { type McpFixture, startDualServer } from '../fixtures/mcp-servers.js';
 import { ADMIN_TOKEN, CHROMIUM_AVAILABLE, launchBrowser, openPage, type ServeProcess, startServe } from './harness.js';
 
 async function signIn(page: Page, base: string, token = ADMIN_TOKEN): Promise<void> {
-  await page.goto(base);
+  await page.goto(`${base}/#/servers`);
   await page.getByLabel('Token').fill(token);
   await page.getByRole('button', { name: 'Sign in' }).click();
 }

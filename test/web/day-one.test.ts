@@ -52,7 +52,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: day one', { timeout: 180_000 },
     browser = await launchBrowser();
     serve = await startServe({ catalog });
     ({ context, page } = await openPage(browser, { width: 1366, height: 900 }, browserErrors));
-    await page.goto(serve.base);
+    await page.goto(`${serve.base}/#/servers`);
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();

@@ -51,7 +51,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: memory', () => {
   });
 
   it('shows the bank an agent fills, and curates it', async () => {
-    await page.goto(serve.base);
+    await page.goto(`${serve.base}/#/servers`);
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();

@@ -243,8 +243,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: sign in with OpenID Connect', {
     await page.locator('button[type="submit"]').click();
     await page.locator('button[type="submit"]').click(); // consent: "Continue"
 
-    // Back on the gateway, signed in as the provisioned user.
-    await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
+    // Back on the gateway, signed in as the provisioned user, on the landing page.
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
     await page.getByText('Ada ada (admin)').waitFor();
 
     const cookies = await context.cookies(base);

@@ -61,7 +61,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE || !BWRAP)('dashboard: the stdio sandbox', (
     expect(started.body.process.sandboxed).toBe(true);
     const uid = started.body.process.sandbox.uid;
 
-    await page.goto(serve.base);
+    await page.goto(`${serve.base}/#/servers`);
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();

@@ -53,7 +53,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: toolsets and overrides', () => 
   });
 
   it('shows toolset entries with their state, creates a toolset, and sets an override from the drawer', async () => {
-    await page.goto(serve.base);
+    await page.goto(`${serve.base}/#/servers`);
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();

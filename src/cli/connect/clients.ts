@@ -169,3 +169,11 @@ export function isClientId(value: string): value is ClientId {
 export function isPlaceholder(value: unknown): boolean {
   return typeof value !== 'string' || value.includes(TOKEN_PLACEHOLDER) || value.trim() === '' || value === 'Bearer';
 }
+
+/** The entry as the client's file would hold it (VS Code: with its input), for printing or copying. */
+export function snippetOf(spec: ClientSpec, input: WiringInput): string {
+  const doc: Record<string, unknown> = {};
+  if (spec.input) doc.inputs = [spec.input(input)];
+  doc[spec.serversKey] = { [input.name]: spec.entry(input) };
+  return JSON.stringify(doc, null, 2);
+}

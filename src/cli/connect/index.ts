@@ -21,7 +21,7 @@ import { TokenStore } from '../../store/tokens.js';
 import { selfLaunch } from '../launch.js';
 import { hubUrlFrom } from '../stdio-bridge.js';
 import { openCliStore } from '../store-notice.js';
-import { CLIENT_IDS, CLIENTS, type ClientSpec, isClientId, type WiringInput } from './clients.js';
+import { CLIENT_IDS, CLIENTS, type ClientSpec, isClientId, snippetOf, type WiringInput } from './clients.js';
 import { mergeEntry } from './merge.js';
 import { gitIgnores, gitWorkTreeOf, readTarget, writeTarget } from './target.js';
 
@@ -114,14 +114,6 @@ async function createAgentToken(
   }
 }
 
-/** The entry as the client's file would hold it, for printing. */
-function snippet(spec: ClientSpec, input: WiringInput): string {
-  const doc: Record<string, unknown> = {};
-  if (spec.input) doc.inputs = [spec.input(input)];
-  doc[spec.serversKey] = { [input.name]: spec.entry(input) };
-  return JSON.stringify(doc, null, 2);
-}
-
 export async function runConnect(flags: ConnectFlags, configOf: (flags: Record<string, unknown>) => Config) {
   const spec = validate(flags);
   const config = configOf({ dataDir: flags.dataDir, databaseUrl: flags.databaseUrl });
@@ -168,7 +160,7 @@ export async function runConnect(flags: ConnectFlags, configOf: (flags: Record<s
   let inEntry = clearToken !== undefined;
   try {
     if (!target) {
-      out(snippet(spec, wired));
+      out(snippetOf(spec, wired));
       err(`Add this to ${spec.label}'s config, usually ${spec.usualPath}, or merge it with --write <path>.`);
     } else {
       const merged = mergeEntry(target.text, spec, wired, target.path);

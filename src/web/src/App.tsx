@@ -22,6 +22,7 @@ import {
   storeToken,
   UNAUTHORIZED_EVENT,
 } from './api';
+import { Connect } from './Connect';
 import { Discover } from './Discover';
 import { ServerDrawer } from './drawer';
 import { MEMORY_OFF_REASON, Memory } from './memory';
@@ -40,6 +41,7 @@ type View =
   | 'memory'
   | 'settings'
   | 'toolsets'
+  | 'connect'
   | 'account';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'overview', label: 'Overview' },
@@ -50,6 +52,7 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'memory', label: 'Memory' },
   { id: 'settings', label: 'Settings' },
   { id: 'toolsets', label: 'Toolsets' },
+  { id: 'connect', label: 'Connect' },
 ];
 /** A member manages its own tokens and grants and sees its own activity; nothing else is shown to it. */
 const MEMBER_VIEWS: { id: View; label: string }[] = [
@@ -58,9 +61,10 @@ const MEMBER_VIEWS: { id: View; label: string }[] = [
 ];
 const viewsOf = (role: string) => (role === 'member' ? MEMBER_VIEWS : VIEWS);
 
+/** The view the address names; the landing page is the Overview (a member's: its Account). */
 function viewFromHash(views: readonly { id: View }[]): View {
   const name = window.location.hash.replace(/^#\/?/, '').split('/')[0];
-  return views.find((v) => v.id === name)?.id ?? (views[0] === MEMBER_VIEWS[0] ? 'account' : 'servers');
+  return views.find((v) => v.id === name)?.id ?? (views[0] === MEMBER_VIEWS[0] ? 'account' : 'overview');
 }
 
 type Gate =
@@ -422,6 +426,7 @@ function Shell({
           {view === 'settings' && <Settings />}
           {view === 'toolsets' && <Toolsets />}
           {view === 'account' && <Account />}
+          {view === 'connect' && <Connect />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>
