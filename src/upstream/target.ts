@@ -13,6 +13,11 @@ export interface NormalizedTarget {
   headers: Record<string, string>;
   /** SHA-256 (hex) of the URL and the headers sorted by name: the pool key. */
   key: string;
+  /**
+   * The 2025-era twin of a dual-era upstream's target (its own pool key): connected at 2025 whatever
+   * the upstream also speaks, so a call of an agent that can be asked lets the upstream ask (`asks.ts`).
+   */
+  forAsks?: true;
 }
 
 /** Headers the MCP transport or HTTP itself owns; a caller's value would corrupt or hijack the exchange. */

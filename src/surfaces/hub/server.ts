@@ -9,6 +9,7 @@ import { findGatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
+import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
@@ -257,8 +258,15 @@ export function buildHubServer(
     return hubToolPage(snapshot, principal.groups, scope, request.params?.cursor, deps.listPageSize, listView);
   });
 
+  // A 2025-era agent is asked with real server→client requests during its call: what it declared it can answer.
+  const askable = (inputs: Record<string, unknown> | undefined) => {
+    const version = server.getNegotiatedProtocolVersion();
+    return version !== undefined && version < MODERN_PROTOCOL_VERSION ? inputs : undefined;
+  };
+
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;
+    const inputs = agentInputCapabilities(ctx, server.getClientCapabilities());
     if (name === APPROVAL_STATUS_TOOL) {
       return deps.calls.approvalStatus(principal, request.params.arguments, (approvalId, waitS) =>
         deps.approvedRounds.status(
@@ -286,8 +294,13 @@ export function buildHubServer(
         snapshot,
         scope,
         { name: inner.name, arguments: inner.arguments },
-        callContextOf(ctx, request.params as Parameters<typeof callContextOf>[1]),
-        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        callContextOf(
+          ctx,
+          request.params as Parameters<typeof callContextOf>[1],
+          sessionLogLevel(server),
+          askable(inputs),
+        ),
+        inputs,
         VIA_CALL_TOOL,
       );
     }
@@ -299,8 +312,8 @@ export function buildHubServer(
       snapshot,
       callScope,
       params,
-      callContextOf(ctx, params, sessionLogLevel(server)),
-      agentInputCapabilities(ctx, server.getClientCapabilities()),
+      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs)),
+      inputs,
     );
   });
 
