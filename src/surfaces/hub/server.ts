@@ -3,7 +3,16 @@
  * (2026-07-28) or per session (2025 era) from the same factory, so both eras
  * see exactly the same tools, verdicts and answers.
  */
-import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
+import type {
+  GetPromptResult,
+  Implementation,
+  InputRequiredResult,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ServerContext,
+  Tool,
+} from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
@@ -16,6 +25,7 @@ import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import {
   CALL_TOOL,
@@ -342,14 +352,26 @@ export function buildHubServer(
     if (!target) throw invalidParams(`Prompt ${name} not found`);
     const { hub, upstreamName } = target;
     try {
-      return await deps.withUpstream(
-        snapshot,
-        hub,
-        (client, signal) =>
-          client.getPrompt({ name: upstreamName, arguments: request.params.arguments ?? {} }, { signal }),
-        ctx.mcpReq.signal,
-        principal,
-      );
+      // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
+      return (await requestInRounds(
+        deps.stateCodec,
+        { clientId: principal.id, serverId: hub.row.id },
+        { method: 'prompts/get', params: { name: upstreamName, arguments: request.params.arguments ?? {} } },
+        ctx,
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        (params) =>
+          deps.withUpstream(
+            snapshot,
+            hub,
+            (client, signal) =>
+              client.getPrompt(params(client.getProtocolEra() === 'modern') as { name: string }, {
+                signal,
+                allowInputRequired: true,
+              }) as Promise<Record<string, unknown>>,
+            ctx.mcpReq.signal,
+            principal,
+          ),
+      )) as GetPromptResult;
     } catch (error) {
       throw asProtocolError(error);
     }
@@ -507,13 +529,28 @@ export function buildHubServer(
     const snapshot = await deps.registry.snapshot();
     const { owner, uri } = resourceOwner(snapshot, request.params.uri);
     try {
-      const result = await deps.withUpstream(
-        snapshot,
-        owner,
-        (client, signal) => client.readResource({ uri }, { signal }),
-        ctx.mcpReq.signal,
-        principal,
+      // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
+      const answer = await requestInRounds(
+        deps.stateCodec,
+        { clientId: principal.id, serverId: owner.row.id },
+        { method: 'resources/read', params: { uri } },
+        ctx,
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        (params) =>
+          deps.withUpstream(
+            snapshot,
+            owner,
+            (client, signal) =>
+              client.readResource(params(client.getProtocolEra() === 'modern') as { uri: string }, {
+                signal,
+                allowInputRequired: true,
+              }) as Promise<Record<string, unknown>>,
+            ctx.mcpReq.signal,
+            principal,
+          ),
       );
+      if (isInputRequired(answer)) return answer as InputRequiredResult;
+      const result = answer as ReadResourceResult;
       if (scope.kind === 'single') return result;
       return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };
     } catch (error) {
