@@ -63,6 +63,16 @@ export interface CallEvent {
   payloads?: PayloadMode | undefined;
   /** The meta-tool that carried the call (`gatehouse__call_tool`), kept in the row's data and its event. */
   via?: string | undefined;
+  /**
+   * What the upstream asked the agent during the call (2025 era, `upstream/asks.ts`): each ask's method and
+   * whether the agent answered it. Kept in the row's data in every mode (no content of the ask or the answer).
+   */
+  asks?: readonly AskRecord[] | undefined;
+}
+
+export interface AskRecord {
+  method: string;
+  answered: boolean;
 }
 
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
@@ -185,15 +195,16 @@ export class CallAuditor {
 
   private enqueue(event: CallEvent, at: string, payloads: PayloadMode): Promise<void> {
     let data: string | null = null;
-    // How the call came is no payload: it is kept in every mode.
+    // How the call came, and what it asked the agent, are no payload: they are kept in every mode.
     const via = event.via !== undefined ? { via: event.via } : {};
+    const kept = event.asks?.length ? { ...via, asks: event.asks } : via;
     if (payloads === 'data') {
       try {
-        data = JSON.stringify({ arguments: redact(event.arguments), result: redact(event.result), ...via });
+        data = JSON.stringify({ arguments: redact(event.arguments), result: redact(event.result), ...kept });
       } catch {
-        data = JSON.stringify({ payloadError: 'the payload could not be serialized', ...via });
+        data = JSON.stringify({ payloadError: 'the payload could not be serialized', ...kept });
       }
-    } else if (event.via !== undefined) data = JSON.stringify(via);
+    } else if (kept !== via || event.via !== undefined) data = JSON.stringify(kept);
     const latencyMs = count(event.latencyMs);
     const row: AuditRow = {
       at,

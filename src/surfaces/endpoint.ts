@@ -84,7 +84,13 @@ export interface McpEndpointOptions {
 
 export interface FastAnswer {
   id: string | number;
-  serve(signal: AbortSignal): Promise<Buffer>;
+  serve(signal: AbortSignal): Promise<FastResponse>;
+}
+
+/** A fast-path answer: the JSON-RPC response's bytes and the HTTP status a stateless request gets with it. */
+export interface FastResponse {
+  body: Buffer;
+  status: number;
 }
 
 /** The SDK's keep-alive interval on a 2025-era response stream. */
@@ -229,7 +235,7 @@ export class McpEndpoint {
     const abandoned = abandonedWith(reply);
     const answer = await fast.serve(abandoned.signal);
     // Bytes, so the content type goes out as the SDK sends it (no charset parameter added).
-    return reply.code(200).header('content-type', 'application/json').send(answer);
+    return reply.code(answer.status).header('content-type', 'application/json').send(answer.body);
   }
 
   /**
@@ -254,7 +260,7 @@ export class McpEndpoint {
       const answer = await fast.serve(abandoned.signal);
       // A cancelled request gets no answer (the SDK sends none); its stream just ends.
       if (abandoned.signal.aborted) res.end();
-      else res.end(Buffer.concat([SSE_EVENT_OPENING, answer, SSE_EVENT_CLOSING]));
+      else res.end(Buffer.concat([SSE_EVENT_OPENING, answer.body, SSE_EVENT_CLOSING]));
     } finally {
       clearInterval(keepAlive);
       if (session.fastCalls.get(fast.id) === abandoned) session.fastCalls.delete(fast.id);

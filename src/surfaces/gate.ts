@@ -14,7 +14,7 @@
 import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server';
 import type { ApprovalQueue, NewApproval } from '../approvals/queue.js';
 import type { ApprovalSurface } from '../approvals/types.js';
-import type { CallEvent, CallOutcome } from '../audit/calls.js';
+import type { AskRecord, CallEvent, CallOutcome } from '../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { Principal, TokenPrincipal } from '../identity/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
@@ -80,6 +80,8 @@ export interface SurfaceCall {
    * its approval card and audit row apart from a direct call's.
    */
   via?: string | undefined;
+  /** What the upstream asked the agent during the call, filled while it runs (audited: `CallEvent.asks`). */
+  asks?: readonly AskRecord[] | undefined;
 }
 
 /** What every surface shares: settings, the approval queue, the audit trail, the per-token limits. */
@@ -212,6 +214,7 @@ export class Gate {
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
         ...(call.via ? { via: call.via } : {}),
+        ...(call.asks?.length ? { asks: [...call.asks] } : {}),
         ...(traceId ? { traceId } : {}),
         payloads: settings['audit.payloads'],
       });

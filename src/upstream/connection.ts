@@ -4,6 +4,7 @@
  * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
+import { ASK_CAPABILITIES, type AskingCall, handleAsks } from './asks.js';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
@@ -28,6 +29,12 @@ export interface OpenOptions {
   /** Aborting it abandons the connect (the transport is closed). */
   signal?: AbortSignal;
   logger: UpstreamLogger;
+  /**
+   * Declare `ASK_CAPABILITIES` (and answer asks through the call's relay, `asks.ts`). Only for a
+   * connection that will speak the 2025 era: on 2026-07-28 the client's capabilities would ride every
+   * request's envelope, claiming input no agent declared.
+   */
+  declareAsks?: boolean;
 }
 
 export class Connection {
@@ -35,6 +42,8 @@ export class Connection {
   broken = false;
   /** Operations run on it (counted by the pool). */
   operations = 0;
+  /** Calls in flight on it that relay asks (`asks.ts`): an ask on the session's stream goes to a sole one. */
+  readonly asking = new Set<AskingCall>();
   private ready = false;
   private closing: Promise<void> | undefined;
   private direct: DirectTarget | undefined;
@@ -68,8 +77,11 @@ export class Connection {
       versionNegotiation: { mode: 'auto' },
       // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
       inputRequired: { autoFulfill: false },
+      ...(options.declareAsks ? { capabilities: ASK_CAPABILITIES } : {}),
     });
     const connection = new Connection(client, transport, target, options.logger);
+    if (options.declareAsks)
+      handleAsks(client, () => (connection.asking.size === 1 ? [...connection.asking][0] : undefined));
     client.onerror = (error) => connection.noteError(error);
     client.onclose = () => connection.retire();
     const abandon = () => void connection.close();

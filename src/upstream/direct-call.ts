@@ -37,13 +37,13 @@ const HEADER_SAFE_NAME = /^[A-Za-z0-9_.\-/]{1,128}$/;
 
 /**
  * Whether a call may go out directly. Never with progress (the SDK path relays it). On a 2025-era
- * connection only plain calls: that era has no input-required vocabulary, so what to make of a
- * continuation or of input capabilities is left to the SDK path.
+ * connection no continuation: that era has no input-required vocabulary, so what to make of one is
+ * left to the SDK path (its asks, `asks.ts`, are relayed on both paths).
  */
 export function canCallDirectly(name: string, options: InteractiveCallOptions, era: 'modern' | 'legacy'): boolean {
   if (options.onProgress !== undefined) return false;
   if (era === 'modern') return HEADER_SAFE_NAME.test(name);
-  return options.continuation === undefined && options.inputCapabilities === undefined;
+  return options.continuation === undefined;
 }
 
 let lastId = 0;

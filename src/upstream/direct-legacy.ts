@@ -5,14 +5,16 @@
  * progress token, and calls with progress take the SDK path).
  *
  * What the SDK client would do meanwhile is done here too, as it does it:
- * - a request the upstream sends on the answer stream (`ping`, `roots/list`, `elicitation/create`…)
- *   is answered by POSTing the JSON-RPC response, so the upstream is not left waiting;
+ * - a request the upstream sends on the answer stream is answered by POSTing the JSON-RPC response,
+ *   so the upstream is not left waiting: `ping` at once, an ask (`roots/list`, `elicitation/create`,
+ *   `sampling/createMessage`) with the calling agent's answer when the call relays asks (`asks.ts`);
  * - a stream the upstream closes before answering is resumed (`direct-stream.ts`);
  * - when the caller gives up (or the deadline fires) before the answer, the upstream is told with
  *   `notifications/cancelled`, so it stops the tool.
  */
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
+import { type AskRelay, askError, isAskMethod, notRelayed, relayAsk } from './asks.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
@@ -40,7 +42,7 @@ export async function callLegacyDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<CallOptions, 'onLog'> = {},
+  options: Pick<CallOptions, 'onLog'> & { ask?: AskRelay | undefined } = {},
 ): Promise<InteractiveCallResult> {
   const { signal } = deadline;
   signal.throwIfAborted();
@@ -54,11 +56,12 @@ export async function callLegacyDirect(
       signal: postSignal,
     }).then((answer) => answer.discard());
   let served = 0;
-  const answerRequest = (request: Json) => {
+  const answerRequest = async (request: Json) => {
     served += 1;
     if (served > MAX_SERVER_REQUESTS) throw tooManyRequests();
+    const reply = await replyTo(request, options.ask, deadline);
     // As on the SDK path, an answer that fails to go out does not fail the call: reading goes on.
-    return post(replyTo(request), signal).catch(() => {});
+    return post(reply, signal).catch(() => {});
   };
   const cancel = () => {
     const notice = {
@@ -124,12 +127,21 @@ interface SessionHeaders {
 const headersOf = new WeakMap<LegacySession, { target: DirectTarget; headers: SessionHeaders }>();
 
 /**
- * The SDK client's answer to an upstream request: it declares no capabilities and so handles only
- * `ping` (an empty result); anything else is "method not found". Key order as the SDK writes them.
+ * The SDK client's answer to an upstream request: `ping` gets an empty result, an ask (`asks.ts`)
+ * the agent's answer through the call's relay, anything else "method not found". Key order as the
+ * SDK writes them.
  */
-function replyTo(request: Json): Json {
-  if (request.method === 'ping') return { result: {}, jsonrpc: '2.0', id: request.id };
-  return { jsonrpc: '2.0', id: request.id, error: { code: -32601, message: 'Method not found' } };
+async function replyTo(request: Json, ask: AskRelay | undefined, deadline: Deadline): Promise<Json> {
+  const { method, id } = request;
+  if (method === 'ping') return { result: {}, jsonrpc: '2.0', id };
+  if (!isAskMethod(method)) return { jsonrpc: '2.0', id, error: { code: -32601, message: 'Method not found' } };
+  try {
+    // The SDK path's handlers (`asks.ts`) answer the same, relayed or refused alike.
+    if (!ask) throw notRelayed(method);
+    return { result: await relayAsk(ask, method, request.params, deadline), jsonrpc: '2.0', id };
+  } catch (error) {
+    return { jsonrpc: '2.0', id, error: askError(error) };
+  }
 }
 
 const tooManyRequests = () =>

@@ -12,6 +12,7 @@
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { inSpan } from '../telemetry/tracing.js';
+import { withAskRelay } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
@@ -39,6 +40,11 @@ import type {
 } from './types.js';
 
 const silent: UpstreamLogger = { warn() {}, debug() {} };
+
+/** The verdict a 2025-era twin connects with (`NormalizedTarget.forAsks`). */
+const LEGACY: PriorDiscovery = { kind: 'legacy' };
+/** Modern-only URLs remembered (a bound, not a cache: past it they are forgotten at once). */
+const MAX_MODERN_ONLY = 10_000;
 
 /** Operations after which a pooled modern connection is replaced (see `release`). */
 const MODERN_RECYCLE_AFTER = 1_000;
@@ -82,6 +88,9 @@ export class UpstreamPool {
   private connecting = 0;
   private directCalls = 0;
   private readonly normalizedTargets = new WeakMap<UpstreamTarget, NormalizedTarget>();
+  private readonly askTwins = new WeakMap<NormalizedTarget, NormalizedTarget>();
+  /** URLs that refused a 2025 handshake (modern only): their asking calls run on the usual target. */
+  private readonly modernOnly = new Set<string>();
   private closed = false;
   /** Connections of `watchLists`: outside the pool's slots, closed with it. */
   private readonly watches = new Set<Connection>();
@@ -149,13 +158,27 @@ export class UpstreamPool {
         'server.address': hostOf(target.url),
       },
       () =>
-        this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
-          const { era } = connection;
-          if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
-            return traced(() => callInteractiveTool(client, deadline, name, args, opts));
-          }
-          return this.callDirectly(exchange, connection, deadline, name, args, opts);
-        }),
+        this.run(
+          target,
+          this.options.callTimeoutMs,
+          opts.signal,
+          async (client, deadline, connection) => {
+            const { era } = connection;
+            const asking = opts.ask && { relay: opts.ask, deadline };
+            if (asking) connection.asking.add(asking);
+            try {
+              if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
+                return await traced(() =>
+                  withAskRelay(opts.ask, deadline, () => callInteractiveTool(client, deadline, name, args, opts)),
+                );
+              }
+              return await this.callDirectly(exchange, connection, deadline, name, args, opts);
+            } finally {
+              if (asking) connection.asking.delete(asking);
+            }
+          },
+          opts.ask !== undefined,
+        ),
     );
   }
 
@@ -270,15 +293,34 @@ export class UpstreamPool {
     return normalized;
   }
 
+  /**
+   * The target a call that relays asks runs on: a 2025-era twin with a session of its own, so a dual-era
+   * upstream (driven at 2026-07-28 otherwise) can ask at all, and asks the upstream sends on the session's
+   * stream meet only asking calls (`asks.ts`). An upstream that refused the 2025 handshake keeps its target.
+   */
+  private askTarget(target: NormalizedTarget): NormalizedTarget {
+    // An HTTP+SSE target speaks only the 2025 era already.
+    if (this.modernOnly.has(target.url) || target.transport === 'sse') return target;
+    let twin = this.askTwins.get(target);
+    if (!twin) {
+      twin = { ...target, key: `${target.key}#asks`, forAsks: true };
+      this.askTwins.set(target, twin);
+    }
+    return twin;
+  }
+
   /** Runs `operation` on a pooled connection within the deadline; one that uses the SDK client runs itself `traced`. */
   private async run<T>(
     rawTarget: UpstreamTarget,
     ms: number,
     callerSignal: AbortSignal | undefined,
     operation: (client: Client, deadline: Deadline, connection: Connection) => Promise<T>,
+    /** The caller relays asks: a dual-era upstream is driven at 2025 (`forAsks`), so it can ask. */
+    asks = false,
   ): Promise<T> {
     if (this.closed) throw poolClosed();
-    const target = this.normalized(rawTarget);
+    const normal = this.normalized(rawTarget);
+    const target = asks ? this.askTarget(normal) : normal;
     const deadline = new Deadline(ms, callerSignal);
     try {
       for (let attempt = 0; ; attempt++) {
@@ -397,7 +439,7 @@ export class UpstreamPool {
   /** Connects with the remembered era; if that verdict no longer works, forgets it and negotiates once. */
   private async connect(target: NormalizedTarget, timeoutMs: number, signal: AbortSignal): Promise<Connection> {
     const startedAt = Date.now();
-    const open = async (prior: PriorDiscovery | undefined) => {
+    const open = async (prior: PriorDiscovery | undefined): Promise<Connection> => {
       const remaining = Math.max(1, timeoutMs - (Date.now() - startedAt));
       const { fetch } = this.options;
       const connection = await Connection.open({
@@ -407,18 +449,36 @@ export class UpstreamPool {
         timeoutMs: remaining,
         signal,
         logger: this.logger,
+        // A 2025-era connection declares the asks it relays; an unknown era is negotiated declaring them.
+        declareAsks: prior?.kind !== 'modern',
       });
-      if (!prior) this.eras.remember(target.url, target.key, connection.verdict());
+      if (!prior) {
+        const verdict = connection.verdict();
+        if (!target.forAsks) this.eras.remember(target.url, target.key, verdict);
+        if (verdict.kind === 'modern') {
+          // Negotiated modern: reopened from its verdict (no round trip) without them, or every
+          // request's envelope would claim input no agent declared.
+          await connection.close();
+          return open(verdict);
+        }
+      }
       this.logger.debug({ upstream: originOf(target), era: connection.era, remembered: !!prior }, 'upstream connected');
       return connection;
     };
-    // An HTTP+SSE target has one era (`Connection.open`): nothing to remember or renegotiate.
-    const prior = target.transport === 'sse' ? { kind: 'legacy' as const } : this.eras.get(target.url, target.key);
+    // An HTTP+SSE target has one era (`Connection.open`), and a 2025-era twin connects at 2025: nothing to
+    // remember or renegotiate.
+    const prior = target.transport === 'sse' || target.forAsks ? LEGACY : this.eras.get(target.url, target.key);
     this.connecting += 1;
     try {
       return await open(prior);
     } catch (error) {
       if (!prior || signal.aborted || !isEraMismatch(error)) throw error;
+      if (target.forAsks) {
+        // Modern only after all: this call runs at 2026-07-28, and later asking calls on the usual target.
+        if (this.modernOnly.size >= MAX_MODERN_ONLY) this.modernOnly.clear();
+        this.modernOnly.add(target.url);
+        return await open(undefined);
+      }
       this.eras.forget(target.url);
       this.logger.warn({ upstream: originOf(target), reason: 'era_changed' }, 'upstream era renegotiated');
       return await open(undefined);

@@ -14,6 +14,11 @@ export interface NormalizedTarget {
   /** SHA-256 (hex) of the URL, the headers sorted by name and (when `sse`) the transport: the pool key. */
   key: string;
   transport: UpstreamTransport;
+  /**
+   * The 2025-era twin of a dual-era upstream's target (its own pool key): connected at 2025 whatever
+   * the upstream also speaks, so a call of an agent that can be asked lets the upstream ask (`asks.ts`).
+   */
+  forAsks?: true;
 }
 
 /** Headers the MCP transport or HTTP itself owns; a caller's value would corrupt or hijack the exchange. */

@@ -1,6 +1,7 @@
 /** The public shapes of the upstream client side. */
 import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
 import type { Exchanged, ExchangeRequest } from '../egress/index.js';
+import type { AskRelay } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
 
 export type { FetchLike, Progress, Tool };
@@ -97,6 +98,11 @@ export interface InteractiveCallOptions extends CallOptions {
    * for this call only: an upstream may ask only for input the agent can give.
    */
   inputCapabilities?: Record<string, unknown> | undefined;
+  /**
+   * Relays what a 2025-era upstream asks during the call (sampling, elicitation, roots) to the calling
+   * agent (`asks.ts`). Given, a dual-era upstream is driven at 2025 for this call, so it can ask.
+   */
+  ask?: AskRelay | undefined;
 }
 
 /** A running `UpstreamPool.watchLists`. */

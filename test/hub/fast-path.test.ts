@@ -6,7 +6,7 @@
  * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_requests_total` proves which
  * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
  */
-import type { McpServer } from '@modelcontextprotocol/server';
+import { inputRequired, type McpServer } from '@modelcontextprotocol/server';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -168,6 +168,17 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
       { description: 'reads a file', inputSchema: z.object({ path: z.string() }) },
       async ({ path }) => ({ content: [{ type: 'text', text: `contents of ${path}` }] }),
     );
+    // Asks for sampling the agent did not declare: the upstream's SDK answers -32021 in its stead.
+    server.registerTool('needs_sampling', { description: 'asks the agent for a completion' }, async () =>
+      inputRequired({
+        inputRequests: {
+          answer: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: 'Say pong' } }],
+            maxTokens: 16,
+          }),
+        },
+      }),
+    );
     server.registerTool('hang', { description: 'waits until its request is cancelled' }, async (ctx) => {
       hang.started += 1;
       const signal = ctx.mcpReq.signal;
@@ -190,7 +201,7 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
       body: {
         mode: 'exclude',
         exclude: ['big'],
-        allow: ['echo', 'add', 'fail', 'structured', 'hang'],
+        allow: ['echo', 'add', 'fail', 'structured', 'hang', 'needs_sampling'],
         gated: ['read_file'],
         blocked: ['blocks'],
         defaultTier: 'blocked',
@@ -284,6 +295,12 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
       isError: true,
       structuredContent: { status: 'error', error: { code: 'upstream_unreachable' } },
     });
+  });
+
+  it("an upstream's -32021 (missing client capability): passed through with its HTTP 400, as the spec asks", async () => {
+    const answer = await differential(call({ name: 'up__needs_sampling', args: {} }), 1);
+    expect(answer.status).toBe(400);
+    expect(errorOf(answer)).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: {} } } });
   });
 
   it('an unknown tool and an unknown server: -32602 not found', async () => {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { createEgressGuard } from '../../src/egress/index.js';
 import { GatehouseError } from '../../src/errors.js';
+import { notRelayed } from '../../src/upstream/asks.js';
 import type { UpstreamPool, UpstreamTarget } from '../../src/upstream/index.js';
 import { listen, type RequestRecord, readBody, sendJson } from '../fixtures/http.js';
 import { type LegacyFixture, type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
@@ -226,6 +227,8 @@ const registerAsks = (server: McpServer) => {
   );
 };
 
+const NOT_RELAYED = (method: string) => notRelayed(method).message;
+
 /** A body with its JSON-RPC id (or cancelled request id) masked, the rest byte for byte. */
 const withoutId = (body: string | undefined) => body?.replace(/"(id|requestId)":\d+/, '"$1":0');
 
@@ -294,15 +297,16 @@ describe.each([
     expect(JSON.parse(calls[2]!.body!)).toMatchObject({ params: { name: 'fail' } });
   });
 
-  it('leaves calls with a continuation or input capabilities to the SDK path', async () => {
+  it('leaves calls with a continuation or progress to the SDK path', async () => {
     const before = direct.stats().directCalls;
     const echo = (opts: object) => direct.callToolInteractive(target(), 'echo', { text: 'x' }, opts);
-    await echo({ inputCapabilities: { elicitation: { form: {} } } });
     await echo({ continuation: { requestState: 'asked' } });
     await echo({ onProgress: () => {} });
     expect(direct.stats().directCalls).toBe(before);
+    // Input capabilities go direct: that era's asks are relayed on the direct path too (`asks.ts`).
+    await echo({ inputCapabilities: { elicitation: { form: {} } } });
     await echo({});
-    expect(direct.stats().directCalls).toBe(before + 1);
+    expect(direct.stats().directCalls).toBe(before + 2);
   });
 
   it('reconnects and retries once when the upstream forgot the session (404), as the SDK path does', async () => {
@@ -373,7 +377,8 @@ describe.each([
     async (method) => {
       const { viaDirect, viaSdk } = await call('asks', { method });
       expect(viaDirect).toEqual(viaSdk);
-      const answer = method === 'ping' ? 'answered {}' : 'refused -32601 Method not found';
+      // Gatehouse declares the asks to 2025-era upstreams; a call that relays none refuses them.
+      const answer = method === 'ping' ? 'answered {}' : `refused -32601 ${NOT_RELAYED(method)}`;
       expect(viaDirect).toMatchObject({ result: { content: [{ type: 'text', text: answer }] } });
       // Both answers were POSTed on the caller's session, with the same headers and bodies.
       const [fromDirect, fromSdk] = fixture.log.withMethod('(response)');
@@ -820,7 +825,7 @@ describe('direct calls to a misbehaving 2025-era upstream, against the SDK clien
     expect(fromDirect).toEqual(expect.arrayContaining(replies));
     expect(fromDirect).toEqual([
       { result: {}, jsonrpc: '2.0', id: 'p1' },
-      { jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found' } },
+      { jsonrpc: '2.0', id: 7, error: { code: -32601, message: NOT_RELAYED('roots/list') } },
     ]);
   });
 

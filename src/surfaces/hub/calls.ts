@@ -16,11 +16,13 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
+import type { AskRecord } from '../../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import { withFixedArguments } from '../../overrides/model.js';
 import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
+import type { AskRelay } from '../../upstream/asks.js';
 import type {
   BoundedCallResult,
   Continuation,
@@ -34,7 +36,7 @@ import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
 import { errorResult, isResultError } from '../results.js';
-import { assertAnswerable } from './input-requests.js';
+import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
@@ -150,6 +152,17 @@ export function withLinksThroughHub(result: CallToolResult, serverId: string): C
   };
 }
 
+/** `relay`, noting each ask and whether the agent answered it in `asks`. */
+function recordingAsks(relay: AskRelay, asks: AskRecord[]): AskRelay {
+  return async (ask, limits) => {
+    const record = { method: ask.method, answered: false };
+    asks.push(record);
+    const answer = await relay(ask, limits);
+    record.answered = true;
+    return answer;
+  };
+}
+
 /** What an upstream answered: a tool result, or a request for the agent's input (2026-07-28). */
 export type UpstreamOutcome = CallToolResult | UpstreamInputRequired;
 
@@ -177,6 +190,8 @@ export async function runUpstream(
     inputCapabilities?: Record<string, unknown> | undefined;
     /** Whose OAuth grant the call uses on a server with `auth: oauth` (its user, or the shared grant). */
     principal?: Principal | undefined;
+    /** Relays a 2025-era upstream's asks to the agent (a 2025-era agent that can be asked). */
+    ask?: AskRelay | undefined;
   },
 ): Promise<UpstreamOutcome> {
   const interactive = {
@@ -186,6 +201,7 @@ export async function runUpstream(
     ...(options.logLevel !== undefined ? { logLevel: options.logLevel } : {}),
     ...(options.continuation ? { continuation: options.continuation } : {}),
     ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
+    ...(options.ask ? { ask: options.ask } : {}),
   };
   if (server.row.transport === 'stdio') {
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
@@ -257,6 +273,8 @@ export interface CallContext {
   log?: ((message: UpstreamLogMessage) => Promise<void>) | undefined;
   /** The agent's own `_meta` logLevel on this request (2026-07-28), asked of a 2026-07-28 upstream in turn. */
   logLevel?: string | undefined;
+  /** Relays a 2025-era upstream's asks to the agent: a 2025-era session that declared input capabilities. */
+  ask?: AskRelay | undefined;
 }
 
 export function callContextOf(
@@ -264,9 +282,12 @@ export function callContextOf(
   params: { _meta?: { progressToken?: string | number } | undefined },
   /** The level the agent's 2025 session set (`log-levels.ts`); without one (or a `_meta` level) no logs relay. */
   sessionLevel?: string,
+  /** The input capabilities of a 2025-era session's agent, which can be asked during the call. */
+  askable?: Record<string, unknown>,
 ): CallContext {
   const logLevel = logLevelOf(ctx) ?? sessionLevel;
   return {
+    ...(askable ? { ask: askAgent(ctx, askable) } : {}),
     signal: ctx.mcpReq.signal,
     state: verifiedState(ctx),
     inputResponses: ctx.mcpReq.inputResponses,
@@ -366,9 +387,13 @@ export class HubCalls {
       const { tool, server } = resolved as { tool: HubTool; server: HubServer };
       return stateBinding(principal.id, server.row.id, tool.name, args);
     };
+    // The asks relayed (or refused) during the call, for its audit row.
+    const asks: AskRecord[] = [];
+    const ask = ctx.ask && recordingAsks(ctx.ask, asks);
     return this.gate.call({
       principal,
       name: params.name,
+      asks,
       // Audited as sent: once checked, the real arguments (fixed values included).
       get arguments() {
         return args;
@@ -418,6 +443,7 @@ export class HubCalls {
         const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
           principal,
           signal: ctx.signal,
+          ask,
           ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
           continuation: continuationOf(ctx.inputResponses, ctx.state),
           inputCapabilities,

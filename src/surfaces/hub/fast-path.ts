@@ -33,7 +33,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
-import type { EndpointScope } from '../endpoint.js';
+import type { EndpointScope, FastResponse } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
 import { type HubCalls, pickInputCapabilities } from './calls.js';
 import { sessionLogLevel } from './log-levels.js';
@@ -208,8 +208,9 @@ export async function serveFastRequest(
   scope: EndpointScope,
   request: FastRequest,
   signal: AbortSignal,
-): Promise<Buffer> {
+): Promise<FastResponse> {
   const id = JSON.stringify(request.id);
+  const ok = (body: Buffer) => ({ body, status: 200 });
   try {
     const snapshot = await deps.registry.snapshot();
     const { serverInfo } = hubIdentity(snapshot, principal.groups, scope);
@@ -219,13 +220,15 @@ export async function serveFastRequest(
         // A short list (meta-tools, recent tools): encoded per request, never cached across agents.
         const page = hubToolPage(snapshot, principal.groups, scope, undefined, deps.listPageSize, listView);
         const result = { ...page, resultType: 'complete', ttlMs: 0, cacheScope: 'private' };
-        return Buffer.from(
-          `{"result":${asciiJson(JSON.stringify(encodeResult(result, serverInfo)))},"jsonrpc":"2.0","id":${id}}`,
+        return ok(
+          Buffer.from(
+            `{"result":${asciiJson(JSON.stringify(encodeResult(result, serverInfo)))},"jsonrpc":"2.0","id":${id}}`,
+          ),
         );
       }
       // The encoded list is reused as bytes: only the id around it is new.
       const list = encodedList(deps, serverInfo, snapshot, principal.groups, scope);
-      return Buffer.concat([RESULT_OPENING, list, Buffer.from(`,"jsonrpc":"2.0","id":${id}}`)]);
+      return ok(Buffer.concat([RESULT_OPENING, list, Buffer.from(`,"jsonrpc":"2.0","id":${id}}`)]));
     }
     // On `/mcp`, a toolset view calls only the toolset's tools (as the SDK path does).
     const callScope = scope.kind === 'aggregate' ? callScopeOf(scope, await deps.listViewOf(principal, scope)) : scope;
@@ -239,9 +242,14 @@ export async function serveFastRequest(
     );
     // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
     const encoded = request.era === 'legacy' ? result : encodeResult(result as unknown as Json, serverInfo);
-    return Buffer.from(`{"result":${JSON.stringify(encoded)},"jsonrpc":"2.0","id":${id}}`);
+    return ok(Buffer.from(`{"result":${JSON.stringify(encoded)},"jsonrpc":"2.0","id":${id}}`));
   } catch (error) {
-    return Buffer.from(`{"jsonrpc":"2.0","id":${id},"error":${JSON.stringify(encodeError(error))}}`);
+    const encoded = encodeError(error);
+    // As the SDK's per-request transport answers a handler's error: in-band on 200, except the one code
+    // the spec gives a status of its own wherever it comes from (-32021, missing client capability: 400).
+    const status =
+      request.era === 'modern' && encoded.code === ProtocolErrorCode.MissingRequiredClientCapability ? 400 : 200;
+    return { body: Buffer.from(`{"jsonrpc":"2.0","id":${id},"error":${JSON.stringify(encoded)}}`), status };
   }
 }
 

@@ -5,7 +5,9 @@
  * before such a result leaves it, applied here first so a misbehaving upstream gets one typed answer
  * on every path — an `upstream_protocol_error` result — instead of a protocol error the agent cannot act on.
  */
+import { ProtocolError, type ServerContext } from '@modelcontextprotocol/server';
 import { GatehouseError } from '../../errors.js';
+import type { AskRelay } from '../../upstream/asks.js';
 import { isPlainObject, type Json } from '../../wire.js';
 
 /** The capability (and sub-capability) an embedded request needs, as the spec defines them. */
@@ -55,4 +57,22 @@ export function assertAnswerable(inputRequests: Json, declared: Json | undefined
       );
     }
   }
+}
+
+/**
+ * The relay of a 2025-era upstream's asks during one call (`upstream/asks.ts`) to the 2025-era agent
+ * that made it: each ask the agent declared it can answer goes to it as a server→client request
+ * related to its call (on that call's stream), under the call's deadline; any other is refused to the
+ * upstream, as a client without the capability refuses it.
+ */
+export function askAgent(ctx: ServerContext, declared: Json | undefined): AskRelay {
+  return async (ask, limits) => {
+    const requirement = requirementOf({ ...ask });
+    if (!requirement || !covered(requirement, declared)) {
+      throw new ProtocolError(-32601, `The agent did not declare it can answer ${ask.method}.`);
+    }
+    const request = { method: ask.method, ...(ask.params ? { params: ask.params } : {}) };
+    const options = { signal: limits.signal, timeout: limits.timeoutMs };
+    return (await ctx.mcpReq.send(request as { method: 'roots/list' }, options)) as Record<string, unknown>;
+  };
 }

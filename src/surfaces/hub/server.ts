@@ -3,18 +3,29 @@
  * (2026-07-28) or per session (2025 era) from the same factory, so both eras
  * see exactly the same tools, verdicts and answers.
  */
-import type { Implementation, Prompt, Resource, ServerContext, Tool } from '@modelcontextprotocol/server';
+import type {
+  GetPromptResult,
+  Implementation,
+  InputRequiredResult,
+  Prompt,
+  ReadResourceResult,
+  Resource,
+  ServerContext,
+  Tool,
+} from '@modelcontextprotocol/server';
 import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { findGatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
+import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, isGatehouseUri, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
 import {
@@ -260,8 +271,15 @@ export function buildHubServer(
     return hubToolPage(snapshot, principal.groups, scope, request.params?.cursor, deps.listPageSize, listView);
   });
 
+  // A 2025-era agent is asked with real server→client requests during its call: what it declared it can answer.
+  const askable = (inputs: Record<string, unknown> | undefined) => {
+    const version = server.getNegotiatedProtocolVersion();
+    return version !== undefined && version < MODERN_PROTOCOL_VERSION ? inputs : undefined;
+  };
+
   server.setRequestHandler('tools/call', async (request, ctx: ServerContext) => {
     const { name } = request.params;
+    const inputs = agentInputCapabilities(ctx, server.getClientCapabilities());
     if (name === APPROVAL_STATUS_TOOL) {
       return deps.calls.approvalStatus(principal, request.params.arguments, (approvalId, waitS) =>
         deps.approvedRounds.status(
@@ -290,8 +308,13 @@ export function buildHubServer(
         snapshot,
         scope,
         { name: inner.name, arguments: inner.arguments },
-        callContextOf(ctx, request.params as Parameters<typeof callContextOf>[1]),
-        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        callContextOf(
+          ctx,
+          request.params as Parameters<typeof callContextOf>[1],
+          sessionLogLevel(server),
+          askable(inputs),
+        ),
+        inputs,
         VIA_CALL_TOOL,
       );
     }
@@ -303,8 +326,8 @@ export function buildHubServer(
       snapshot,
       callScope,
       params,
-      callContextOf(ctx, params, sessionLogLevel(server)),
-      agentInputCapabilities(ctx, server.getClientCapabilities()),
+      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs)),
+      inputs,
     );
   });
 
@@ -333,14 +356,26 @@ export function buildHubServer(
     if (!target) throw invalidParams(`Prompt ${name} not found`);
     const { hub, upstreamName } = target;
     try {
-      return await deps.withUpstream(
-        snapshot,
-        hub,
-        (client, signal) =>
-          client.getPrompt({ name: upstreamName, arguments: request.params.arguments ?? {} }, { signal }),
-        ctx.mcpReq.signal,
-        principal,
-      );
+      // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
+      return (await requestInRounds(
+        deps.stateCodec,
+        { clientId: principal.id, serverId: hub.row.id },
+        { method: 'prompts/get', params: { name: upstreamName, arguments: request.params.arguments ?? {} } },
+        ctx,
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        (params) =>
+          deps.withUpstream(
+            snapshot,
+            hub,
+            (client, signal) =>
+              client.getPrompt(params(client.getProtocolEra() === 'modern') as { name: string }, {
+                signal,
+                allowInputRequired: true,
+              }) as Promise<Record<string, unknown>>,
+            ctx.mcpReq.signal,
+            principal,
+          ),
+      )) as GetPromptResult;
     } catch (error) {
       throw asProtocolError(error);
     }
@@ -498,13 +533,28 @@ export function buildHubServer(
     const snapshot = await deps.registry.snapshot();
     const { owner, uri } = resourceOwner(snapshot, request.params.uri);
     try {
-      const result = await deps.withUpstream(
-        snapshot,
-        owner,
-        (client, signal) => client.readResource({ uri }, { signal }),
-        ctx.mcpReq.signal,
-        principal,
+      // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
+      const answer = await requestInRounds(
+        deps.stateCodec,
+        { clientId: principal.id, serverId: owner.row.id },
+        { method: 'resources/read', params: { uri } },
+        ctx,
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        (params) =>
+          deps.withUpstream(
+            snapshot,
+            owner,
+            (client, signal) =>
+              client.readResource(params(client.getProtocolEra() === 'modern') as { uri: string }, {
+                signal,
+                allowInputRequired: true,
+              }) as Promise<Record<string, unknown>>,
+            ctx.mcpReq.signal,
+            principal,
+          ),
       );
+      if (isInputRequired(answer)) return answer as InputRequiredResult;
+      const result = answer as ReadResourceResult;
       if (scope.kind === 'single') return result;
       return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };
     } catch (error) {

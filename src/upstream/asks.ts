@@ -1,0 +1,110 @@
+/**
+ * Asks from a 2025-era upstream during a call: `sampling/createMessage`, `elicitation/create` and
+ * `roots/list` sent to Gatehouse as server→client requests while the upstream works on a tool call.
+ * Gatehouse has no user of its own, so each ask is relayed to the agent whose call it is (`AskRelay`,
+ * given per call by the hub) and its answer sent back; an ask outside any relaying call is refused.
+ *
+ * To be asked at all, Gatehouse declares these client capabilities to 2025-era upstreams (only to
+ * those: on 2026-07-28 the capabilities travel per request, the agent's own). Whether the agent can
+ * answer a given ask is the relay's decision, per call.
+ *
+ * Both call paths relay: the direct one (`direct-legacy.ts`) reads the ask off the call's answer
+ * stream; the SDK client's handlers find the relay of the call they run under through an async scope.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { type Client, type ClientCapabilities, ProtocolError } from '@modelcontextprotocol/client';
+import { boundStrings } from './bounds.js';
+import type { Deadline } from './deadline.js';
+
+/** The methods a 2025-era upstream may ask the client during a call. */
+export const ASK_METHODS = ['sampling/createMessage', 'elicitation/create', 'roots/list'] as const;
+export type AskMethod = (typeof ASK_METHODS)[number];
+
+export const isAskMethod = (method: unknown): method is AskMethod => ASK_METHODS.includes(method as AskMethod);
+
+/** Declared at `initialize` to 2025-era upstreams, so they may ask; each ask is then checked against the agent. */
+export const ASK_CAPABILITIES: ClientCapabilities = {
+  sampling: {},
+  elicitation: { form: {}, url: {} },
+  roots: {},
+};
+
+/** One ask, as the upstream sent it (its params bounded like any upstream value by the relay). */
+export interface Ask {
+  method: AskMethod;
+  params?: Record<string, unknown> | undefined;
+}
+
+/**
+ * Relays an ask to the calling agent and resolves with its answer (the JSON-RPC result); rejects with
+ * a `ProtocolError` the upstream is answered with (the agent refused, cannot answer, or went away).
+ */
+export type AskRelay = (ask: Ask, limits: AskLimits) => Promise<Record<string, unknown>>;
+
+/** What bounds a relayed ask: the call's own deadline (the upstream is waiting inside that call). */
+export interface AskLimits {
+  signal: AbortSignal;
+  /** Milliseconds left of the call's deadline. */
+  timeoutMs: number;
+}
+
+/** Relays one ask, its strings bounded like any upstream value. */
+export function relayAsk(relay: AskRelay, method: AskMethod, params: unknown, deadline: Deadline) {
+  const bounded =
+    params !== null && typeof params === 'object' ? boundStrings(params as Record<string, unknown>).value : undefined;
+  return relay(
+    { method, ...(bounded ? { params: bounded } : {}) },
+    { signal: deadline.signal, timeoutMs: deadline.remaining() },
+  );
+}
+
+const NOT_RELAYED = -32601;
+
+/** The answer to an ask no call relays (outside a call, or a call whose agent cannot be asked). */
+export const notRelayed = (method: string) =>
+  new ProtocolError(
+    NOT_RELAYED,
+    `Gatehouse has no agent to relay ${method} to: no call on this session can be asked, or more than one.`,
+  );
+
+/**
+ * The JSON-RPC error an upstream gets for an ask that failed: the agent's own protocol error (code and
+ * message, bounded), or an internal error that says no more (a timeout, the agent gone).
+ */
+export function askError(error: unknown): { code: number; message: string } {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (Number.isSafeInteger(code) && typeof message === 'string') {
+    return { code: code as number, message: message.slice(0, 1024) };
+  }
+  return { code: -32603, message: 'The agent could not be asked.' };
+}
+
+/** A call in flight that relays asks. */
+export interface AskingCall {
+  relay: AskRelay;
+  deadline: Deadline;
+}
+
+const relays = new AsyncLocalStorage<AskingCall>();
+
+/** Runs `work` (an SDK-client call) so the asks the upstream sends on its answer stream reach `relay`. */
+export function withAskRelay<T>(relay: AskRelay | undefined, deadline: Deadline, work: () => Promise<T>): Promise<T> {
+  return relay ? relays.run({ relay, deadline }, work) : work();
+}
+
+/**
+ * The SDK client's handlers for the asks (the client must have declared `ASK_CAPABILITIES`). An ask
+ * read off a call's own answer stream goes to that call; one the upstream sent on the session's stream
+ * (as the SDK's `requestSampling`/`elicitInput` do, related to no request) goes to `soleCall`, the one
+ * asking call in flight on the session, and is refused when there is none or more than one.
+ */
+export function handleAsks(client: Client, soleCall: () => AskingCall | undefined): void {
+  for (const method of ASK_METHODS) {
+    client.setRequestHandler(method, async (request) => {
+      const scope = relays.getStore() ?? soleCall();
+      if (!scope) throw notRelayed(method);
+      // The SDK validates the result against the method's schema before it leaves.
+      return (await relayAsk(scope.relay, method, (request as { params?: unknown }).params, scope.deadline)) as never;
+    });
+  }
+}
