@@ -58,9 +58,17 @@ export const upstreamUrl = z
   .string()
   .min(1)
   .max(2048)
-  .refine((u) => URL.canParse(u), 'not an absolute URL')
-  // Only HTTP(S) reaches an MCP server (an ftp:// or file:// URL would be stored and fail on first use).
-  .refine((u) => !URL.canParse(u) || /^https?:$/.test(new URL(u).protocol), 'only http:// and https:// URLs');
+  .refine((u) => URL.canParse(u), 'not an absolute URL');
+
+/**
+ * An upstream URL a server record keeps: only HTTP(S) reaches an MCP server (an ftp:// or file:// URL
+ * would be stored and fail on first use). A one-off `/ops` call needs no such rule: the egress guard
+ * refuses the scheme there, with its own reason (`unsupported_scheme`).
+ */
+export const recordUrl = upstreamUrl.refine(
+  (u) => !URL.canParse(u) || /^https?:$/.test(new URL(u).protocol),
+  'only http:// and https:// URLs',
+);
 
 const listToolsBody = z.strictObject({ url: upstreamUrl, headers: upstreamHeaders.optional() });
 const callToolBody = z.strictObject({

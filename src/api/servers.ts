@@ -11,7 +11,7 @@ import type { ConfigPatch, NewServer } from '../registry/records.js';
 import { type SecretInput, secretInputSchema, showInput } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
 import { listAnswer, pageQuery } from './lists.js';
-import { upstreamHeaders, upstreamUrl } from './ops.js';
+import { recordUrl, upstreamHeaders } from './ops.js';
 import { defineRoute, type RouteDeclaration, type Tier } from './route.js';
 import { groupName } from './tokens.js';
 
@@ -84,7 +84,7 @@ export const manifestSchema = z
     name: z.string().trim().min(1).max(200),
     description: z.string().max(4000).optional(),
     transport: z.enum(['streamable-http', 'sse', 'stdio']),
-    url: upstreamUrl.optional(),
+    url: recordUrl.optional(),
     command: command.optional(),
     args: argList.optional(),
     headers: headerMap.superRefine(checkHeaderNames).optional(),
@@ -153,7 +153,7 @@ const configBody = z.strictObject({
   env: z.record(envName, secretInputSchema.nullable()).optional(),
   headers: z.record(z.string(), secretInputSchema.nullable()).superRefine(checkHeaderNames).optional(),
   enabled: z.boolean().optional(),
-  url: upstreamUrl.optional(),
+  url: recordUrl.optional(),
   command: command.optional(),
   args: argList.optional(),
   auth: authSchema.optional(),
