@@ -51,7 +51,9 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('OAuth consent in Chromium against gatehous
     ).body.token;
     // The native client's loopback redirect: it records what the browser brings back.
     callback = await listen((req: http.IncomingMessage, res: http.ServerResponse) => {
-      answers.push(new URL(req.url ?? '/', 'http://127.0.0.1').searchParams);
+      // Only the redirect itself: the browser also asks this origin for /favicon.ico, at a moment of its choosing.
+      const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+      if (url.pathname === '/callback') answers.push(url.searchParams);
       res
         .writeHead(200, { 'content-type': 'text/html' })
         .end('<!doctype html><title>Done</title><p>You may close this.');
