@@ -19,10 +19,11 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findGatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
+import { parseJson } from '../store/json.js';
 import { LocalLocks, type LockHandle, type Locks } from '../store/locks.js';
 import type { ServerTable } from '../store/schema.js';
 import type { ListWatchHandle, UpstreamPool, UpstreamTarget } from '../upstream/index.js';
-import { type ServerStore, upstreamTargetOf } from './records.js';
+import { type ServerStore, type StoredAuth, upstreamTargetOf } from './records.js';
 import type { RefreshTrigger } from './service.js';
 
 export interface ListWatchTimings {
@@ -209,9 +210,8 @@ export class ListWatchers {
 /** Enabled, over HTTP, and pinned by a first handshake (before that there is nothing to keep current). */
 function isWatchable(row: ServerTable): boolean {
   // An OAuth server's lists are read with a grant's short-lived token, by a handshake; no standing watch holds one.
-  return (
-    row.enabled === 1 && row.transport !== 'stdio' && row.pinned_at !== null && !row.auth.includes('"type":"oauth"')
-  );
+  if (row.enabled !== 1 || row.transport === 'stdio' || row.pinned_at === null) return false;
+  return parseJson<StoredAuth>(row.auth, { type: 'none' }).type !== 'oauth';
 }
 
 interface WatchOwner {
