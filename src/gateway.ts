@@ -272,7 +272,14 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       ...(deps.listWatchTimings && { timings: deps.listWatchTimings }),
     });
 
-    const approvals = new ApprovalQueue({ store, audit, events, logger, defaultTtlMs: config.approvalTtlMs });
+    const approvals = new ApprovalQueue({
+      store,
+      sealKey: key,
+      audit,
+      events,
+      logger,
+      defaultTtlMs: config.approvalTtlMs,
+    });
     const memory = new MemoryEngine({
       store,
       logger,

@@ -203,8 +203,18 @@ function showConfigBody(body: Record<string, unknown>): Record<string, unknown> 
     }
   }
   const auth = body.auth as { type?: string; token?: SecretInput; clientSecret?: SecretInput } | undefined;
-  if (auth?.token !== undefined) shown.auth = { ...auth, token: showInput(auth.token) };
-  if (auth?.clientSecret !== undefined) shown.auth = { ...auth, clientSecret: showInput(auth.clientSecret) };
+  if (auth && typeof auth === 'object') {
+    shown.auth = {
+      ...auth,
+      ...(auth.token !== undefined ? { token: showInput(auth.token) } : {}),
+      ...(auth.clientSecret !== undefined ? { clientSecret: showInput(auth.clientSecret) } : {}),
+    };
+  }
+  // An install by manifest carries the same secret fields one level down.
+  const manifest = body.manifest;
+  if (manifest && typeof manifest === 'object' && !Array.isArray(manifest)) {
+    shown.manifest = showConfigBody(manifest as Record<string, unknown>);
+  }
   return shown;
 }
 

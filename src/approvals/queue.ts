@@ -15,6 +15,7 @@ import type { EventHub, StreamEvent } from '../audit/stream.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import type { Logger } from '../logging.js';
+import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 import type { ApprovalTable } from '../store/schema.js';
@@ -51,6 +52,12 @@ export interface NewApproval {
   exposedName: string;
   /** Exactly what will be sent; must be a JSON object. */
   arguments: Record<string, unknown>;
+  /**
+   * When the arguments carry secrets (an admin call installing a server with its bearer token): what every
+   * reader sees instead, secret values masked. The literal arguments are then kept sealed and opened only to
+   * run the approved call.
+   */
+  shownArguments?: Record<string, unknown> | undefined;
   pinHash: string | null;
   policyVersion: number | null;
   detail: ApprovalDetail;
@@ -59,6 +66,8 @@ export interface NewApproval {
 
 export interface ApprovalQueueOptions {
   store: Store;
+  /** Seals the literal arguments of an approval that shows them masked (`shownArguments`). */
+  sealKey?: SealKey | undefined;
   audit: AuditLog;
   events: EventHub;
   logger?: Logger | undefined;
@@ -93,6 +102,9 @@ const INTERRUPTED: ApprovalError = {
 
 const REQUESTER_INACTIVE = 'The token that asked for this call was revoked before it ran.';
 
+/** Binds sealed arguments to their approval: a sealed value copied onto another row does not open. */
+const sealedArgumentsAad = (id: string) => aadFor(['approval-arguments', id]);
+
 const newApprovalId = (): string => `apr_${randomBytes(12).toString('base64url')}`;
 const iso = (ms: number): string => new Date(ms).toISOString();
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
@@ -104,6 +116,7 @@ interface Running {
 
 export class ApprovalQueue {
   private readonly store: Store;
+  private readonly sealKey: SealKey | undefined;
   private readonly audit: AuditLog;
   private readonly events: EventHub;
   private readonly logger: Logger | undefined;
@@ -128,6 +141,7 @@ export class ApprovalQueue {
 
   constructor(options: ApprovalQueueOptions) {
     this.store = options.store;
+    this.sealKey = options.sealKey;
     this.audit = options.audit;
     this.events = options.events;
     this.logger = options.logger;
@@ -206,13 +220,18 @@ export class ApprovalQueue {
       throw new GatehouseError('validation_error', 'The arguments of an approval must be a JSON object.');
     }
     const text = JSON.stringify(args);
+    const shown = input.shownArguments;
+    if (shown && !this.sealKey) {
+      throw new GatehouseError('internal_error', 'Approvals carrying secrets need the sealing key.');
+    }
+    const id = newApprovalId();
     const now = Date.now();
     const detail: ApprovalDetail = { ...input.detail };
     if (typeof detail.description === 'string' && detail.description.length > MAX_DESCRIPTION) {
       detail.description = `${detail.description.slice(0, MAX_DESCRIPTION)}…`;
     }
     const row: ApprovalTable = {
-      id: newApprovalId(),
+      id,
       surface: input.surface,
       status: 'pending',
       requester_id: input.requester.id,
@@ -223,8 +242,10 @@ export class ApprovalQueue {
       server_id: input.serverId,
       tool: input.tool,
       exposed_name: input.exposedName,
-      // Stored as parsed back: what the operator sees is byte for byte what runs.
-      arguments: text,
+      // Stored as parsed back: what the operator sees is byte for byte what runs (secret values aside, which
+      // are shown masked and kept sealed, bound to this approval).
+      arguments: shown ? JSON.stringify(shown) : text,
+      sealed_arguments: shown && this.sealKey ? seal(this.sealKey, text, sealedArgumentsAad(id)) : null,
       args_hash: argumentsHash(JSON.parse(text)),
       pin_hash: input.pinHash,
       policy_version: input.policyVersion,
@@ -586,6 +607,17 @@ export class ApprovalQueue {
     );
   }
 
+  /** The view an executor runs: the literal arguments, opened from their seal when the card shows them masked. */
+  private withLiteralArguments(view: ApprovalView, row: ApprovalRow): ApprovalView {
+    if (!row.sealed_arguments) return view;
+    if (!this.sealKey) throw new GatehouseError('internal_error', 'This approval holds sealed arguments and no key.');
+    const literal = parseJson<Record<string, unknown>>(
+      unseal(this.sealKey, row.sealed_arguments, sealedArgumentsAad(row.id)),
+      {},
+    );
+    return { ...view, arguments: literal };
+  }
+
   /** A claimed call: recheck, execute, store the outcome. */
   private async runClaimed(
     row: ApprovalRow,
@@ -594,7 +626,12 @@ export class ApprovalQueue {
     signal: AbortSignal,
   ): Promise<void> {
     const id = row.id;
-    const approval = toApprovalView(row, false);
+    let approval: ApprovalView;
+    try {
+      approval = this.withLiteralArguments(toApprovalView(row, false), row);
+    } catch (error) {
+      return this.finish(row, 'failed', { error: errorOf(error, this.logger, id) });
+    }
     if (row.expires_at <= claimedAt) {
       return this.finish(row, 'expired', { reason: 'The approval expired before the call could run.' });
     }

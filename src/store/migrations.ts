@@ -495,6 +495,13 @@ const APPENDED: readonly Migration[] = [
     },
   },
   {
+    version: 23,
+    name: 'approvals: sealed_arguments (an admin call that carries secrets keeps them sealed; the card shows them masked)',
+    async up(db) {
+      await db.schema.alterTable('approvals').addColumn('sealed_arguments', 'text').execute();
+    },
+  },
+  {
     version: 11,
     name: 'oauth: client metadata documents cached in the store (every replica uses one fetch until it expires)',
     async up(db) {

@@ -159,7 +159,10 @@ export interface ApprovalTable {
   tool: string;
   /** The name the agent called. */
   exposed_name: string;
-  /** The arguments exactly as they will be sent (JSON). */
+  /**
+   * The arguments as every reader sees them (JSON): exactly what will be sent, unless they carry secrets
+   * (`sealed_arguments` set), in which case the secret values are masked here.
+   */
   arguments: string;
   /** SHA-256 of the RFC 8785 canonical arguments. */
   args_hash: string;
@@ -182,6 +185,8 @@ export interface ApprovalTable {
   decided_by_user_id?: string | null;
   /** The `traceparent` of the call that asked (tracing on): its approved execution continues that trace (migration 19). */
   trace_parent?: string | null;
+  /** The literal arguments, sealed, when `arguments` shows them masked (an admin call carrying secrets; migration 23). */
+  sealed_arguments?: string | null;
 }
 
 export interface Database extends MemoryTables {

@@ -41,7 +41,10 @@ export type Resolution =
     };
 
 /** What an approval card shows of a gated call, besides who asked and what the gate already knows. */
-export type ApprovalCard = Pick<NewApproval, 'arguments' | 'pinHash' | 'policyVersion' | 'detail'> & {
+export type ApprovalCard = Pick<
+  NewApproval,
+  'arguments' | 'shownArguments' | 'pinHash' | 'policyVersion' | 'detail'
+> & {
   /** The name the agent called (default: the call's name). */
   exposedName?: string;
 };
@@ -320,6 +323,7 @@ export class Gate {
         tool: resolution.tool,
         exposedName: card.exposedName ?? call.name,
         arguments: card.arguments,
+        shownArguments: card.shownArguments,
         pinHash: card.pinHash,
         policyVersion: card.policyVersion,
         detail: call.via ? { ...card.detail, via: call.via } : card.detail,

@@ -210,6 +210,46 @@ describe('admin surface', () => {
     expect((await gw.request('GET', '/api/mcp/servers/again')).statusCode).toBe(200);
   });
 
+  it('keeps the secrets of a gated install sealed: the card and the stored row show them masked, the run sends them', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    const client = await connect(agent.token);
+    const secret = 'sk-literal-value-0123456789';
+    const pending = (
+      await call(client, 'mcp_server_install', {
+        manifest: {
+          id: 'keyed',
+          name: 'Keyed',
+          transport: 'streamable-http',
+          url: upstream.url,
+          headers: { 'X-Upstream-Key': secret },
+        },
+      })
+    ).structuredContent;
+    expect(pending).toMatchObject({ status: 'pending_approval', approval_id: expect.any(String) });
+
+    // Every way a reader sees the approval: one card, the list, the stored row. None holds the value.
+    const card = await gw.request('GET', `/api/approvals/${pending.approval_id}`);
+    const list = await gw.request('GET', '/api/approvals?status=pending');
+    const stored = await gw.gateway.store.db
+      .selectFrom('approvals')
+      .selectAll()
+      .where('id', '=', pending.approval_id)
+      .executeTakeFirstOrThrow();
+    for (const text of [card.body, list.body, stored.arguments, stored.detail ?? '', stored.sealed_arguments ?? '']) {
+      expect(text).not.toContain(secret);
+    }
+    expect(card.json().arguments.manifest.headers).toEqual({ 'X-Upstream-Key': { set: true } });
+    expect(stored.sealed_arguments).toEqual(expect.any(String));
+
+    // Approved, the install runs with the literal value: the upstream receives it on the handshake.
+    await gw.request('POST', `/api/approvals/${pending.approval_id}/approve`, { body: {} });
+    const done = (await call(client, 'gatehouse__approval_status', { approval_id: pending.approval_id, wait_s: 10 }))
+      .structuredContent;
+    expect(done.status).toBe('executed');
+    expect((await gw.request('POST', '/api/mcp/servers/keyed/test')).json().ok).toBe(true);
+    expect(upstream.log.records.some((r) => r.headers['x-upstream-key'] === secret)).toBe(true);
+  });
+
   it('gatehouse__approval_status takes {"args": {...}} like every admin tool; the plain form is refused', async () => {
     await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
     const client = await connect(agent.token);

@@ -97,6 +97,16 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     };
   };
 
+  /**
+   * An admin call's arguments as every reader of its approval sees them, when its route declares secret
+   * fields (`mcp.shown`): those masked. The queue then keeps the literal arguments sealed until the call runs.
+   */
+  const shownArguments = (tool: AdminTool | undefined, args: Record<string, unknown>) => {
+    const mcp = tool?.declaration.mcp;
+    if (!mcp || !('shown' in mcp) || !mcp.shown) return undefined;
+    return { ...args, ...mcp.shown(args) };
+  };
+
   // Every known refusal is a result the agent reads, in hal0's error envelope.
   const gate = new Gate(deps, { surface: 'admin', refusal: errorResult, wrappedArgs: true });
 
@@ -119,6 +129,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       },
       approval: async () => ({
         arguments: args,
+        shownArguments: shownArguments(tool, args),
         pinHash: null,
         policyVersion: null,
         detail: {
