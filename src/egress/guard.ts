@@ -3,7 +3,7 @@ import { connect as netConnect } from 'node:net';
 import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import { capBody, capNodeBody, cappedChunks, discard, responseTooLarge } from './body.js';
+import { capBody, capNodeBody, cappedChunks, discard, isEventStream, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
 import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
@@ -125,7 +125,8 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     if (lean) {
       const answer = await sendLean(lean, host);
       const head = { status: answer.status, headers: webHeaders(answer.headers) };
-      return respond(answer.source && capNodeBody(answer.source, maxBytes, host), head, url.href);
+      const perEvent = isEventStream(lean.options.method, head.headers.get('content-type'));
+      return respond(answer.source && capNodeBody(answer.source, maxBytes, host, perEvent), head, url.href);
     }
     let response: UndiciResponse;
     try {
@@ -147,7 +148,8 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
       throw refused;
     }
     const body = response.body as ReadableStream<Uint8Array> | null;
-    return respond(body && capBody(body, maxBytes, host), { status: response.status, headers }, response.url);
+    const perEvent = isEventStream(requestInit?.method, headers.get('content-type'));
+    return respond(body && capBody(body, maxBytes, host, perEvent), { status: response.status, headers }, response.url);
   }
 
   async function exchange(input: string, request: ExchangeRequest): Promise<Exchanged> {

@@ -209,6 +209,31 @@ describe('fetch: response bounds', () => {
     }
   });
 
+  it('caps a long-lived GET event stream per event, and a POST answer in total', async () => {
+    // 40 events of 600 bytes (split across writes, CRLF and LF endings): 24 000 bytes, 24 times the cap.
+    const events = Array.from(
+      { length: 40 },
+      (_, i) => `data: ${String(i).padEnd(590, '.')}${i % 2 ? '\r\n\r\n' : '\n\n'}`,
+    );
+    const upstream = await server(PUBLIC, (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const big = req.url === '/big' ? [`data: ${'x'.repeat(1200)}\n\n`] : [];
+      for (const event of [...events, ...big]) {
+        res.write(event.slice(0, 300));
+        res.write(event.slice(300));
+      }
+      res.end();
+    });
+    const g = guard({ maxResponseBytes: 1000 });
+    expect(await (await g.fetch(`${upstream.origin}/stream`)).text()).toBe(events.join(''));
+    // One event over the cap still ends the stream.
+    const tooBig = await rejection((await g.fetch(`${upstream.origin}/big`)).text());
+    expect(tooBig.details).toMatchObject({ reason: 'response_too_large' });
+    // A POST's event stream is one call's answer: capped in total.
+    const post = await rejection((await g.fetch(`${upstream.origin}/stream`, { method: 'POST', body: '{}' })).text());
+    expect(post.details).toMatchObject({ reason: 'response_too_large' });
+  });
+
   it('delivers a body of exactly the cap, streamed or declared', async () => {
     const upstream = await server(PUBLIC, (req, res) => {
       if (req.url === '/declared') res.writeHead(200, { 'content-length': '1000' }).end('a'.repeat(1000));
