@@ -197,6 +197,77 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(readdirSync(dir).filter((f) => f.startsWith('cursor-mcp.json.gatehouse-backup'))).toHaveLength(1);
   });
 
+  it('REST takes the pasted file and answers the rewritten config as text: the gateway writes nothing', async () => {
+    const pasted = `{
+  // the project's servers
+  "servers": {
+    "pasted_mem": { "command": "npx", "args": ["-y", "pasted-mem"], "env": { "KEY": "${ENV_SECRET}" } },
+    "pasted_shell": { "command": "sh", "args": ["-c", "true"] },
+  },
+}
+`;
+    const planned = await gw.request('POST', '/api/mcp/import', { body: { config: pasted, dryRun: true } });
+    expect(planned.statusCode, planned.body).toBe(200);
+    expect(planned.body).not.toContain(ENV_SECRET);
+    expect(planned.json().items.map((i: { name: string; action: string }) => [i.name, i.action])).toEqual([
+      ['pasted_mem', 'register'],
+      ['pasted_shell', 'refused'],
+    ]);
+    const done = (await gw.request('POST', '/api/mcp/import', { body: { config: pasted } })).json();
+    expect(done.registered).toBe(1);
+    expect((await gw.request('GET', '/api/mcp/servers/pasted-mem')).json().env).toEqual({ KEY: { set: true } });
+
+    const moved = done.items
+      .filter((i: { action: string }) => i.action !== 'refused')
+      .map((i: { name: string }) => i.name);
+    const rewrite = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'vscode', config: pasted, moved },
+    });
+    expect(rewrite.statusCode, rewrite.body).toBe(200);
+    const answer = rewrite.json();
+    // The imported entry, whose value the gateway sealed, is gone from the text; the refused one stays the client's.
+    expect(answer.text).not.toContain(ENV_SECRET);
+    expect(answer.text).toContain("// the project's servers");
+    expect(answer.changes).toEqual(['removed servers.pasted_mem', 'added servers.gatehouse', 'added inputs']);
+    expect(answer).toMatchObject({ client: 'vscode', label: 'VS Code', hubUrl: `${env.GATEHOUSE_URL}/mcp` });
+    expect(answer.note).toContain('VS Code asks for an agent token');
+    const parsed = serversOf(answer.text, 'answer');
+    expect(parsed).toEqual({
+      pasted_shell: { command: 'sh', args: ['-c', 'true'] },
+      gatehouse: {
+        type: 'http',
+        url: `${env.GATEHOUSE_URL}/mcp`,
+        headers: { Authorization: `Bearer ${'$'}{input:gatehouse-token}` },
+      },
+    });
+    // The route takes text, never a path on the gateway's host: a file to write is refused as an unknown field.
+    const withPath = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'vscode', config: pasted, moved, file: join(dir, 'x.json') },
+    });
+    expect(withPath.statusCode).toBe(400);
+    expect(readdirSync(dir)).not.toContain('x.json');
+
+    // Strict-JSON clients refuse comments in words; neither or both of servers/config is a validation error.
+    const strict = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'claude-code', config: pasted, moved },
+    });
+    expect(strict.statusCode).toBe(400);
+    expect(strict.json().error.message).toContain('strict JSON');
+    const notJson = await gw.request('POST', '/api/mcp/import', { body: { config: '{"mcpServers": [' } });
+    expect(notJson.statusCode).toBe(400);
+    expect(notJson.json().error.message).toContain('the pasted config is not a JSON object');
+    for (const body of [{ dryRun: true }, { servers: {}, config: pasted }]) {
+      const both = await gw.request('POST', '/api/mcp/import', { body });
+      expect(both.statusCode).toBe(400);
+      expect(both.json().error.issues[0].message).toBe('give either servers or config');
+    }
+    // Windsurf has no writer.
+    const windsurf = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'windsurf', config: pasted, moved },
+    });
+    expect(windsurf.statusCode).toBe(400);
+  });
+
   it('a rewrite whose write fails puts the original back and says where the backup is', async () => {
     const file = join(dir, 'claude_desktop_config.json.fail');
     const original = '{\n  "mcpServers": {\n    "one": { "command": "npx", "args": ["-y", "one"] }\n  }\n}\n';
