@@ -13,7 +13,8 @@
  * user's MCP clients launch — a command line in Claude Desktop's config is code run at its next start. Only
  * the CLI (`gatehouse import --rewrite`, run by the user on the machine that holds the file) writes, with a
  * backup that is restored if the write fails. The answer is the caller's own text with the imported entries
- * (whose values Gatehouse has sealed) taken out; it is excluded from the admin surface.
+ * (whose values Gatehouse has sealed) taken out; it is excluded from the admin surface. For the same reason
+ * the REST API offers no detection of client files on the gateway's host: the dashboard takes a paste.
  */
 import { z } from 'zod';
 import { CLIENT_IDS, CLIENTS } from '../cli/connect/clients.js';
