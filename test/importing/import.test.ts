@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configPaths, serversOf } from '../../src/importing/clients.js';
-import { rewriteFile } from '../../src/importing/rewrite.js';
+import { rewriteConfig, rewriteFile } from '../../src/importing/rewrite.js';
 import { runCli } from '../cli/helpers.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
@@ -266,6 +266,22 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
       body: { client: 'windsurf', config: pasted, moved },
     });
     expect(windsurf.statusCode).toBe(400);
+  });
+
+  it("a moved entry the file does not hold under the client's key is left alone (no crash)", () => {
+    // A VS Code-shaped file (`servers`) rewritten as Claude Code's (`mcpServers`): nothing to remove under
+    // mcpServers; the hub's entry is added and the other list is kept as it was.
+    const original = '{\n  "servers": {\n    "one": { "command": "npx", "args": ["-y", "one"] }\n  }\n}\n';
+    const input = {
+      hubUrl: 'http://127.0.0.1:8080/mcp',
+      name: 'gatehouse',
+      tokenEnv: 'GATEHOUSE_TOKEN',
+      command: '/usr/bin/node',
+      commandArgs: ['/opt/gatehouse/dist/cli/main.js'],
+    };
+    const rewrite = rewriteConfig(original, 'f.json', 'claude-code', ['one', 'absent'], input);
+    expect(rewrite.changes).toEqual(['added mcpServers.gatehouse']);
+    expect(JSON.parse(rewrite.text).servers).toEqual({ one: { command: 'npx', args: ['-y', 'one'] } });
   });
 
   it('a rewrite whose write fails puts the original back and says where the backup is', async () => {
