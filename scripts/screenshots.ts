@@ -1,7 +1,8 @@
 /**
  * `npm run screenshots`: a picture of each main screen of the dashboard in docs/screenshots/, taken from a
  * real `gatehouse serve` (temporary data folder, fixture catalog) with real MCP servers behind it: one
- * connected, one failing, one with a quarantined tool, and a pending approval from an SDK agent.
+ * connected, one failing, one with a quarantined tool, and a pending approval from an SDK agent; a member's
+ * Account, and a client config planned on the Import screen.
  * Not part of the tests. Needs Debian's chromium (`/usr/bin/chromium`, or GATEHOUSE_TEST_CHROMIUM).
  */
 import { mkdir } from 'node:fs/promises';
@@ -125,6 +126,9 @@ async function main(): Promise<void> {
     await shoot(page, 'sign-in');
     await page.getByLabel('Token').fill(ADMIN_TOKEN);
     await page.getByRole('button', { name: 'Sign in' }).click();
+    // The landing page is the Overview (shot below, once calls are on it).
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    await nav('Servers');
     await page.locator('[data-server="broken"]').waitFor();
     await shoot(page, 'servers');
     await page.getByRole('button', { name: 'Toolbox' }).click();
@@ -154,6 +158,39 @@ async function main(): Promise<void> {
     await nav('Settings');
     await page.locator('[data-token]').first().waitFor();
     await shoot(page, 'settings');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Connect' }).click();
+    await page.getByLabel('Client', { exact: true }).selectOption('claude-code');
+    await page.getByTestId('connect-snippet').filter({ hasText: '"type": "http"' }).waitFor();
+    await shoot(page, 'connect');
+    // Import: a Cursor config pasted and planned (one entry of each kind), not yet registered.
+    await nav('Import');
+    await page.getByLabel('Client', { exact: true }).selectOption('cursor');
+    await page.getByLabel('Config file').fill(
+      JSON.stringify(
+        {
+          mcpServers: {
+            memory: {
+              command: 'npx',
+              args: ['-y', '@modelcontextprotocol/server-memory'],
+              env: { MEMORY_FILE_PATH: '/home/me/memory.json' },
+            },
+            github: {
+              url: 'https://api.githubcopilot.example.com/mcp',
+              headers: { Authorization: 'Bearer not-shown' },
+            },
+            toolbox: { url: toolbox.url },
+            shell: { command: 'bash', args: ['-c', './serve.sh'] },
+          },
+        },
+        null,
+        2,
+      ),
+    );
+    await page.getByRole('button', { name: 'Show the plan' }).click();
+    await page.locator('[data-import-item="shell"]').waitFor();
+    // The end of the paste, the plan and its Register button in one picture.
+    await page.getByLabel('Config file').evaluate((el) => el.scrollIntoView({ block: 'start' }));
+    await shoot(page, 'import');
     await context.close();
 
     const narrow = await browser.newContext({ viewport: { width: 390, height: 844 } });
@@ -161,12 +198,31 @@ async function main(): Promise<void> {
     await phone.goto(serve.base);
     await phone.getByLabel('Token').fill(ADMIN_TOKEN);
     await phone.getByRole('button', { name: 'Sign in' }).click();
+    await phone.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    await phone.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Servers' }).click();
     await phone.locator('[data-server="broken"]').waitFor();
     await shoot(phone, 'servers-narrow');
     await phone.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Memory' }).click();
     await phone.locator('[data-unit]').first().waitFor();
     await shoot(phone, 'memory-narrow');
     await narrow.close();
+
+    // A member's view: its own tokens, grants and activity (signed in by an agent token it owns).
+    const mia = await serve.rest<{ id: string }>('POST', '/api/users', { name: 'mia', role: 'member' });
+    const miaLaptop = await serve.rest<{ token: string }>('POST', '/api/tokens', {
+      role: 'agent',
+      name: 'mia-laptop',
+      userId: mia.body.id,
+    });
+    const memberContext = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+    const memberPage = await memberContext.newPage();
+    await memberPage.goto(serve.base);
+    await memberPage.getByLabel('Token').fill(miaLaptop.body.token);
+    await memberPage.getByRole('button', { name: 'Sign in' }).click();
+    await memberPage.getByRole('heading', { level: 1, name: 'Account' }).waitFor();
+    await memberPage.locator('tr[data-token="mia-laptop"]').waitFor();
+    await shoot(memberPage, 'account');
+    await memberContext.close();
 
     await serve.kill();
     const gone = await browser.newContext({ viewport: { width: 1366, height: 860 } });

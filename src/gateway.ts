@@ -514,7 +514,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...toolsetRoutes({ store, audit, events, hub: hub.registry }),
         ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
-        ...importRoutes({ registry, settings }),
+        ...importRoutes({
+          registry,
+          settings,
+          baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
+        }),
         ...overviewRoutes({ store }),
         ...connectRoutes({
           tokens,

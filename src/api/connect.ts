@@ -14,7 +14,7 @@ import type { TokenStore } from '../store/tokens.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 import { groupName } from './tokens.js';
 
-const entryName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, '1–64 letters, digits, ".", "_" or "-"');
+export const entryName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, '1–64 letters, digits, ".", "_" or "-"');
 const snippetQuery = z.strictObject({ name: entryName.default('gatehouse') });
 const tokenBody = z.strictObject({
   name: entryName.default('gatehouse'),
@@ -32,17 +32,22 @@ export interface ConnectDeps {
   baseUrl(): string;
 }
 
-function answer(deps: ConnectDeps, client: ClientId, name: string, token?: string) {
-  const spec = CLIENTS[client];
+/** What the writers of `gatehouse connect` need to point `client` at this gateway's hub (also the import's rewrite). */
+export function wiringInput(baseUrl: string, client: ClientId, name: string, token?: string): WiringInput {
   const launch = selfLaunch();
-  const input: WiringInput = {
-    hubUrl: `${deps.baseUrl().replace(/\/+$/, '')}/mcp`,
+  return {
+    hubUrl: `${baseUrl.replace(/\/+$/, '')}/mcp`,
     name,
     tokenEnv: TOKEN_ENV,
     command: launch.command,
     commandArgs: launch.args,
-    token: spec.secret === 'clear' ? token : undefined,
+    token: CLIENTS[client].secret === 'clear' ? token : undefined,
   };
+}
+
+function answer(deps: ConnectDeps, client: ClientId, name: string, token?: string) {
+  const spec = CLIENTS[client];
+  const input = wiringInput(deps.baseUrl(), client, name, token);
   return {
     client,
     label: spec.label,

@@ -9,7 +9,7 @@
  */
 import { copyFile, stat } from 'node:fs/promises';
 import { CLIENTS, type ClientId, isClientId, type WiringInput } from '../cli/connect/clients.js';
-import { parseText, removeValue } from '../cli/connect/jsonc-edit.js';
+import { nodeAt, parseText, removeValue } from '../cli/connect/jsonc-edit.js';
 import { mergeEntry } from '../cli/connect/merge.js';
 import { readTarget, writeTarget } from '../cli/connect/target.js';
 import { GatehouseError } from '../errors.js';
@@ -47,9 +47,11 @@ export function rewriteConfig(
   const changes: string[] = [];
   for (const name of moved) {
     if (name === input.name) continue; // the hub's own entry is merged below, not removed
-    const next = removeValue(text, [spec.serversKey, name]);
-    if (next !== text) changes.push(`removed ${spec.serversKey}.${name}`);
-    text = next;
+    // An entry the file does not hold under this client's key (another client's file shape) is left alone:
+    // jsonc-parser throws when asked to delete under a key that is not there.
+    if (!nodeAt(parseText(text, 'jsonc').root, [spec.serversKey, name])) continue;
+    text = removeValue(text, [spec.serversKey, name]);
+    changes.push(`removed ${spec.serversKey}.${name}`);
   }
   const merged = mergeEntry(text, spec, input, file);
   return { text: merged.changes.length === 0 ? text : merged.text, changes: [...changes, ...merged.changes] };

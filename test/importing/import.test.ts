@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configPaths, serversOf } from '../../src/importing/clients.js';
-import { rewriteFile } from '../../src/importing/rewrite.js';
+import { rewriteConfig, rewriteFile } from '../../src/importing/rewrite.js';
 import { runCli } from '../cli/helpers.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
@@ -195,6 +195,93 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     const again = await runCli(['import', '--client', 'cursor', '--file', file, '--rewrite'], env);
     expect(again.stdout).toContain(`${file}: already reaches the hub; unchanged.`);
     expect(readdirSync(dir).filter((f) => f.startsWith('cursor-mcp.json.gatehouse-backup'))).toHaveLength(1);
+  });
+
+  it('REST takes the pasted file and answers the rewritten config as text: the gateway writes nothing', async () => {
+    const pasted = `{
+  // the project's servers
+  "servers": {
+    "pasted_mem": { "command": "npx", "args": ["-y", "pasted-mem"], "env": { "KEY": "${ENV_SECRET}" } },
+    "pasted_shell": { "command": "sh", "args": ["-c", "true"] },
+  },
+}
+`;
+    const planned = await gw.request('POST', '/api/mcp/import', { body: { config: pasted, dryRun: true } });
+    expect(planned.statusCode, planned.body).toBe(200);
+    expect(planned.body).not.toContain(ENV_SECRET);
+    expect(planned.json().items.map((i: { name: string; action: string }) => [i.name, i.action])).toEqual([
+      ['pasted_mem', 'register'],
+      ['pasted_shell', 'refused'],
+    ]);
+    const done = (await gw.request('POST', '/api/mcp/import', { body: { config: pasted } })).json();
+    expect(done.registered).toBe(1);
+    expect((await gw.request('GET', '/api/mcp/servers/pasted-mem')).json().env).toEqual({ KEY: { set: true } });
+
+    const moved = done.items
+      .filter((i: { action: string }) => i.action !== 'refused')
+      .map((i: { name: string }) => i.name);
+    const rewrite = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'vscode', config: pasted, moved },
+    });
+    expect(rewrite.statusCode, rewrite.body).toBe(200);
+    const answer = rewrite.json();
+    // The imported entry, whose value the gateway sealed, is gone from the text; the refused one stays the client's.
+    expect(answer.text).not.toContain(ENV_SECRET);
+    expect(answer.text).toContain("// the project's servers");
+    expect(answer.changes).toEqual(['removed servers.pasted_mem', 'added servers.gatehouse', 'added inputs']);
+    expect(answer).toMatchObject({ client: 'vscode', label: 'VS Code', hubUrl: `${env.GATEHOUSE_URL}/mcp` });
+    expect(answer.note).toContain('VS Code asks for an agent token');
+    const parsed = serversOf(answer.text, 'answer');
+    expect(parsed).toEqual({
+      pasted_shell: { command: 'sh', args: ['-c', 'true'] },
+      gatehouse: {
+        type: 'http',
+        url: `${env.GATEHOUSE_URL}/mcp`,
+        headers: { Authorization: `Bearer ${'$'}{input:gatehouse-token}` },
+      },
+    });
+    // The route takes text, never a path on the gateway's host: a file to write is refused as an unknown field.
+    const withPath = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'vscode', config: pasted, moved, file: join(dir, 'x.json') },
+    });
+    expect(withPath.statusCode).toBe(400);
+    expect(readdirSync(dir)).not.toContain('x.json');
+
+    // Strict-JSON clients refuse comments in words; neither or both of servers/config is a validation error.
+    const strict = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'claude-code', config: pasted, moved },
+    });
+    expect(strict.statusCode).toBe(400);
+    expect(strict.json().error.message).toContain('strict JSON');
+    const notJson = await gw.request('POST', '/api/mcp/import', { body: { config: '{"mcpServers": [' } });
+    expect(notJson.statusCode).toBe(400);
+    expect(notJson.json().error.message).toContain('the pasted config is not a JSON object');
+    for (const body of [{ dryRun: true }, { servers: {}, config: pasted }]) {
+      const both = await gw.request('POST', '/api/mcp/import', { body });
+      expect(both.statusCode).toBe(400);
+      expect(both.json().error.issues[0].message).toBe('give either servers or config');
+    }
+    // Windsurf has no writer.
+    const windsurf = await gw.request('POST', '/api/mcp/import/rewrite', {
+      body: { client: 'windsurf', config: pasted, moved },
+    });
+    expect(windsurf.statusCode).toBe(400);
+  });
+
+  it("a moved entry the file does not hold under the client's key is left alone (no crash)", () => {
+    // A VS Code-shaped file (`servers`) rewritten as Claude Code's (`mcpServers`): nothing to remove under
+    // mcpServers; the hub's entry is added and the other list is kept as it was.
+    const original = '{\n  "servers": {\n    "one": { "command": "npx", "args": ["-y", "one"] }\n  }\n}\n';
+    const input = {
+      hubUrl: 'http://127.0.0.1:8080/mcp',
+      name: 'gatehouse',
+      tokenEnv: 'GATEHOUSE_TOKEN',
+      command: '/usr/bin/node',
+      commandArgs: ['/opt/gatehouse/dist/cli/main.js'],
+    };
+    const rewrite = rewriteConfig(original, 'f.json', 'claude-code', ['one', 'absent'], input);
+    expect(rewrite.changes).toEqual(['added mcpServers.gatehouse']);
+    expect(JSON.parse(rewrite.text).servers).toEqual({ one: { command: 'npx', args: ['-y', 'one'] } });
   });
 
   it('a rewrite whose write fails puts the original back and says where the backup is', async () => {

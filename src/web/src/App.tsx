@@ -25,6 +25,7 @@ import {
 import { Connect } from './Connect';
 import { Discover } from './Discover';
 import { ServerDrawer } from './drawer';
+import { Import } from './Import';
 import { MEMORY_OFF_REASON, Memory } from './memory';
 import { Overview } from './Overview';
 import { Servers } from './Servers';
@@ -42,6 +43,7 @@ type View =
   | 'settings'
   | 'toolsets'
   | 'connect'
+  | 'import'
   | 'account';
 const VIEWS: { id: View; label: string }[] = [
   { id: 'overview', label: 'Overview' },
@@ -53,6 +55,7 @@ const VIEWS: { id: View; label: string }[] = [
   { id: 'settings', label: 'Settings' },
   { id: 'toolsets', label: 'Toolsets' },
   { id: 'connect', label: 'Connect' },
+  { id: 'import', label: 'Import' },
 ];
 /** A member manages its own tokens and grants and sees its own activity; nothing else is shown to it. */
 const MEMBER_VIEWS: { id: View; label: string }[] = [
@@ -427,6 +430,7 @@ function Shell({
           {view === 'toolsets' && <Toolsets />}
           {view === 'account' && <Account />}
           {view === 'connect' && <Connect />}
+          {view === 'import' && <Import />}
         </main>
         {openServer && <ServerDrawer id={openServer} onClose={closeServer} />}
       </LiveContext.Provider>

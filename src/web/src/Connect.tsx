@@ -28,7 +28,7 @@ interface Wiring {
   tokenId?: string;
 }
 
-function CopyButton({ text }: { text: string }) {
+export function CopyButton({ text }: { text: string }) {
   const [copied, setCopied] = useState<string>();
   const copy = () =>
     navigator.clipboard.writeText(text).then(
