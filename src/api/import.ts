@@ -70,6 +70,43 @@ export interface ImportRouteDeps {
   baseUrl(): string;
 }
 
+/** A client entry's secret-bearing fields (env and header values) masked, everything else as given. */
+function maskEntry(entry: unknown): unknown {
+  if (!entry || typeof entry !== 'object' || Array.isArray(entry)) return entry;
+  const masked: Record<string, unknown> = { ...(entry as Record<string, unknown>) };
+  for (const field of ['env', 'headers']) {
+    const values = masked[field];
+    if (values && typeof values === 'object' && !Array.isArray(values)) {
+      masked[field] = Object.fromEntries(Object.keys(values).map((name) => [name, { set: true }]));
+    }
+  }
+  return masked;
+}
+
+/**
+ * An import as its approval card shows it (an agent's `mcp_server_import` waits for an operator): each
+ * entry's command, args and URL as given, its env and header values masked; the pasted file itself is not
+ * shown, its entries are. The literal arguments stay sealed until the approved call runs.
+ */
+function showImportBody(body: Record<string, unknown>): Record<string, unknown> {
+  const { config, servers, ...rest } = body;
+  let entries = servers as Record<string, unknown> | undefined;
+  if (typeof config === 'string') {
+    try {
+      entries = serversOf(config, PASTED);
+    } catch {
+      entries = undefined; // refused when it runs, with the reason
+    }
+  }
+  return {
+    ...rest,
+    ...(entries && typeof entries === 'object'
+      ? { servers: Object.fromEntries(Object.entries(entries).map(([name, entry]) => [name, maskEntry(entry)])) }
+      : {}),
+    ...(typeof config === 'string' ? { config: `(a pasted file of ${config.length} characters, not shown)` } : {}),
+  };
+}
+
 /** An item as answered: the record to install stays inside. */
 const shown = ({ server: _server, ...item }: ImportItem) => item;
 
@@ -82,7 +119,7 @@ export function importRoutes({ registry, settings, baseUrl }: ImportRouteDeps): 
         "Register the servers of an MCP client's config (mcpServers/servers, or the file's text as config): literal env and header values sealed, stdio commands held to stdio.allowedCommands, duplicates skipped; dryRun plans only.",
       scope: 'servers',
       access: MANAGERS,
-      mcp: { tool: 'mcp_server_import', tier: 'gated' },
+      mcp: { tool: 'mcp_server_import', tier: 'gated', shown: showImportBody },
       body: importBody,
       async handler({ body, principal }) {
         const installed = (await registry.records.all()).map((s) => ({

@@ -250,6 +250,23 @@ describe('admin surface', () => {
     expect(upstream.log.records.some((r) => r.headers['x-upstream-key'] === secret)).toBe(true);
   });
 
+  it('shows an import waiting for approval with its entries’ env and header values masked, the file unshown', async () => {
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    const client = await connect(agent.token);
+    const secret = 'xoxb-literal-slack-token-42';
+    const entries = { remote: { url: upstream.url, headers: { Authorization: `Bearer ${secret}` } } };
+    for (const args of [{ servers: entries }, { config: JSON.stringify({ mcpServers: entries }) }]) {
+      const pending = (await call(client, 'mcp_server_import', args)).structuredContent;
+      expect(pending.status).toBe('pending_approval');
+      const card = await gw.request('GET', `/api/approvals/${pending.approval_id}`);
+      expect(card.body).not.toContain(secret);
+      expect(card.json().arguments.servers.remote).toEqual({
+        url: upstream.url,
+        headers: { Authorization: { set: true } },
+      });
+    }
+  });
+
   it('gatehouse__approval_status takes {"args": {...}} like every admin tool; the plain form is refused', async () => {
     await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
     const client = await connect(agent.token);
