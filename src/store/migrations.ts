@@ -502,6 +502,14 @@ const APPENDED: readonly Migration[] = [
     },
   },
   {
+    version: 24,
+    name: 'upstream OAuth: the RFC 8707 resource as the protected-resource metadata names it, on flows and grants',
+    async up(db) {
+      await db.schema.alterTable('upstream_oauth_flows').addColumn('resource', 'text').execute();
+      await db.schema.alterTable('upstream_oauth_grants').addColumn('resource', 'text').execute();
+    },
+  },
+  {
     version: 11,
     name: 'oauth: client metadata documents cached in the store (every replica uses one fetch until it expires)',
     async up(db) {

@@ -394,6 +394,8 @@ export interface UpstreamOAuthGrantTable {
   updated_at: string;
   /** JSON scopes the next connect asks for beyond the granted ones (an upstream's 403 insufficient_scope). */
   scopes_wanted: string | null;
+  /** The RFC 8707 resource as the upstream's protected-resource metadata names it; null: the server's URL (migration 24). */
+  resource?: string | null;
 }
 
 /** A client Gatehouse registered at an upstream's authorization server (Dynamic Client Registration). */
@@ -418,6 +420,8 @@ export interface UpstreamOAuthFlowTable {
   redirect_uri: string;
   scopes: string;
   expires_at: string;
+  /** As on the grant (migration 24). */
+  resource?: string | null;
 }
 
 /** A fetched, checked Client ID Metadata Document, shared by replicas until `until_ms` (`oauth/clients.ts`). */

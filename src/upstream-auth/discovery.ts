@@ -31,7 +31,10 @@ export interface Discovered {
   issuer: string;
   /** The authorization server's metadata, its endpoints checked. */
   metadata: AuthorizationServerMetadata;
-  /** The RFC 8707 `resource`: the upstream's URL. */
+  /**
+   * The RFC 8707 `resource`: exactly as the upstream's protected-resource metadata names it (its origin, say),
+   * else the upstream's URL.
+   */
   resource: string;
   /** Scopes the upstream advertises (protected-resource metadata), or its 401 asked for. */
   scopes: string[];
@@ -74,7 +77,12 @@ export async function discover(serverUrl: string, ports: DiscoveryPorts): Promis
     ...(challenge.scope?.split(' ').filter(Boolean) ?? []),
     ...(resourceMetadata?.scopes_supported ?? []),
   ];
-  return { issuer: metadata.issuer, metadata, resource: serverUrl, scopes: [...new Set(scopes)] };
+  return {
+    issuer: metadata.issuer,
+    metadata,
+    resource: resourceMetadata?.resource ?? serverUrl,
+    scopes: [...new Set(scopes)],
+  };
 }
 
 /** An unauthenticated request to the upstream: its 401's `WWW-Authenticate` says where the metadata is. */

@@ -46,6 +46,8 @@ export interface OpenedGrant {
   metadata: AuthorizationServerMetadata;
   accessToken: string;
   refreshToken: string | undefined;
+  /** The RFC 8707 resource the grant was asked for. */
+  resource: string;
 }
 
 export interface NewTokens {
@@ -107,6 +109,7 @@ export class GrantStore {
       view: toView(row),
       clientId: row.client_id,
       metadata: parseJson<AuthorizationServerMetadata>(row.metadata, {} as AuthorizationServerMetadata),
+      resource: row.resource ?? key.serverUrl,
       accessToken: unseal(this.key, row.access_token, this.aad(key, row.issuer, 'access_token')),
       refreshToken:
         row.refresh_token === null
@@ -118,7 +121,7 @@ export class GrantStore {
   /** Stores fresh tokens (a connect, a refresh): the grant is `connected` again. */
   async save(
     key: GrantKey,
-    grant: { issuer: string; clientId: string; metadata: AuthorizationServerMetadata },
+    grant: { issuer: string; clientId: string; metadata: AuthorizationServerMetadata; resource: string },
     tokens: NewTokens,
     keepRefreshToken?: string,
   ): Promise<GrantView> {
@@ -140,6 +143,7 @@ export class GrantStore {
       created_at: at,
       updated_at: at,
       scopes_wanted: null,
+      resource: grant.resource === key.serverUrl ? null : grant.resource,
     };
     await this.store.db.transaction().execute(async (trx) => {
       // One grant per (subject, server): connecting through another authorization server replaces it.
@@ -253,6 +257,7 @@ export class GrantStore {
       redirectUri: string;
       scopes: string[];
       ttlMs: number;
+      resource: string;
     },
   ): Promise<void> {
     const stateHash = hashState(flow.state);
@@ -270,6 +275,7 @@ export class GrantStore {
         redirect_uri: flow.redirectUri,
         scopes: JSON.stringify(flow.scopes),
         expires_at: new Date(Date.now() + flow.ttlMs).toISOString(),
+        resource: flow.resource === key.serverUrl ? null : flow.resource,
       })
       .execute();
   }
@@ -290,6 +296,7 @@ export class GrantStore {
         codeVerifier: string;
         redirectUri: string;
         scopes: string[];
+        resource: string;
       }
     | undefined
   > {
@@ -321,6 +328,7 @@ export class GrantStore {
       codeVerifier,
       redirectUri: row.redirect_uri,
       scopes: parseJson<string[]>(row.scopes, []),
+      resource: row.resource ?? serverUrl,
     };
   }
 }

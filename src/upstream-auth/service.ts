@@ -147,7 +147,7 @@ export class UpstreamAuth {
     const earlier = (await this.ports.grants.view(key))?.wantedScopes ?? [];
     const wanted = [...new Set([...(oauth.scopes ?? found.scopes), ...earlier, ...extraScopes])];
     if (oauth.grant === 'client_credentials') {
-      await this.clientCredentials(key, oauth, found.metadata, wanted, guard.fetch);
+      await this.clientCredentials(key, oauth, found.metadata, found.resource, wanted, guard.fetch);
       await this.announce(serverId, subject, 'connected');
       return { connected: await this.status(serverId, subject) };
     }
@@ -169,7 +169,8 @@ export class UpstreamAuth {
         redirectUrl: redirectUri,
         ...(scopes.length > 0 && { scope: scopes.join(' ') }),
         state,
-        resource: new URL(found.resource),
+        // A string, exactly as the metadata names it: a URL object would add "/" to a pathless resource.
+        resource: found.resource,
       });
     } catch (error) {
       throw asRefusal(error, 'the authorization server does not support PKCE S256');
@@ -183,6 +184,7 @@ export class UpstreamAuth {
       redirectUri,
       scopes,
       ttlMs: FLOW_TTL_MS,
+      resource: found.resource,
     });
     return { authorizationUrl: started.authorizationUrl.href };
   }
@@ -218,7 +220,7 @@ export class UpstreamAuth {
         ...(query.iss !== undefined && { iss: query.iss }),
         codeVerifier: flow.codeVerifier,
         redirectUri: flow.redirectUri,
-        resource: new URL(serverUrlOf(row)),
+        resource: flow.resource,
         fetchFn: guard.fetch,
       });
     } catch (error) {
@@ -226,7 +228,7 @@ export class UpstreamAuth {
     }
     await this.ports.grants.save(
       key,
-      { issuer: flow.issuer, clientId: client.client_id, metadata: flow.metadata },
+      { issuer: flow.issuer, clientId: client.client_id, metadata: flow.metadata, resource: flow.resource },
       {
         accessToken: tokens.access_token,
         refreshToken: tokens.refresh_token,
@@ -392,7 +394,7 @@ export class UpstreamAuth {
     if (!expiresSoon(current)) return current; // another replica refreshed it meanwhile
     const guard = this.guardOf(row);
     if (oauth.grant === 'client_credentials') {
-      await this.clientCredentials(key, oauth, current.metadata, current.view.scopes, guard.fetch);
+      await this.clientCredentials(key, oauth, current.metadata, current.resource, current.view.scopes, guard.fetch);
     } else {
       if (current.refreshToken === undefined) {
         await this.giveUp(key, 'The access token expired and the authorization server issued no refresh token.');
@@ -405,7 +407,7 @@ export class UpstreamAuth {
           metadata: current.metadata,
           clientInformation: client,
           refreshToken: current.refreshToken,
-          resource: new URL(serverUrlOf(row)),
+          resource: current.resource,
           fetchFn: guard.fetch,
         });
       } catch (error) {
@@ -419,7 +421,12 @@ export class UpstreamAuth {
       }
       await this.ports.grants.save(
         key,
-        { issuer: current.view.issuer, clientId: current.clientId, metadata: current.metadata },
+        {
+          issuer: current.view.issuer,
+          clientId: current.clientId,
+          metadata: current.metadata,
+          resource: current.resource,
+        },
         {
           accessToken: tokens.access_token,
           refreshToken: tokens.refresh_token,
@@ -445,12 +452,13 @@ export class UpstreamAuth {
     key: GrantKey,
     oauth: OpenedOAuth,
     metadata: AuthorizationServerMetadata,
+    resource: string,
     scopes: readonly string[],
     fetch: FetchLike,
   ): Promise<void> {
     if (!oauth.clientId) throw new GatehouseError('oauth.not_configured', 'client_credentials needs a clientId.');
     const client = { client_id: oauth.clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
-    const body: Record<string, string> = { grant_type: 'client_credentials', resource: key.serverUrl };
+    const body: Record<string, string> = { grant_type: 'client_credentials', resource };
     if (scopes.length > 0) body.scope = scopes.join(' ');
     let answer: { access_token?: unknown; expires_in?: unknown; scope?: unknown; error?: unknown };
     let status: number;
@@ -468,7 +476,7 @@ export class UpstreamAuth {
     }
     await this.ports.grants.save(
       key,
-      { issuer: metadata.issuer, clientId: oauth.clientId, metadata },
+      { issuer: metadata.issuer, clientId: oauth.clientId, metadata, resource },
       {
         accessToken: answer.access_token,
         expiresIn: typeof answer.expires_in === 'number' ? answer.expires_in : undefined,
