@@ -278,4 +278,98 @@ describe('tracing', () => {
     });
     expect((await gw.request('GET', '/api/audit?trace=not-a-trace-id')).statusCode).toBe(400);
   });
+
+  /** The audit rows of one trace, through the REST view the dashboard reads. */
+  async function auditOfTrace(traceId: string) {
+    return (await gw.request('GET', `/api/audit?trace=${traceId}&limit=100`)).json().events as Array<{
+      kind: string;
+      action: string;
+      tool: string | null;
+      verdict: string | null;
+      outcome: string;
+      approvalId: string | null;
+      traceId: string;
+    }>;
+  }
+
+  /** A call on `path` (admin or memory surface) in the agent's trace, answered `pending_approval`; returns its id. */
+  async function gatedCall(path: string, traceId: string, name: string, args: Record<string, unknown>) {
+    const agent = await connectAgent(`${base}${path}`, token, {
+      era: 'modern',
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+    });
+    try {
+      const waited = await agent.callTool({ name, arguments: args });
+      const answer = waited.structuredContent as { status: string; approval_id: string };
+      expect(answer.status).toBe('pending_approval');
+      return answer.approval_id;
+    } finally {
+      await agent.close();
+    }
+  }
+
+  /** An operator approves (untraced, so a new trace of its own); waits for the execution to finish. */
+  async function approveAndWait(approvalId: string) {
+    expect((await gw.request('POST', `/api/approvals/${approvalId}/approve`, { body: {} })).statusCode).toBe(200);
+    await eventually(async () =>
+      expect((await gw.request('GET', `/api/approvals/${approvalId}`)).json().status).toBe('executed'),
+    );
+  }
+
+  it('gives an approved admin-surface call the trace id of the call that waited, on every row it writes', async () => {
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    expect(
+      (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'scratch' } })).statusCode,
+    ).toBe(201);
+    const traceId = randomBytes(16).toString('hex');
+    const approvalId = await gatedCall('/mcp/admin', traceId, 'mcp_server_uninstall', { args: { id: 'scratch' } });
+    const card = (await gw.request('GET', `/api/approvals/${approvalId}`)).json();
+    expect(card.traceId).toBe(traceId);
+    await approveAndWait(approvalId);
+    expect((await gw.request('GET', '/api/mcp/servers/scratch')).statusCode).toBe(404);
+    await eventually(async () => {
+      const rows = await auditOfTrace(traceId);
+      expect(rows.every((r) => r.traceId === traceId)).toBe(true);
+      // The call that waited and its execution: two call rows, one trace.
+      const calls = rows.filter((r) => r.kind === 'call');
+      expect(calls.map((r) => r.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(calls.every((r) => r.action === 'admin.call' && r.tool === 'mcp_server_uninstall')).toBe(true);
+      expect(calls.every((r) => r.verdict === 'gated' && r.approvalId === approvalId)).toBe(true);
+      // The control-plane rows written inside it: the approval, its execution, and what the route changed.
+      const admin = rows.filter((r) => r.kind === 'admin').map((r) => r.action);
+      expect(admin).toEqual(expect.arrayContaining(['approval.create', 'approval.execute']));
+      expect(admin.some((a) => a.includes('uninstall'))).toBe(true);
+      // The decision is the operator's, in the operator's own trace.
+      expect(admin).not.toContain('approval.approve');
+    });
+  });
+
+  it('gives an approved memory-surface call the trace id of the call that waited', async () => {
+    const writer = await connectAgent(`${base}/mcp/memory`, token, { era: 'modern' });
+    let directiveId: string;
+    try {
+      const created = await writer.callTool({
+        name: 'memory_directive_create',
+        arguments: { name: 'traced', content: 'Answer briefly.' },
+      });
+      directiveId = (created.structuredContent as { id: string }).id;
+    } finally {
+      await writer.close();
+    }
+    const traceId = randomBytes(16).toString('hex');
+    const approvalId = await gatedCall('/mcp/memory', traceId, 'memory_directive_delete', { id: directiveId });
+    expect((await gw.request('GET', `/api/approvals/${approvalId}`)).json().traceId).toBe(traceId);
+    await approveAndWait(approvalId);
+    await eventually(async () => {
+      const rows = await auditOfTrace(traceId);
+      const calls = rows.filter((r) => r.kind === 'call');
+      expect(calls.map((r) => r.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(calls.every((r) => r.action === 'memory.call' && r.tool === 'memory_directive_delete')).toBe(true);
+      expect(calls.every((r) => r.approvalId === approvalId && r.traceId === traceId)).toBe(true);
+      expect(rows.filter((r) => r.kind === 'admin').map((r) => r.action)).toContain('approval.execute');
+    });
+    // The approved execution's span is in that trace too.
+    const spans = await traceOf(traceId, 2);
+    expect(spans.find((s) => s.name === 'gatehouse.approval.execute')).toBeDefined();
+  });
 });
