@@ -191,6 +191,12 @@ describeEachStore('recent tools, shared through the store', (target: StoreTarget
           [...META, 'files__add', 'files__echo'].sort(),
         ),
       );
+      // A revoked token's list goes with it.
+      const rows = () =>
+        a.gateway.store.db.selectFrom('recent_tools').select('name').where('token_id', '=', agent.id).execute();
+      await eventually(async () => expect((await rows()).length).toBe(2));
+      expect((await a.request('DELETE', `/api/tokens/${agent.id}`)).statusCode).toBeLessThan(300);
+      expect(await rows()).toEqual([]);
     });
   });
 });
