@@ -430,6 +430,16 @@ export class ApprovalQueue {
     }
   }
 
+  /** The stored `traceparent` of the call that asked (tracing on), which its later rounds continue too. */
+  async traceParent(id: string): Promise<string | null> {
+    const row = await this.store.db
+      .selectFrom('approvals')
+      .select('trace_parent')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row?.trace_parent ?? null;
+  }
+
   /**
    * Stores the outcome of a later round of an executed call (its upstream asked the agent for input
    * and the agent answered), so asking again returns the latest. Only over the outcome the round

@@ -83,6 +83,11 @@ export interface ApprovalView {
   /** When the call finished (executed or failed). */
   executedAt: string | null;
   hasResult: boolean;
+  /**
+   * The OpenTelemetry trace id of the call that asked (tracing on), which its approved execution
+   * continues: the audit rows of both carry it. Null when the call was not traced.
+   */
+  traceId: string | null;
   /** The stored result; present on single reads (`get`), left out of lists. */
   result?: unknown;
   error: ApprovalError | null;
@@ -140,6 +145,14 @@ export function argumentsHash(args: unknown): string {
   return createHash('sha256').update(canonical, 'utf8').digest('hex');
 }
 
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}/;
+
+/** The trace id a stored W3C `traceparent` names (none for an all-zero or malformed one). */
+export function traceIdOf(traceparent: string | null | undefined): string | null {
+  const id = traceparent ? TRACEPARENT.exec(traceparent)?.[1] : undefined;
+  return id && !/^0+$/.test(id) ? id : null;
+}
+
 export type ApprovalRow = ApprovalTable & { decided_by_name?: string | null; decided_by_user_name?: string | null };
 
 export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalView {
@@ -175,6 +188,7 @@ export function toApprovalView(row: ApprovalRow, withResult: boolean): ApprovalV
     // While executing, the column holds the execution lease (heartbeat), not a finish time.
     executedAt: status === 'executed' || status === 'failed' ? row.executed_at : null,
     hasResult: row.result !== null,
+    traceId: traceIdOf(row.trace_parent),
     error: parseJson<ApprovalError | null>(row.error, null),
   };
   if (withResult) view.result = parseJson<unknown>(row.result, null);

@@ -12,6 +12,7 @@ import type { Principal } from '../identity/index.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
 import type { AuditEventTable, Database } from '../store/schema.js';
+import { activeTraceId } from '../telemetry/tracing.js';
 import type { NewStreamEvent } from './stream.js';
 
 export interface AdminEvent {
@@ -21,6 +22,8 @@ export interface AdminEvent {
   tool?: string | undefined;
   /** Facts about the change; callers pass names and flags, never secret values. */
   data?: Record<string, unknown> | undefined;
+  /** The OpenTelemetry trace the change belongs to (default: the active span's, tracing on). */
+  traceId?: string | undefined;
 }
 
 export type AuditRow = Omit<AuditEventTable, 'id'>;
@@ -256,6 +259,9 @@ export class AuditLog {
       response_bytes: null,
       args_digest: null,
       data: event.data ? JSON.stringify(event.data) : null,
+      // Tracing on: a change made inside a traced call (an approval created, an approved call's execution
+      // and what its route changed) is found under that call's trace id too.
+      trace_id: event.traceId ?? activeTraceId() ?? null,
     };
   }
 }

@@ -26,13 +26,13 @@ import type { Database } from './schema.js';
 export type StoreKind = 'sqlite' | 'postgres';
 
 /** Topics whose readers cache: a write to one bumps its version everywhere. */
-export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'sessions';
+export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'sessions' | 'recent';
 
 const CHANGE_CHANNEL = 'gatehouse_changes';
 
 /** Channels for cross-process messages besides cache versions. */
-export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions';
-const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events', 'gatehouse_sessions'];
+export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions' | 'gatehouse_recent';
+const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events', 'gatehouse_sessions', 'gatehouse_recent'];
 
 /** In-process listeners per channel, shared by both store kinds. */
 class Listeners {

@@ -541,6 +541,19 @@ const APPENDED: readonly Migration[] = [
       await db.schema.dropIndex('audit_events_by_time').execute();
     },
   },
+  {
+    version: 22,
+    name: 'context: recent_tools (the tools each agent called most recently, shared by replicas)',
+    async up(db) {
+      await db.schema
+        .createTable('recent_tools')
+        .addColumn('token_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('used_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('recent_tools_pk', ['token_id', 'name'])
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

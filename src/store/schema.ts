@@ -217,6 +217,16 @@ export interface Database extends MemoryTables {
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
   oauth_client_documents: OAuthClientDocumentTable;
+  recent_tools: RecentToolTable;
+}
+
+/** The tools each agent called most recently, at most 50 per token (`surfaces/hub/search/recent.ts`, migration 22). */
+export interface RecentToolTable {
+  token_id: string;
+  /** The exposed name the agent called. */
+  name: string;
+  /** The last call, in milliseconds since the epoch. */
+  used_at: number;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */

@@ -177,7 +177,11 @@ export class TokenStore {
       .where('revoked_at', 'is', null)
       .executeTakeFirst();
     const revoked = Number(result.numUpdatedRows) > 0;
-    if (revoked) await this.store.changed('tokens');
+    if (revoked) {
+      await this.store.changed('tokens');
+      // Search mode's recent tools of a token that can no longer call anything (migration 22).
+      await this.store.db.deleteFrom('recent_tools').where('token_id', '=', id).execute();
+    }
     return revoked;
   }
 

@@ -13,7 +13,7 @@
  */
 import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server';
 import type { ApprovalQueue, NewApproval } from '../approvals/queue.js';
-import type { ApprovalSurface } from '../approvals/types.js';
+import type { ApprovalSurface, ApprovalView } from '../approvals/types.js';
 import type { AskRecord, CallEvent, CallOutcome } from '../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { Principal, TokenPrincipal } from '../identity/index.js';
@@ -111,6 +111,47 @@ export interface SurfaceProfile {
 }
 
 export const APPROVAL_STATUS_TOOL = `${GATEHOUSE_PREFIX}approval_status`;
+
+/**
+ * An approved call's execution on a surface whose calls do not reach an upstream (admin, memory; the hub
+ * has its own rounds, `runAuditedRound`): runs it and writes its call event — verdict `gated`, the
+ * approval's id, the outcome — before the result is stored. It runs inside the approval queue's
+ * `gatehouse.approval.execute` span, which continues the trace of the call that waited (tracing on), so
+ * the row carries that call's trace id: the call that asked and its execution are found by one trace id.
+ */
+export async function auditedExecution<T>(
+  audit: GatePorts['audit'],
+  surface: SurfaceName,
+  approval: ApprovalView,
+  run: () => Promise<T>,
+): Promise<T> {
+  const started = performance.now();
+  const traceId = activeTraceId();
+  const record = (outcome: CallOutcome, result?: unknown) =>
+    audit({
+      client: approval.requester,
+      surface,
+      serverId: approval.serverId,
+      tool: approval.tool,
+      verdict: 'gated',
+      approvalId: approval.id,
+      outcome,
+      latencyMs: Math.round(performance.now() - started),
+      arguments: approval.arguments,
+      upstream: false,
+      ...(result !== undefined ? { result } : {}),
+      ...(traceId ? { traceId } : {}),
+    });
+  let value: T;
+  try {
+    value = await run();
+  } catch (error) {
+    await record(findGatehouseError(error)?.code ?? 'internal_error');
+    throw error;
+  }
+  await record('ok', value);
+  return value;
+}
 
 const APPROVAL_STATUS_ARGS = {
   type: 'object',

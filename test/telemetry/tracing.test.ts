@@ -9,7 +9,9 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { acceptedContent, inputRequired } from '@modelcontextprotocol/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { flushTracing, stopTracing, tracingEnabled } from '../../src/telemetry/tracing.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
@@ -277,5 +279,178 @@ describe('tracing', () => {
       expect(events.every((e) => e.approvalId === approvalId && e.traceId === traceId)).toBe(true);
     });
     expect((await gw.request('GET', '/api/audit?trace=not-a-trace-id')).statusCode).toBe(400);
+  });
+
+  /** The audit rows of one trace, through the REST view the dashboard reads. */
+  async function auditOfTrace(traceId: string) {
+    return (await gw.request('GET', `/api/audit?trace=${traceId}&limit=100`)).json().events as Array<{
+      kind: string;
+      action: string;
+      tool: string | null;
+      verdict: string | null;
+      outcome: string;
+      approvalId: string | null;
+      traceId: string;
+    }>;
+  }
+
+  /** A call on `path` (admin or memory surface) in the agent's trace, answered `pending_approval`; returns its id. */
+  async function gatedCall(
+    path: string,
+    traceId: string,
+    name: string,
+    args: Record<string, unknown>,
+    options: Omit<Parameters<typeof connectAgent>[2] & object, 'era' | 'headers'> = {},
+  ) {
+    const agent = await connectAgent(`${base}${path}`, token, {
+      era: 'modern',
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      ...options,
+    });
+    try {
+      const waited = await agent.callTool({ name, arguments: args });
+      const answer = waited.structuredContent as { status: string; approval_id: string };
+      expect(answer.status).toBe('pending_approval');
+      return answer.approval_id;
+    } finally {
+      await agent.close();
+    }
+  }
+
+  /** An operator approves (untraced, so a new trace of its own); waits for the execution to finish. */
+  async function approveAndWait(approvalId: string) {
+    expect((await gw.request('POST', `/api/approvals/${approvalId}/approve`, { body: {} })).statusCode).toBe(200);
+    await eventually(async () =>
+      expect((await gw.request('GET', `/api/approvals/${approvalId}`)).json().status).toBe('executed'),
+    );
+  }
+
+  it('gives an approved admin-surface call the trace id of the call that waited, on every row it writes', async () => {
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    expect(
+      (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'scratch' } })).statusCode,
+    ).toBe(201);
+    const traceId = randomBytes(16).toString('hex');
+    const approvalId = await gatedCall('/mcp/admin', traceId, 'mcp_server_uninstall', { args: { id: 'scratch' } });
+    const card = (await gw.request('GET', `/api/approvals/${approvalId}`)).json();
+    expect(card.traceId).toBe(traceId);
+    await approveAndWait(approvalId);
+    expect((await gw.request('GET', '/api/mcp/servers/scratch')).statusCode).toBe(404);
+    await eventually(async () => {
+      const rows = await auditOfTrace(traceId);
+      expect(rows.every((r) => r.traceId === traceId)).toBe(true);
+      // The call that waited and its execution: two call rows, one trace.
+      const calls = rows.filter((r) => r.kind === 'call');
+      expect(calls.map((r) => r.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(calls.every((r) => r.action === 'admin.call' && r.tool === 'mcp_server_uninstall')).toBe(true);
+      expect(calls.every((r) => r.verdict === 'gated' && r.approvalId === approvalId)).toBe(true);
+      // The control-plane rows written inside it: the approval, its execution, and what the route changed.
+      const admin = rows.filter((r) => r.kind === 'admin').map((r) => r.action);
+      expect(admin).toEqual(expect.arrayContaining(['approval.create', 'approval.execute']));
+      expect(admin.some((a) => a.includes('uninstall'))).toBe(true);
+      // The decision is the operator's, in the operator's own trace.
+      expect(admin).not.toContain('approval.approve');
+    });
+  });
+
+  it('keeps an approved hub call’s later rounds (the agent’s answers) in the trace of the call that waited', async () => {
+    const confirmation = z.object({ confirm: z.boolean() });
+    const ops = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      register: (server) =>
+        server.registerTool('deploy', { inputSchema: z.object({ env: z.string() }) }, async ({ env }, ctx) => {
+          const answer = acceptedContent(ctx.mcpReq.inputResponses, 'confirm', confirmation);
+          if (!answer) {
+            return inputRequired({
+              inputRequests: {
+                confirm: inputRequired.elicit({ message: `Deploy to ${env}?`, requestedSchema: confirmation }),
+              },
+            });
+          }
+          return { content: [{ type: 'text', text: `deploy ${env}: ${answer.confirm}` }] };
+        }),
+    });
+    try {
+      expect((await gw.request('POST', '/api/mcp/install', { body: { url: ops.url, id: 'ops' } })).statusCode).toBe(
+        201,
+      );
+      await gw.request('PATCH', '/api/mcp/servers/ops/tools', { body: { mode: 'all', gated: ['deploy'] } });
+      expect((await gw.request('POST', '/api/mcp/servers/ops/test')).json().ok).toBe(true);
+      const traceId = randomBytes(16).toString('hex');
+      // The agent that asks says it can answer forms (the approved call's first round needs that).
+      const approvalId = await gatedCall(
+        '/mcp',
+        traceId,
+        'ops__deploy',
+        { env: 'prod' },
+        { client: { capabilities: { elicitation: { form: {} } } } },
+      );
+      await approveAndWait(approvalId);
+      // The agent reads the outcome later, in another trace of its own, and answers the upstream's question.
+      const laterTrace = randomBytes(16).toString('hex');
+      const agent = await connectAgent(`${base}/mcp`, token, {
+        era: 'modern',
+        headers: { traceparent: `00-${laterTrace}-${randomBytes(8).toString('hex')}-01` },
+        client: { capabilities: { elicitation: { form: {} } } },
+        prepare: (client) =>
+          client.setRequestHandler('elicitation/create', async () => ({
+            action: 'accept',
+            content: { confirm: true },
+          })),
+      });
+      try {
+        const done = await agent.callTool({
+          name: 'gatehouse__approval_status',
+          arguments: { approval_id: approvalId, wait_s: 10 },
+        });
+        expect(JSON.stringify(done.structuredContent)).toContain('deploy prod: true');
+      } finally {
+        await agent.close();
+      }
+      await eventually(async () => {
+        const calls = (await auditOfTrace(traceId)).filter((r) => r.kind === 'call' && r.tool === 'deploy');
+        // The call that waited, the first round (the question) and the round with the answers: one trace.
+        expect(calls.map((r) => r.outcome).sort()).toEqual(['input_required', 'ok', 'pending_approval']);
+        expect(calls.every((r) => r.approvalId === approvalId)).toBe(true);
+      });
+      expect((await auditOfTrace(laterTrace)).filter((r) => r.tool === 'deploy')).toEqual([]);
+      const spans = await traceOf(traceId, 3);
+      const round = spans.find((s) => s.name === 'gatehouse.approval.round') as OtlpSpan;
+      expect(round).toBeDefined();
+      // Linked to the status call that carried the answers.
+      expect(round.links?.[0]?.traceId).toBe(laterTrace);
+    } finally {
+      await ops.close();
+    }
+  });
+
+  it('gives an approved memory-surface call the trace id of the call that waited', async () => {
+    const writer = await connectAgent(`${base}/mcp/memory`, token, { era: 'modern' });
+    let directiveId: string;
+    try {
+      const created = await writer.callTool({
+        name: 'memory_directive_create',
+        arguments: { name: 'traced', content: 'Answer briefly.' },
+      });
+      directiveId = (created.structuredContent as { id: string }).id;
+    } finally {
+      await writer.close();
+    }
+    const traceId = randomBytes(16).toString('hex');
+    const approvalId = await gatedCall('/mcp/memory', traceId, 'memory_directive_delete', { id: directiveId });
+    expect((await gw.request('GET', `/api/approvals/${approvalId}`)).json().traceId).toBe(traceId);
+    await approveAndWait(approvalId);
+    await eventually(async () => {
+      const rows = await auditOfTrace(traceId);
+      const calls = rows.filter((r) => r.kind === 'call');
+      expect(calls.map((r) => r.outcome).sort()).toEqual(['ok', 'pending_approval']);
+      expect(calls.every((r) => r.action === 'memory.call' && r.tool === 'memory_directive_delete')).toBe(true);
+      expect(calls.every((r) => r.approvalId === approvalId && r.traceId === traceId)).toBe(true);
+      expect(rows.filter((r) => r.kind === 'admin').map((r) => r.action)).toContain('approval.execute');
+    });
+    // The approved execution's span is in that trace too.
+    const spans = await traceOf(traceId, 2);
+    expect(spans.find((s) => s.name === 'gatehouse.approval.execute')).toBeDefined();
   });
 });

@@ -18,7 +18,7 @@ import type { Settings } from '../../settings/keys.js';
 import type { Store } from '../../store/db.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
-import { APPROVAL_STATUS_TOOL, Gate, type GateAnswer, type GatePorts } from '../gate.js';
+import { APPROVAL_STATUS_TOOL, auditedExecution, Gate, type GateAnswer, type GatePorts } from '../gate.js';
 import { errorResult, jsonToolResult } from '../results.js';
 import { invokeTool, resolvePath } from './invoke.js';
 import { type AdminCatalog, type AdminTool, buildAdminCatalog, callTier } from './tools.js';
@@ -197,22 +197,24 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       }
       return { ok: true };
     },
-    async execute(approval) {
-      const tool = catalog().tools.get(approval.tool) as AdminTool;
-      const outcome = await invokeTool(deps.app, deps.grants, tool, requesterOf(approval), approval.arguments, {
-        level: 'write',
-        approvalId: approval.id,
-      });
-      if (!outcome.ok) {
-        // The route's own code is a catalogue code: the failed approval carries it, not a generic one.
-        const error = outcome.body.error as { code?: string; message?: string };
-        const code = isErrorCode(error.code) ? error.code : 'upstream_protocol_error';
-        throw new GatehouseError(code, `${approval.tool} failed: ${error.message ?? error.code}`, {
-          reason: error.code,
+    execute: (approval) =>
+      // Its call event carries the trace id of the call that waited, like the route's own audit rows.
+      auditedExecution(deps.audit, 'admin', approval, async () => {
+        const tool = catalog().tools.get(approval.tool) as AdminTool;
+        const outcome = await invokeTool(deps.app, deps.grants, tool, requesterOf(approval), approval.arguments, {
+          level: 'write',
+          approvalId: approval.id,
         });
-      }
-      return outcome.body;
-    },
+        if (!outcome.ok) {
+          // The route's own code is a catalogue code: the failed approval carries it, not a generic one.
+          const error = outcome.body.error as { code?: string; message?: string };
+          const code = isErrorCode(error.code) ? error.code : 'upstream_protocol_error';
+          throw new GatehouseError(code, `${approval.tool} failed: ${error.message ?? error.code}`, {
+            reason: error.code,
+          });
+        }
+        return outcome.body;
+      }),
   };
   deps.approvals.registerExecutor('admin', executor);
 

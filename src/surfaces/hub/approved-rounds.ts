@@ -13,7 +13,7 @@ import type { ApprovalView } from '../../approvals/types.js';
 import type { CallEvent } from '../../audit/calls.js';
 import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
-import { activeTraceId } from '../../telemetry/tracing.js';
+import { activeTraceId, inResumedSpan, tracingEnabled } from '../../telemetry/tracing.js';
 import type { Continuation } from '../../upstream/index.js';
 import { jsonToolResult } from '../results.js';
 import { continuationOf, inputRequiredResult, needsInput, type UpstreamOutcome, verifiedState } from './calls.js';
@@ -89,7 +89,7 @@ function isStoredInputRequired(value: unknown): value is StoredInputRequired {
 }
 
 export interface ApprovedRoundsDeps {
-  approvals: Pick<ApprovalQueue, 'status' | 'get' | 'recordRound'>;
+  approvals: Pick<ApprovalQueue, 'status' | 'get' | 'recordRound' | 'traceParent'>;
   stateCodec: HubStateCodec;
   /** The same re-check an approved call gets before it runs. */
   recheck(approval: ApprovalView): Promise<RecheckOutcome>;
@@ -157,13 +157,27 @@ export class ApprovedRounds {
     const check = await this.deps.recheck(approval);
     if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
 
-    const outcome = await runAuditedRound(
-      this.deps.audit,
-      approval,
-      principal,
+    // Tracing on: a later round runs in the trace of the call that asked too (linked to the status call that
+    // carried the answers), so its audit row has that call's trace id, like the first round's.
+    const parent = tracingEnabled() ? await this.deps.approvals.traceParent(approval.id) : null;
+    const outcome = await inResumedSpan(
+      'gatehouse.approval.round',
+      { 'gen_ai.tool.name': approval.exposedName, 'gatehouse.approval.id': approval.id, 'gatehouse.surface': 'hub' },
+      parent,
       () =>
-        this.deps.run(approval, continuationOf(ctx.mcpReq.inputResponses, state), inputCapabilities, ctx.mcpReq.signal),
-      { requestBytes: 0 },
+        runAuditedRound(
+          this.deps.audit,
+          approval,
+          principal,
+          () =>
+            this.deps.run(
+              approval,
+              continuationOf(ctx.mcpReq.inputResponses, state),
+              inputCapabilities,
+              ctx.mcpReq.signal,
+            ),
+          { requestBytes: 0 },
+        ),
     );
     const stored = storedOutcome(outcome);
     // Asking again returns the latest round's outcome, never a new upstream call.

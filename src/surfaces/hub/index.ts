@@ -91,7 +91,13 @@ function storedCapabilities(approval: ApprovalView): Record<string, unknown> | u
 
 export function createHub(deps: HubDeps): Hub {
   const registry = new HubRegistry(deps.store, deps.records, deps.config.toolNameMax, deps.authorizer);
-  const recent = new RecentTools();
+  // Shared by the replicas through the store; another replica's change tells this one's sessions.
+  const recent = new RecentTools({
+    store: deps.store,
+    onRemoteChange: (agentIds) => {
+      for (const id of agentIds) endpoint.notifyToolsChangedFor(id);
+    },
+  });
   const searchIndexes = new SearchIndexes();
   /** The settings the endpoint's gate read for the request being served (servers are built synchronously). */
   let lastSettings: Settings = DEFAULT_SETTINGS;
@@ -100,7 +106,7 @@ export function createHub(deps: HubDeps): Hub {
     const settings = await deps.settings.current();
     const view = toolViewFor(principal, settings);
     const count = settings['hub.search.recentTools'];
-    return view.kind === 'search' && count > 0 ? { view, recent: recent.recent(principal.id, count) } : { view };
+    return view.kind === 'search' && count > 0 ? { view, recent: await recent.recent(principal.id, count) } : { view };
   };
   // A search-mode agent whose recent tools gained one is told its list changed (its sessions; and the
   // stateless era's listeners, which carry no token to single out).
@@ -287,6 +293,7 @@ export function createHub(deps: HubDeps): Hub {
     async close() {
       unsubscribe();
       await endpoint.close();
+      await recent.close();
     },
   };
 }

@@ -20,7 +20,14 @@ import type { Actor, MemoryEngine } from '../../memory/engine.js';
 import type { Store } from '../../store/db.js';
 import { VERSION } from '../../version.js';
 import { McpEndpoint } from '../endpoint.js';
-import { APPROVAL_STATUS_TOOL, type ApprovalCard, Gate, type GateAnswer, type GatePorts } from '../gate.js';
+import {
+  APPROVAL_STATUS_TOOL,
+  type ApprovalCard,
+  auditedExecution,
+  Gate,
+  type GateAnswer,
+  type GatePorts,
+} from '../gate.js';
 import { jsonToolResult } from '../results.js';
 import { type DatasetView, idScope, readDatasets, wantsPrivate, writeDataset } from './datasets.js';
 import { isMemoryTool, MEMORY_SCHEMAS, MEMORY_TOOLS, type MemoryArgs, type MemoryToolName } from './tools.js';
@@ -359,16 +366,18 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
         throw error;
       }
     },
-    async execute(approval) {
-      if (approval.tool === 'memory_delete') {
-        const a = parseArgs('memory_delete', approval.arguments);
-        return engine.delete(a.ids, idScope(requesterView(approval), a.dataset), requesterActor(approval));
-      }
-      if (approval.tool === 'memory_mental_model_delete') {
-        return engine.mentalModelDelete(parseArgs('memory_mental_model_delete', approval.arguments).id);
-      }
-      return engine.directiveDelete(parseArgs('memory_directive_delete', approval.arguments).id);
-    },
+    execute: (approval) =>
+      // Its call event carries the trace id of the call that waited (tracing on).
+      auditedExecution(deps.audit, 'memory', approval, async (): Promise<unknown> => {
+        if (approval.tool === 'memory_delete') {
+          const a = parseArgs('memory_delete', approval.arguments);
+          return engine.delete(a.ids, idScope(requesterView(approval), a.dataset), requesterActor(approval));
+        }
+        if (approval.tool === 'memory_mental_model_delete') {
+          return engine.mentalModelDelete(parseArgs('memory_mental_model_delete', approval.arguments).id);
+        }
+        return engine.directiveDelete(parseArgs('memory_directive_delete', approval.arguments).id);
+      }),
   };
   deps.approvals.registerExecutor('memory', executor);
 

@@ -11,6 +11,7 @@ import {
   HUB_OFF_REASON,
   Loading,
   Notice,
+  TraceId,
   timeLeft,
   useAsync,
   useDebounced,
@@ -147,6 +148,17 @@ function ApprovalCard({ approval, onDecided }: { approval: Approval; onDecided: 
         <dd className="mono">{approval.tool}</dd>
         <dt>Requested</dt>
         <dd>{when(approval.createdAt)}</dd>
+        {approval.traceId && (
+          <>
+            <dt>Trace</dt>
+            <dd>
+              <TraceId id={approval.traceId} />{' '}
+              <a className="small-text" href={`#/activity/trace/${approval.traceId}`}>
+                activity
+              </a>
+            </dd>
+          </>
+        )}
       </dl>
       <OverrideFacts approval={approval} />
       <h4>Tool description</h4>

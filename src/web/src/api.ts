@@ -270,6 +270,8 @@ export interface Approval {
   decidedAt: string | null;
   decidedBy: { id: string; name: string | null } | null;
   reason: string | null;
+  /** The trace id of the call that asked (tracing on); its approved execution continues that trace. */
+  traceId?: string | null;
 }
 export interface AuditEvent {
   id: number;

@@ -125,6 +125,49 @@ export function ErrorBox({ error, onRetry }: { error: string; onRetry?: () => vo
   );
 }
 
+/** How many hex digits of a trace id a table shows (the whole id is on hover, and copied). */
+const TRACE_SHORT = 8;
+
+/**
+ * An OpenTelemetry trace id: its first digits (the whole id on hover and in what is copied), a copy
+ * button, and — where the screen can filter by it — a button that shows the events of that trace.
+ */
+export function TraceId({ id, onFilter }: { id: string; onFilter?: (id: string) => void }) {
+  const [copied, setCopied] = useState<string>();
+  const copy = () =>
+    navigator.clipboard.writeText(id).then(
+      () => setCopied('Copied'),
+      () => setCopied('Copy failed: select the id and copy it'),
+    );
+  return (
+    <span className="trace-id" data-trace-id={id}>
+      <code title={id}>{id.slice(0, TRACE_SHORT)}</code>{' '}
+      <button type="button" className="link small-text" onClick={copy} aria-label={`Copy trace id ${id}`}>
+        copy
+      </button>
+      {onFilter && (
+        <>
+          {' · '}
+          <button
+            type="button"
+            className="link small-text"
+            onClick={() => onFilter(id)}
+            aria-label={`Show the events of trace ${id}`}
+          >
+            filter
+          </button>
+        </>
+      )}
+      {copied && (
+        <span role="status" className="muted small-text">
+          {' '}
+          {copied}
+        </span>
+      )}
+    </span>
+  );
+}
+
 export function Notice({ kind, children }: { kind: 'ok' | 'error' | 'info'; children: ReactNode }) {
   return (
     <div className={`notice notice-${kind}`} role={kind === 'error' ? 'alert' : 'status'}>
