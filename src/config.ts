@@ -415,6 +415,27 @@ export const SETTINGS = {
     description:
       'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
   },
+  oauthAuthorizeRateLimit: {
+    env: 'GATEHOUSE_OAUTH_AUTHORIZE_RATE_LIMIT',
+    flag: 'oauth-authorize-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to GET /authorize (the consent page); its own allowance.',
+  },
+  oauthTokenRateLimit: {
+    env: 'GATEHOUSE_OAUTH_TOKEN_RATE_LIMIT',
+    flag: 'oauth-token-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to POST /token; its own allowance.',
+  },
+  oauthRevokeRateLimit: {
+    env: 'GATEHOUSE_OAUTH_REVOKE_RATE_LIMIT',
+    flag: 'oauth-revoke-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to POST /revoke; its own allowance, apart from /token.',
+  },
   oidcIssuer: {
     env: 'GATEHOUSE_OIDC_ISSUER',
     flag: 'oidc-issuer',
@@ -542,6 +563,9 @@ export interface Config {
   readonly stdioSandboxUidBase: number;
   readonly stdioInstallTimeoutMs: number;
   readonly nodeEnv: string;
+  readonly oauthAuthorizeRateLimit: number;
+  readonly oauthTokenRateLimit: number;
+  readonly oauthRevokeRateLimit: number;
   readonly oidcIssuer: string | undefined;
   readonly oidcClientId: string | undefined;
   readonly oidcClientSecret: string | undefined;
