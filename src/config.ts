@@ -224,6 +224,20 @@ export const SETTINGS = {
       ),
     description: 'Key sealing upstream secrets (32 bytes, hex or base64). Required with PostgreSQL.',
   },
+  secretKeyPrevious: {
+    env: 'GATEHOUSE_SECRET_KEY_PREVIOUS',
+    flag: 'secret-key-previous',
+    schema: z.string().refine(
+      (list) =>
+        list
+          .split(',')
+          .map((k) => k.trim())
+          .every((k) => /^[0-9a-f]{64}$/i.test(k) || Buffer.from(k, 'base64').length === 32),
+      'expected a comma-separated list of 32-byte keys (64 hex or base64)',
+    ),
+    description:
+      'After a rotation: the older secret keys (comma-separated), which open what they sealed and never seal, until `gatehouse secrets rotate` has re-sealed everything with GATEHOUSE_SECRET_KEY.',
+  },
   adminToken: {
     env: 'GATEHOUSE_ADMIN_TOKEN',
     flag: 'admin-token',
@@ -537,6 +551,7 @@ export interface Config {
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
   readonly secretKey: string | undefined;
+  readonly secretKeyPrevious: string | undefined;
   readonly adminToken: string | undefined;
   readonly opsEnabled: boolean;
   readonly catalog: string | undefined;
