@@ -10,7 +10,9 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { Command } from 'commander';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { runDoctor } from '../../src/cli/doctor.js';
 import { addSecretCommands } from '../../src/cli/secrets.js';
+import { loadConfig } from '../../src/config.js';
 import { SigningKeys } from '../../src/oauth/keys.js';
 import { bindingOf } from '../../src/registry/records.js';
 import { aad } from '../../src/registry/secret-values.js';
@@ -164,6 +166,25 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
       { kid: k1.kid, current: false, values: 7 },
     ]);
     expect(during.retirable).toBe(false);
+    // doctor reads the same ring: the store's key is in it, and the signing key (still under K1) opens.
+    const doctor = async (env: Record<string, string>) => {
+      const config = loadConfig({
+        env: {
+          NODE_ENV: 'test',
+          GATEHOUSE_DATA_DIR: place.dataDir,
+          ...(place.databaseUrl ? { GATEHOUSE_DATABASE_URL: place.databaseUrl } : {}),
+          ...env,
+        },
+      });
+      const { checks } = await runDoctor(config);
+      return Object.fromEntries(checks.map((c) => [c.name, c.status]));
+    };
+    expect(await doctor({ GATEHOUSE_SECRET_KEY: K2, GATEHOUSE_SECRET_KEY_PREVIOUS: K1 })).toMatchObject({
+      'secret key fingerprint': 'ok',
+      'oauth signing keys': 'ok',
+    });
+    expect(await doctor({ GATEHOUSE_SECRET_KEY: K2 })).toMatchObject({ 'oauth signing keys': 'fail' });
+    expect(await doctor({ GATEHOUSE_SECRET_KEY: K1 })).toMatchObject({ 'secret key fingerprint': 'fail' });
     // An agent-free admin operation only: another role is refused.
     const operator = (await g2.request('POST', '/api/tokens', { body: { role: 'operator', name: 'op' } })).json();
     expect((await g2.request('POST', '/api/secrets/rotate', { token: operator.token, body: {} })).statusCode).toBe(403);
