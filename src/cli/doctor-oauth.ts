@@ -1,3 +1,8 @@
+/**
+ * `doctor`'s OAuth rows: the issuer clients will be told (GATEHOUSE_PUBLIC_URL, which must be https
+ * and reachable by them beyond this machine), and the access-token signing keys (present, and the
+ * newest opens with this secret key ring — every replica must hold the same one).
+ */
 import type { Kysely } from 'kysely';
 import { type Config, isLoopbackHost, publicBaseUrl } from '../config.js';
 import { configuredSealKey } from '../secrets/key.js';
