@@ -224,6 +224,20 @@ export const SETTINGS = {
       ),
     description: 'Key sealing upstream secrets (32 bytes, hex or base64). Required with PostgreSQL.',
   },
+  secretKeyPrevious: {
+    env: 'GATEHOUSE_SECRET_KEY_PREVIOUS',
+    flag: 'secret-key-previous',
+    schema: z.string().refine(
+      (list) =>
+        list
+          .split(',')
+          .map((k) => k.trim())
+          .every((k) => /^[0-9a-f]{64}$/i.test(k) || Buffer.from(k, 'base64').length === 32),
+      'expected a comma-separated list of 32-byte keys (64 hex or base64)',
+    ),
+    description:
+      'After a rotation: the older secret keys (comma-separated), which open what they sealed and never seal, until `gatehouse secrets rotate` has re-sealed everything with GATEHOUSE_SECRET_KEY.',
+  },
   adminToken: {
     env: 'GATEHOUSE_ADMIN_TOKEN',
     flag: 'admin-token',
@@ -415,6 +429,27 @@ export const SETTINGS = {
     description:
       'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
   },
+  oauthAuthorizeRateLimit: {
+    env: 'GATEHOUSE_OAUTH_AUTHORIZE_RATE_LIMIT',
+    flag: 'oauth-authorize-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to GET /authorize (the consent page); its own allowance.',
+  },
+  oauthTokenRateLimit: {
+    env: 'GATEHOUSE_OAUTH_TOKEN_RATE_LIMIT',
+    flag: 'oauth-token-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to POST /token; its own allowance.',
+  },
+  oauthRevokeRateLimit: {
+    env: 'GATEHOUSE_OAUTH_REVOKE_RATE_LIMIT',
+    flag: 'oauth-revoke-rate-limit',
+    schema: positiveInt(100_000),
+    default: 120,
+    description: 'Requests per minute per client address to POST /revoke; its own allowance, apart from /token.',
+  },
   oidcIssuer: {
     env: 'GATEHOUSE_OIDC_ISSUER',
     flag: 'oidc-issuer',
@@ -516,6 +551,7 @@ export interface Config {
   readonly dataDir: string;
   readonly databaseUrl: string | undefined;
   readonly secretKey: string | undefined;
+  readonly secretKeyPrevious: string | undefined;
   readonly adminToken: string | undefined;
   readonly opsEnabled: boolean;
   readonly catalog: string | undefined;
@@ -542,6 +578,9 @@ export interface Config {
   readonly stdioSandboxUidBase: number;
   readonly stdioInstallTimeoutMs: number;
   readonly nodeEnv: string;
+  readonly oauthAuthorizeRateLimit: number;
+  readonly oauthTokenRateLimit: number;
+  readonly oauthRevokeRateLimit: number;
   readonly oidcIssuer: string | undefined;
   readonly oidcClientId: string | undefined;
   readonly oidcClientSecret: string | undefined;

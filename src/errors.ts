@@ -340,6 +340,12 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'This server does not use OAuth with that grant.',
   },
+  // Secret-key rotation (issue 18)
+  'secrets.key_missing': {
+    status: 500,
+    mcp: 'result',
+    message: 'A sealed value was sealed with a secret key this gateway does not have (retired too early?).',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -23,6 +23,7 @@ import { pinRoutes } from './api/pins.js';
 import { platformRoutes } from './api/platform.js';
 import { processRoutes } from './api/processes.js';
 import { readyRoutes } from './api/ready.js';
+import { secretsRoutes } from './api/secrets.js';
 import { serverRoutes } from './api/servers.js';
 import { settingsRoutes } from './api/settings.js';
 import { signInRoutes } from './api/signin.js';
@@ -173,7 +174,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
   await startTracing();
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   try {
-    const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
+    const key = await loadSealKey(store, {
+      secretKey: config.secretKey,
+      secretKeyPrevious: config.secretKeyPrevious,
+      dataDir: config.dataDir,
+    });
     const tokens = new TokenStore(store);
     const users = new UserStore(store);
     const sessions = new SessionStore(store);
@@ -492,6 +497,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
         ...oauth.restRoutes(approvals),
+        ...secretsRoutes({ store, key, audit }),
         ...dashboardRoutes(),
         ...userRoutes({
           users,

@@ -1,13 +1,12 @@
 /**
  * `doctor`'s OAuth rows: the issuer clients will be told (GATEHOUSE_PUBLIC_URL, which must be https
  * and reachable by them beyond this machine), and the access-token signing keys (present, and the
- * newest opens with this secret key — every replica must hold the same one).
+ * newest opens with this secret key ring — every replica must hold the same one).
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import { type Config, isLoopbackHost, publicBaseUrl } from '../config.js';
-import { aadFor, sealKeyFrom, unseal } from '../secrets/seal.js';
+import { configuredSealKey } from '../secrets/key.js';
+import { aadFor, unseal } from '../secrets/seal.js';
 import type { Database } from '../store/schema.js';
 
 interface Row {
@@ -39,19 +38,6 @@ export function issuerCheck(config: Config): Row {
   return { name: 'oauth issuer', status: 'ok', detail: `${issuer}${local ? ' (this machine only)' : ''}` };
 }
 
-function secretKey(config: Config): Buffer | undefined {
-  const decode = (text: string) => {
-    const trimmed = text.trim();
-    return /^[0-9a-f]{64}$/i.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64');
-  };
-  if (config.secretKey) return decode(config.secretKey);
-  try {
-    return decode(readFileSync(join(config.dataDir, 'secret.key'), 'utf8'));
-  } catch {
-    return undefined;
-  }
-}
-
 export async function signingKeysCheck(db: Kysely<Database>, config: Config): Promise<Row> {
   const rows = await db
     .selectFrom('oauth_signing_keys')
@@ -66,10 +52,10 @@ export async function signingKeysCheck(db: Kysely<Database>, config: Config): Pr
       detail: 'none yet (one is made, sealed, at the first OAuth token)',
     };
   }
-  const raw = secretKey(config);
+  const ring = configuredSealKey(config);
   try {
-    if (!raw) throw new Error('no key');
-    unseal(sealKeyFrom(raw), newest.private_sealed, aadFor(['oauth-signing-key', newest.kid]));
+    if (!ring) throw new Error('no key');
+    unseal(ring, newest.private_sealed, aadFor(['oauth-signing-key', newest.kid]));
   } catch {
     return {
       name: 'oauth signing keys',

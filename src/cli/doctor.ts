@@ -19,8 +19,7 @@ import SqliteDatabase from 'better-sqlite3';
 import type { Command } from 'commander';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type { Config } from '../config.js';
-import { keyFilePath } from '../secrets/key.js';
-import { sealKeyFrom } from '../secrets/seal.js';
+import { configuredSealKey, keyFilePath } from '../secrets/key.js';
 import { isSettingName, SETTING_KEYS } from '../settings/keys.js';
 import { redactUrl } from '../store/db.js';
 import { LATEST_MIGRATION } from '../store/migrations.js';
@@ -107,10 +106,14 @@ function decodeKey(text: string): Buffer {
 const octal = (mode: number) => `0${(mode & 0o777).toString(8).padStart(3, '0')}`;
 
 /** The secret key's rows; answers the key's fingerprint when a key was found. */
-function keyChecks(config: Config, kind: 'sqlite' | 'postgres', checks: Check[]): string | undefined {
+function keyChecks(config: Config, kind: 'sqlite' | 'postgres', checks: Check[]): string[] | undefined {
+  const ring = () => {
+    const key = configuredSealKey(config);
+    return key ? [key, ...key.previous].map((k) => k.fingerprint) : undefined;
+  };
   if (config.secretKey) {
     checks.push({ name: 'secret key', status: 'ok', detail: 'from GATEHOUSE_SECRET_KEY (32 bytes)' });
-    return sealKeyFrom(decodeKey(config.secretKey)).fingerprint;
+    return ring();
   }
   if (kind === 'postgres') {
     checks.push({
@@ -139,7 +142,7 @@ function keyChecks(config: Config, kind: 'sqlite' | 'postgres', checks: Check[])
     });
     return undefined;
   }
-  const key = decodeKey(text);
+  const key = decodeKey(text.trim().split('\n')[0] ?? '');
   if (key.length !== 32) {
     checks.push({
       name: 'secret key',
@@ -172,7 +175,7 @@ function keyChecks(config: Config, kind: 'sqlite' | 'postgres', checks: Check[])
   } else {
     checks.push({ name: 'secret key permissions', status: 'ok', detail: `mode ${octal(mode)}, owned by you` });
   }
-  return sealKeyFrom(key).fingerprint;
+  return ring();
 }
 
 function dataDirCheck(config: Config): Check | undefined {
@@ -238,7 +241,8 @@ async function migrationCheck(store: ReadOnlyStore): Promise<{ check: Check; beh
   };
 }
 
-async function fingerprintCheck(store: ReadOnlyStore, fingerprint: string | undefined): Promise<Check> {
+async function fingerprintCheck(store: ReadOnlyStore, fingerprints: string[] | undefined): Promise<Check> {
+  const fingerprint = fingerprints?.[0];
   const row = await store.db
     .selectFrom('gatehouse_meta')
     .select('value')
@@ -259,6 +263,14 @@ async function fingerprintCheck(store: ReadOnlyStore, fingerprint: string | unde
       status: 'fail',
       detail: `this store's secrets were sealed with key ${stored}, and no key was found to open them`,
       hint: 'Restore that key (secret.key or GATEHOUSE_SECRET_KEY); without it sealed headers and env values are lost.',
+    };
+  }
+  if (row.value !== fingerprint && fingerprints?.includes(row.value)) {
+    return {
+      name: 'secret key fingerprint',
+      status: 'ok',
+      detail: `the store names a previous key of this ring (${stored}); \`serve\` records the current one at start`,
+      hint: 'After every replica runs with the new key: `gatehouse secrets rotate`, then retire the old key.',
     };
   }
   if (row.value !== fingerprint) {
@@ -440,7 +452,7 @@ export async function runDoctor(config: Config): Promise<{ location: string; che
       const dir = dataDirCheck(config);
       if (dir) checks.push(dir);
     }
-    const fingerprint = keyChecks(config, kind, checks);
+    const fingerprints = keyChecks(config, kind, checks);
     if (migrations.behind) {
       checks.push({
         name: 'store contents',
@@ -458,7 +470,7 @@ export async function runDoctor(config: Config): Promise<{ location: string; che
         checks.push({ name, status: 'fail', detail: `could not check: ${reason(error)}` });
       }
     };
-    await guarded('secret key fingerprint', () => fingerprintCheck(store, fingerprint));
+    await guarded('secret key fingerprint', () => fingerprintCheck(store, fingerprints));
     await guarded('tokens', () => tokenCheck(store, config));
     await guarded('servers', () => serverChecks(store));
     await guarded('settings', () => settingsCheck(store));

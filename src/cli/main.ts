@@ -11,6 +11,7 @@ import { addConnectCommands } from './connect/index.js';
 import { addDoctorCommand } from './doctor.js';
 import { addImportCommand } from './import.js';
 import { ApiError, formatApiError } from './rest-client.js';
+import { addSecretCommands } from './secrets.js';
 import { runServe } from './serve.js';
 import { addServerCommands } from './servers.js';
 import { addStdioBridgeCommand } from './stdio-bridge.js';
@@ -91,6 +92,7 @@ export function buildCli(): Command {
   addStdioBridgeCommand(program);
   addDoctorCommand(program, configFrom);
   addToolsetCommands(program);
+  addSecretCommands(program);
   addImportCommand(program);
   return program;
 }

@@ -317,7 +317,11 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       const store = await openCliStore(config);
       let exported: ReturnType<typeof exportServers>;
       try {
-        const key = await loadSealKey(store, { secretKey: config.secretKey, dataDir: config.dataDir });
+        const key = await loadSealKey(store, {
+          secretKey: config.secretKey,
+          secretKeyPrevious: config.secretKeyPrevious,
+          dataDir: config.dataDir,
+        });
         const records = await new ServerStore(store, key, config.secretEnvPrefix).all();
         const toolsets = await listToolsets(store.db);
         exported = exportServers(records, { secretEnvPrefix: config.secretEnvPrefix, toolsets });

@@ -71,7 +71,7 @@ export function createOAuth(parts: OAuthParts) {
         resource: detail.audience,
       }),
   });
-  const limits = new EndpointLimiter(store);
+  const limits = new EndpointLimiter(store, config);
   const deps = { server, clients, keys, tokens, store, settings, verifier, sealKey, audit, limits, base };
   return {
     keys,

@@ -327,6 +327,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request, reply }) => {
+        await deps.limits.take('authorize', request.ip);
         const base = deps.base();
         let nonce = cookie(request, CSRF_COOKIE);
         if (!nonce || nonce.length < 32) {
@@ -449,7 +450,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       access: 'public',
       mcp: exclude(PROTOCOL),
       handler: async ({ request }) => {
-        await deps.limits.take('token', request.ip);
+        await deps.limits.take('revoke', request.ip);
         await deps.server.revoke(params(request.body), (token) => deps.verifier.verifySignature(token));
         return {};
       },
@@ -484,6 +485,8 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       const { status, body } = oauthErrorAnswer(error instanceof GatehouseError ? error : mapFastify(error));
       request.log.info({ code: body.error }, 'oauth request refused');
       if (status === 401) reply.header('www-authenticate', 'Bearer error="invalid_client"');
+      const retryAfterS = error instanceof GatehouseError ? error.details?.retryAfterS : undefined;
+      if (status === 429 && typeof retryAfterS === 'number') reply.header('retry-after', String(retryAfterS));
       return reply.code(status).header('cache-control', 'no-store').send(body);
     });
     registerRoutes(app, routes);

@@ -2,7 +2,9 @@
  * `per-user` mode through the hub's `/mcp`, as agents meet it: real SDK clients holding tokens that
  * belong to users (REST `userId`) call one per-user upstream. Each call carries its own user's grant
  * (the fixture reports whose JWT reached it); a user who has not connected gets `auth.connect_required`
- * with a sign-in link of their own; a token that belongs to no user gets `auth.user_required`.
+ * with a sign-in link of their own; a token that belongs to no user gets `auth.user_required`. An agent
+ * that declared URL-mode elicitation is sent the link as one (2026-07-28: an input_required round whose
+ * retry runs the call once the person signed in; 2025: the -32042 URL-elicitation-required error).
  */
 import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,8 +58,8 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     expect(back.statusCode).toBe(200);
   }
 
-  async function agent(token: string, era: Era): Promise<Client> {
-    const client = await connectAgent(`${base}/mcp`, token, { era });
+  async function agent(token: string, era: Era, options: Parameters<typeof connectAgent>[2] = {}): Promise<Client> {
+    const client = await connectAgent(`${base}/mcp`, token, { era, ...options });
     clients.push(client);
     return client;
   }
@@ -143,5 +145,74 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     expect((await gw.request('DELETE', '/api/users/me/grants/team', { token: bobAgent })).json().removed).toBe(true);
     expect((await whoami(b)).structuredContent.error.code).toBe('auth.connect_required');
     expect((await whoami(a)).content[0].text).toBe('alice-at-upstream');
+  });
+
+  // Runs after the test above, on its installed per-user server `team` (its tools are known to the hub).
+  it('sends a person to connect as a URL-mode elicitation to agents that declared it, in both eras', async () => {
+    const carol = await user('carol');
+    const carolAgent = await tokenFor('carol-agent', 'agent', carol);
+    const urlCapable = { capabilities: { elicitation: { url: {} } } };
+
+    // 2026-07-28: an input_required round with the link; the agent's person signs in, answers accept, the
+    // SDK client retries the round, and the very call now runs with Carol's new grant.
+    const opened: string[] = [];
+    const modern = await agent(carolAgent, 'modern', {
+      client: urlCapable,
+      prepare: (client) =>
+        client.setRequestHandler('elicitation/create', async (request) => {
+          const params = request.params as { mode?: string; url?: string; message?: string };
+          expect(params.mode).toBe('url');
+          expect(params.message).toContain('"team"');
+          opened.push(params.url as string);
+          await signIn(params.url as string, 'carol-at-upstream');
+          return { action: 'accept' };
+        }),
+    });
+    const seen = mcp.seen.length;
+    const called = await whoami(modern);
+    expect(called.isError).toBeFalsy();
+    expect(called.content[0].text).toBe('carol-at-upstream');
+    expect(opened).toHaveLength(1);
+    const link = new URL(opened[0] as string);
+    expect(link.origin).toBe(as.issuer);
+    expect(link.searchParams.get('redirect_uri')).toBe(`${PUBLIC_URL}/oauth/callback`);
+    expect(mcp.seen.length).toBe(seen + 1); // the first round never reached the upstream
+
+    // A person who declines is not asked again in a loop: the agent gets the tool error with the link.
+    expect((await gw.request('DELETE', '/api/users/me/grants/team', { token: carolAgent })).statusCode).toBe(200);
+    let asked = 0;
+    const declining = await agent(carolAgent, 'modern', {
+      client: urlCapable,
+      prepare: (client) =>
+        client.setRequestHandler('elicitation/create', async () => {
+          asked++;
+          return { action: 'decline' };
+        }),
+    });
+    const declined = await whoami(declining);
+    expect(asked).toBe(1);
+    expect(declined.isError).toBe(true);
+    expect(declined.structuredContent.error.code).toBe('auth.connect_required');
+    expect(declined.structuredContent.error.connectUrl).toMatch(/^http/);
+
+    // 2025: the URL-elicitation-required error (-32042) carries the link; after signing in, the call runs.
+    const legacy = await agent(carolAgent, 'legacy', { client: urlCapable });
+    const refused = (await whoami(legacy).catch((error: unknown) => error)) as {
+      code?: number;
+      data?: { elicitations?: { mode: string; url: string; elicitationId: string }[] };
+    };
+    expect(refused.code).toBe(-32042);
+    const [elicitation] = refused.data?.elicitations ?? [];
+    expect(elicitation?.mode).toBe('url');
+    expect(elicitation?.elicitationId).toBeTruthy();
+    expect(new URL(elicitation?.url as string).origin).toBe(as.issuer);
+    await signIn(elicitation?.url as string, 'carol-again');
+    expect((await whoami(legacy)).content[0].text).toBe('carol-again');
+
+    // An agent that did not declare URL elicitation still gets the tool error carrying the link.
+    expect((await gw.request('DELETE', '/api/users/me/grants/team', { token: carolAgent })).statusCode).toBe(200);
+    const plain = await whoami(await agent(carolAgent, 'modern'));
+    expect(plain.structuredContent.error.code).toBe('auth.connect_required');
+    expect(plain.structuredContent.error.connectUrl).toMatch(/^http/);
   });
 });

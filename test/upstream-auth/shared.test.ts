@@ -164,7 +164,7 @@ describe('upstream OAuth, shared grant', () => {
       .selectFrom('upstream_oauth_grants')
       .selectAll()
       .executeTakeFirstOrThrow();
-    expect(grantRow.access_token.startsWith('v1:')).toBe(true); // sealed
+    expect(grantRow.access_token.startsWith('v2:')).toBe(true); // sealed
     const everything = [
       JSON.stringify((await gw.request('GET', '/api/mcp/servers/docs')).json()),
       JSON.stringify((await gw.request('GET', '/api/mcp/servers/docs/auth')).json()),

@@ -5,6 +5,7 @@
  * arguments in their sandbox, the approval card, and running an allowed call
  * on its upstream (with the multi-round-trip state of 2026-07-28).
  */
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/client';
 import {
   type CallToolResult,
@@ -12,9 +13,11 @@ import {
   type ClientCapabilities,
   type InputRequests,
   type InputRequiredResult,
+  inputRequired,
   LOG_LEVEL_META_KEY,
   ProtocolError,
   type ServerContext,
+  UrlElicitationRequiredError,
 } from '@modelcontextprotocol/server';
 import type { AskRecord } from '../../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
@@ -341,13 +344,33 @@ export function verifiedState(ctx: ServerContext): HubRequestState | undefined {
   return state !== null && typeof state === 'object' ? state : undefined;
 }
 
+/** The key of the hub's own input request that sends a person to connect their upstream account. */
+export const CONNECT_INPUT_KEY = 'gatehouse_connect';
+
+/** Whether the agent declared it can take URL-mode elicitations (a person sent to a page to sign in). */
+function takesUrlElicitation(declared: Record<string, unknown> | undefined): boolean {
+  const elicitation = declared?.elicitation;
+  return (
+    typeof elicitation === 'object' && elicitation !== null && (elicitation as { url?: unknown }).url !== undefined
+  );
+}
+
 /**
  * The hub's refusals: the gate's, except that an upstream's own JSON-RPC error to the call reaches the
- * agent as that protocol error (code, message, data; bounded in `map-error.ts`), as a direct client sees it.
+ * agent as that protocol error (code, message, data; bounded in `map-error.ts`), as a direct client sees it,
+ * and that a 2025-era agent that takes URL elicitations gets `auth.connect_required` as the spec's
+ * URL-elicitation-required error (-32042) carrying the sign-in link.
  */
 function hubRefusal(error: GatehouseError): CallToolResult | undefined {
   const upstream = upstreamRpcErrorOf(error);
   if (upstream) throw new ProtocolError(upstream.code, upstream.message, upstream.data);
+  const { connectUrl, elicitationId } = error.details ?? {};
+  if (error.code === 'auth.connect_required' && typeof connectUrl === 'string' && typeof elicitationId === 'string') {
+    throw new UrlElicitationRequiredError(
+      [{ mode: 'url', elicitationId, url: connectUrl, message: error.message }],
+      error.message,
+    );
+  }
   return isResultError(error) ? errorResult(error) : undefined;
 }
 
@@ -440,20 +463,52 @@ export class HubCalls {
       run: async () => {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
         const { progressToken, notify, log } = ctx;
-        const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
-          principal,
-          signal: ctx.signal,
-          ask,
-          ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
-          continuation: continuationOf(ctx.inputResponses, ctx.state),
-          inputCapabilities,
-          ...(progressToken !== undefined && notify
-            ? {
-                onProgress: (p) =>
-                  void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
-              }
-            : {}),
-        });
+        // The retry of a round the hub started to connect the person's account: its answer is the hub's
+        // (never passed upstream); declined, the call is not elicited again (the agent gets the link instead).
+        const connectRound = ctx.state?.g === 1;
+        const declined =
+          connectRound &&
+          (ctx.inputResponses?.[CONNECT_INPUT_KEY] as { action?: unknown } | undefined)?.action !== 'accept';
+        let result: UpstreamOutcome;
+        try {
+          result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+            principal,
+            signal: ctx.signal,
+            ask,
+            ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
+            continuation: connectRound ? undefined : continuationOf(ctx.inputResponses, ctx.state),
+            inputCapabilities,
+            ...(progressToken !== undefined && notify
+              ? {
+                  onProgress: (p) =>
+                    void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
+                }
+              : {}),
+          });
+        } catch (error) {
+          const known = findGatehouseError(error);
+          const connectUrl = known?.code === 'auth.connect_required' ? known.details?.connectUrl : undefined;
+          if (typeof connectUrl !== 'string' || declined || !takesUrlElicitation(inputCapabilities)) throw error;
+          const message = `Sign in to "${server.row.id}" with your own account, so Gatehouse can call it for you.`;
+          // A 2025-era agent (it can be asked during its call): the URL-elicitation-required error (hubRefusal).
+          if (ctx.ask) {
+            throw new GatehouseError('auth.connect_required', message, {
+              ...known?.details,
+              elicitationId: randomUUID(),
+            });
+          }
+          // 2026-07-28: a URL-mode elicitation in an input_required round; the retry runs the call again.
+          const minted = await this.ports.stateCodec.mint({ ...binding(), g: 1 });
+          return {
+            answer: inputRequiredResult(
+              { [CONNECT_INPUT_KEY]: inputRequired.elicitUrl({ message, url: connectUrl }) },
+              minted,
+            ),
+            outcome: 'input_required',
+            // The link is the person's own (its state binds them): it stays out of the audit trail.
+            audited: { inputRequests: { [CONNECT_INPUT_KEY]: { method: 'elicitation/create', mode: 'url' } } },
+          };
+        }
         if (!needsInput(result)) {
           const answer = scope.kind !== 'single' ? withLinksThroughHub(result, server.row.id) : result;
           return { answer, outcome: result.isError ? 'tool_error' : 'ok' };

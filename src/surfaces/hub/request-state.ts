@@ -22,6 +22,8 @@ export interface HubRequestState {
   u?: string;
   /** The approval whose executed call this flow continues (rounds go through approval_status). */
   a?: string;
+  /** 1: a round the hub started itself (a URL elicitation to connect the person's upstream account). */
+  g?: 1;
 }
 
 /** Rounds are human-paced (someone answers a form): as long as an approval waits by default. */
