@@ -337,8 +337,47 @@ const flows: Table<FlowRow> = {
   },
 };
 
+type ApprovalRow = Pick<Database['approvals'], 'id' | 'sealed_arguments'>;
+
+/** An admin call's literal arguments, sealed while it waits for approval (the card shows them masked). */
+const approvals: Table<ApprovalRow> = {
+  name: 'approvals',
+  batch: (db, offset, limit) =>
+    db
+      .selectFrom('approvals')
+      .select(['id', 'sealed_arguments'])
+      .where('sealed_arguments', 'is not', null)
+      .orderBy('id')
+      .limit(limit)
+      .offset(offset)
+      .execute(),
+  slots: (row) =>
+    row.sealed_arguments === null || row.sealed_arguments === undefined
+      ? []
+      : [
+          {
+            site: { table: 'approvals', row: row.id, field: 'sealed_arguments' },
+            sealed: row.sealed_arguments,
+            aads: [aadFor(['approval-arguments', row.id])],
+            put: (sealed) => {
+              row.sealed_arguments = sealed;
+            },
+          },
+        ],
+  async write(trx, before, after) {
+    return updated(
+      await trx
+        .updateTable('approvals')
+        .set({ sealed_arguments: after.sealed_arguments ?? null })
+        .where('id', '=', before.id)
+        .where('sealed_arguments', '=', before.sealed_arguments ?? '')
+        .executeTakeFirst(),
+    );
+  },
+};
+
 // biome-ignore lint/suspicious/noExplicitAny: each table is typed by its own row; the list is heterogeneous
-const TABLES: Table<any>[] = [servers, signingKeys, grants, clients, flows];
+const TABLES: Table<any>[] = [servers, signingKeys, grants, clients, flows, approvals];
 
 async function urlsOf(db: Db, ids: string[]): Promise<Map<string, string | null>> {
   const unique = [...new Set(ids)];

@@ -74,7 +74,7 @@ describeEachStore('re-sealing beside live writes', (target: StoreTarget) => {
     for (let i = 0; i < GRANTS; i++) {
       await grants.save(
         keyOf(i),
-        { issuer: ISSUER, clientId: 'c', metadata: METADATA as never },
+        { issuer: ISSUER, clientId: 'c', metadata: METADATA as never, resource: keyOf(i).serverUrl },
         { accessToken: `access-${i}-0`, refreshToken: `refresh-${i}-0`, expiresIn: 3600, scopes: [] },
       );
     }
@@ -93,7 +93,7 @@ describeEachStore('re-sealing beside live writes', (target: StoreTarget) => {
         for (let i = round % 7; i < GRANTS && !stop; i += 7) {
           await live.save(
             keyOf(i),
-            { issuer: ISSUER, clientId: 'c', metadata: METADATA as never },
+            { issuer: ISSUER, clientId: 'c', metadata: METADATA as never, resource: keyOf(i).serverUrl },
             { accessToken: `access-${i}-${round}`, refreshToken: `refresh-${i}-${round}`, expiresIn: 3600, scopes: [] },
           );
           latest.set(i, round);

@@ -17,7 +17,7 @@ import { SigningKeys } from '../../src/oauth/keys.js';
 import { bindingOf } from '../../src/registry/records.js';
 import { aad } from '../../src/registry/secret-values.js';
 import type { SealKey } from '../../src/secrets/seal.js';
-import { aadFor, seal, sealKeyFrom } from '../../src/secrets/seal.js';
+import { aadFor, seal, sealKeyFrom, unseal } from '../../src/secrets/seal.js';
 import { type GrantKey, GrantStore } from '../../src/upstream-auth/grants.js';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
@@ -124,7 +124,7 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
     const grants = new GrantStore(g1.gateway.store, k1);
     await grants.save(
       grantKey,
-      { issuer: ISSUER, clientId: 'gatehouse', metadata: METADATA as never },
+      { issuer: ISSUER, clientId: 'gatehouse', metadata: METADATA as never, resource: grantKey.serverUrl },
       { accessToken: `${SENTINEL}-access`, refreshToken: `${SENTINEL}-refresh`, expiresIn: 3600, scopes: ['read'] },
     );
     await grants.saveClient(grantKey, ISSUER, { clientId: 'gatehouse', clientSecret: `${SENTINEL}-client-secret` });
@@ -137,14 +137,38 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
       redirectUri: 'http://127.0.0.1/oauth/callback',
       scopes: ['read'],
       ttlMs: 600_000,
+      resource: grantKey.serverUrl,
     });
     expect((await g1.request('GET', '/oauth/jwks', { token: null })).statusCode).toBe(200); // makes a signing key
+    // An admin call waiting for approval keeps its literal arguments sealed.
+    const waiting = await g1.gateway.approvals.create({
+      surface: 'admin',
+      requester: { id: 'tok_agent', name: 'agent', role: 'agent', groups: [] },
+      serverId: null,
+      tool: 'mcp_server_install',
+      exposedName: 'mcp_server_install',
+      arguments: { url: upstream.url, headers: { 'X-Api-Key': `${SENTINEL}-approval` } },
+      shownArguments: { url: upstream.url, headers: { 'X-Api-Key': { set: true } } },
+      pinHash: null,
+      policyVersion: null,
+      detail: {},
+    });
+    const approvalArguments = async (g: TestGateway, key: SealKey) => {
+      const row = await g.gateway.store.db
+        .selectFrom('approvals')
+        .select('sealed_arguments')
+        .where('id', '=', waiting.id)
+        .executeTakeFirstOrThrow();
+      return unseal(key, row.sealed_arguments ?? '', aadFor(['approval-arguments', waiting.id]));
+    };
+    expect(await approvalArguments(g1, k1)).toContain(`${SENTINEL}-approval`);
     await everythingOpens(g1, k1);
     const before = bodyOf((await g1.request('GET', '/api/secrets/keys')).body);
-    // header, bearer, access, refresh, client secret, verifier, signing key under K1; the legacy header unlabelled.
+    // header, bearer, access, refresh, client secret, verifier, signing key, approval arguments under K1; the
+    // legacy header unlabelled.
     expect(before).toEqual({
       current: k1.kid,
-      keys: [{ kid: k1.kid, current: true, values: 7 }],
+      keys: [{ kid: k1.kid, current: true, values: 8 }],
       unknown: [],
       unlabelled: 1,
       retirable: false,
@@ -163,7 +187,7 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
     const during = bodyOf((await g2.request('GET', '/api/secrets/keys')).body);
     expect(during.keys).toEqual([
       { kid: k2.kid, current: true, values: 0 },
-      { kid: k1.kid, current: false, values: 7 },
+      { kid: k1.kid, current: false, values: 8 },
     ]);
     expect(during.retirable).toBe(false);
     // doctor reads the same ring: the store's key is in it, and the signing key (still under K1) opens.
@@ -193,11 +217,11 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
     const resealed = await g2.request('POST', '/api/secrets/rotate', { body: { batchSize: 1 } });
     expect(resealed.statusCode).toBe(200);
     const report = bodyOf(resealed.body);
-    expect(report).toMatchObject({ resealed: 8, alreadyCurrent: 0, changedMeanwhile: 0, failed: 0, failures: [] });
+    expect(report).toMatchObject({ resealed: 9, alreadyCurrent: 0, changedMeanwhile: 0, failed: 0, failures: [] });
     expect(report.inventory).toEqual({
       current: k2.kid,
       keys: [
-        { kid: k2.kid, current: true, values: 8 },
+        { kid: k2.kid, current: true, values: 9 },
         { kid: k1.kid, current: false, values: 0 },
       ],
       unknown: [],
@@ -220,8 +244,8 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
     });
     await program.parseAsync(['node', 'gatehouse', 'secrets', 'rotate', '--url', base]);
     const printed = out.join('');
-    expect(printed).toContain('re-sealed 0, already current 8, changed meanwhile 0, failed 0');
-    expect(printed).toContain(`${k2.kid}\tcurrent\t8`);
+    expect(printed).toContain('re-sealed 0, already current 9, changed meanwhile 0, failed 0');
+    expect(printed).toContain(`${k2.kid}\tcurrent\t9`);
     expect(printed).toContain(`${k1.kid}\tprevious\t0`);
     expect(printed).toContain('previous keys can be retired');
     for (const secret of [SENTINEL, K1, K2]) expect(printed).not.toContain(secret);
@@ -241,6 +265,7 @@ describeEachStore('secret-key rotation with re-sealing', (target: StoreTarget) =
     // 4. Retire K1: K2 alone opens everything.
     const g3 = await restart({ GATEHOUSE_SECRET_KEY: K2 });
     await everythingOpens(g3, k2);
+    expect(await approvalArguments(g3, k2)).toContain(`${SENTINEL}-approval`);
 
     // 5. A value sealed only under K1 (say, written by a replica still on K1 after the re-seal) fails clearly.
     await g3.gateway.store.db
