@@ -15,6 +15,7 @@ import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
+import { paramHeadersFor } from './param-headers.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
 
 export async function callModernDirect(
@@ -23,7 +24,7 @@ export async function callModernDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel'>,
+  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel' | 'inputSchema'>,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
   const { continuation, inputCapabilities } = options;
@@ -41,7 +42,7 @@ export async function callModernDirect(
   };
   const message = await sendCall(exchange, {
     url: target.url,
-    headers: callHeaders(target, name),
+    headers: withParamHeaders(callHeaders(target, name), paramHeadersFor(options.inputSchema, args)),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
     id,
     signal: deadline.signal,
@@ -70,6 +71,13 @@ function callHeaders(target: DirectTarget, name: string): Record<string, string>
   const headers: Record<string, string> = {};
   for (const [key, value] of order) headers[key] = key === 'mcp-name' ? name : value;
   return headers;
+}
+
+/** The call's `Mcp-Param-*` headers (SEP-2243) among the others, still in the SDK's order. */
+function withParamHeaders(headers: Record<string, string>, params: Record<string, string>): Record<string, string> {
+  const entries = Object.entries(params);
+  if (entries.length === 0) return headers;
+  return inSdkOrder({ ...headers, ...Object.fromEntries(entries.map(([name, value]) => [name.toLowerCase(), value])) });
 }
 
 const headerOrder = new WeakMap<DirectTarget, Array<[string, string]>>();

@@ -8,6 +8,7 @@ import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
+import { paramHeadersFor } from './param-headers.js';
 import type { CallOptions, InteractiveCallOptions, InteractiveCallResult, ListToolsResult } from './types.js';
 
 export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
@@ -75,6 +76,20 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
   return truncated ? { tools, truncated: true } : { tools };
 }
 
+/**
+ * The `Mcp-Param-*` headers of a call on a 2026-07-28 connection, from the tool's schema as Gatehouse
+ * listed it (the SDK client mirrors only from a list it made itself on that very client).
+ */
+function modernParamHeaders(
+  client: Client,
+  inputSchema: unknown,
+  args: Record<string, unknown> | undefined,
+): { headers?: Record<string, string> } {
+  if (inputSchema === undefined || client.getProtocolEra() !== 'modern') return {};
+  const headers = paramHeadersFor(inputSchema, args);
+  return Object.keys(headers).length > 0 ? { headers } : {};
+}
+
 /** Calls one tool and bounds its result; `isError: true` is a normal result. */
 export async function callBoundedTool(
   client: Client,
@@ -82,12 +97,14 @@ export async function callBoundedTool(
   name: string,
   args: Record<string, unknown> | undefined,
   onProgress: CallOptions['onProgress'],
+  inputSchema?: unknown,
 ): Promise<BoundedCallResult> {
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   const carrier = outgoingCarrier();
   if (carrier) params._meta = carrier;
   const result = await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
+    ...modernParamHeaders(client, inputSchema, args),
     ...(onProgress && {
       onprogress: (progress) => {
         // Progress messages are upstream strings too.
@@ -113,7 +130,7 @@ export async function callInteractiveTool(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'onProgress' | 'continuation' | 'inputCapabilities'>,
+  options: Pick<InteractiveCallOptions, 'onProgress' | 'continuation' | 'inputCapabilities' | 'inputSchema'>,
 ): Promise<InteractiveCallResult> {
   const { continuation, onProgress, inputCapabilities } = options;
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
@@ -128,6 +145,7 @@ export async function callInteractiveTool(
   if (carrier) params._meta = { ...(params._meta as Record<string, unknown> | undefined), ...carrier };
   const result = (await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
+    ...modernParamHeaders(client, options.inputSchema, args),
     allowInputRequired: true,
     ...(onProgress && {
       onprogress: (progress) =>

@@ -69,6 +69,11 @@ export interface CallOptions extends OperationOptions {
   onLog?: (message: UpstreamLogMessage) => void;
   /** The lowest level the agent wants (`_meta` logLevel), asked of a 2026-07-28 upstream for this call. */
   logLevel?: string;
+  /**
+   * The tool's `inputSchema` as the upstream lists it: on 2026-07-28 its `x-mcp-header` arguments go out as
+   * `Mcp-Param-*` headers (SEP-2243, `param-headers.ts`).
+   */
+  inputSchema?: unknown;
 }
 
 /** One upstream log message, as `notifications/message` carries it. */

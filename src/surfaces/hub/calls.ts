@@ -209,9 +209,18 @@ export async function runUpstream(
   }
   const upstream = await snapshot.upstreamFor(server, options.principal);
   if (!upstream) throw new GatehouseError('internal_error');
+  // Its `x-mcp-header` arguments go out as `Mcp-Param-*` headers to a 2026-07-28 upstream (SEP-2243).
+  const inputSchema = server.toolsByName.get(toolName)?.definition.inputSchema;
   try {
     return asOutcome(
-      await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
+      await ports
+        .poolFor(upstream.privateNetwork)
+        .callToolInteractive(
+          upstream.target,
+          toolName,
+          args,
+          inputSchema ? { ...interactive, inputSchema } : interactive,
+        ),
     );
   } catch (error) {
     const known = findGatehouseError(error);

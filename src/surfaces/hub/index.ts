@@ -23,6 +23,7 @@ import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
+import { paramHeaderRejection } from './param-check.js';
 import type { HubStateCodec } from './request-state.js';
 import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
@@ -180,6 +181,8 @@ export function createHub(deps: HubDeps): Hub {
       return snapshot.server(scope.serverId, principal.groups) !== undefined;
     },
     buildServer,
+    // SEP-2243: a 2026-07-28 call's `Mcp-Param-*` headers against the tool's `x-mcp-header` arguments.
+    precheck: (request, principal, scope) => paramHeaderRejection({ registry, listViewOf }, request, principal, scope),
     // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).
     admitSession: async (principal) => {
       const settings = await deps.settings.current();
