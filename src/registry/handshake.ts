@@ -63,8 +63,14 @@ export function discoveredIdentity(client: Client): unknown {
   if (discover) return discover;
   const serverInfo = client.getServerVersion();
   const instructions = client.getInstructions();
-  if (!serverInfo && instructions === undefined) return undefined;
-  return { ...(serverInfo ? { serverInfo } : {}), ...(instructions !== undefined ? { instructions } : {}) };
+  // Its declared extensions too (MCP Apps): the hub declares one to agents when an upstream offers it.
+  const extensions = client.getServerCapabilities()?.extensions;
+  if (!serverInfo && instructions === undefined && !extensions) return undefined;
+  return {
+    ...(serverInfo ? { serverInfo } : {}),
+    ...(instructions !== undefined ? { instructions } : {}),
+    ...(extensions ? { capabilities: { extensions } } : {}),
+  };
 }
 
 /** Prompts and resources, as far as the server's capabilities advertise them. */

@@ -17,6 +17,7 @@ import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
 import { paramHeadersFor } from './param-headers.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
+import { withExtensions } from './types.js';
 
 export async function callModernDirect(
   exchange: Exchange,
@@ -24,7 +25,10 @@ export async function callModernDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel' | 'inputSchema'>,
+  options: Pick<
+    InteractiveCallOptions,
+    'continuation' | 'inputCapabilities' | 'extensions' | 'onLog' | 'logLevel' | 'inputSchema'
+  >,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
   const { continuation, inputCapabilities } = options;
@@ -35,7 +39,7 @@ export async function callModernDirect(
     [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
-    [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+    [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, options.extensions),
     // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
     ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
     ...outgoingCarrier(),

@@ -9,7 +9,13 @@ import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAU
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
 import { paramHeadersFor } from './param-headers.js';
-import type { CallOptions, InteractiveCallOptions, InteractiveCallResult, ListToolsResult } from './types.js';
+import {
+  type CallOptions,
+  type InteractiveCallOptions,
+  type InteractiveCallResult,
+  type ListToolsResult,
+  withExtensions,
+} from './types.js';
 
 export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
 
@@ -130,15 +136,18 @@ export async function callInteractiveTool(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'onProgress' | 'continuation' | 'inputCapabilities' | 'inputSchema'>,
+  options: Pick<
+    InteractiveCallOptions,
+    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema'
+  >,
 ): Promise<InteractiveCallResult> {
-  const { continuation, onProgress, inputCapabilities } = options;
+  const { continuation, onProgress, inputCapabilities, extensions } = options;
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
   if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
   // The per-request envelope declares what the agent can answer (the client merges the rest of it).
-  if (inputCapabilities && client.getProtocolEra() === 'modern') {
-    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities };
+  if ((inputCapabilities || extensions) && client.getProtocolEra() === 'modern') {
+    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, extensions) };
   }
   // The trace context in `_meta` too (tracing on): MCP's own carrier, read by servers on any transport.
   const carrier = outgoingCarrier();

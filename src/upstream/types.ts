@@ -104,6 +104,11 @@ export interface InteractiveCallOptions extends CallOptions {
    */
   inputCapabilities?: Record<string, unknown> | undefined;
   /**
+   * Extensions the agent declared that Gatehouse passes on (MCP Apps, `io.modelcontextprotocol/ui`): declared
+   * to a 2026-07-28 upstream for this call, beside the input capabilities, so it answers as to that agent.
+   */
+  extensions?: Record<string, unknown> | undefined;
+  /**
    * Relays what a 2025-era upstream asks during the call (sampling, elicitation, roots) to the calling
    * agent (`asks.ts`). Given, a dual-era upstream is driven at 2025 for this call, so it can ask.
    */
@@ -132,4 +137,13 @@ export interface PoolStats {
   eraByUrl: number;
   /** Calls sent as one plain HTTP exchange (see `exchange`) since the pool was made. */
   directCalls: number;
+}
+
+/** The client capabilities a 2026-07-28 call declares: the agent's input ones, and the extensions passed on. */
+export function withExtensions(
+  inputCapabilities: Record<string, unknown> | undefined,
+  extensions: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  if (!extensions) return inputCapabilities ?? {};
+  return { ...inputCapabilities, extensions };
 }

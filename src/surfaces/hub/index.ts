@@ -174,8 +174,9 @@ export function createHub(deps: HubDeps): Hub {
       return lastSettings['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled');
     },
     scopeVisible: async (scope, principal) => {
-      if (scope.kind === 'aggregate') return true;
+      // Read for every scope: the server built next declares what the current snapshot offers (MCP Apps).
       const snapshot = await registry.snapshot();
+      if (scope.kind === 'aggregate') return true;
       // A toolset exists for everyone; what each agent sees in it is still per server (exposure, policy).
       if (scope.kind === 'toolset') return snapshot.toolsets.has(scope.toolset);
       return snapshot.server(scope.serverId, principal.groups) !== undefined;

@@ -24,7 +24,14 @@ import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from
 import type { ApprovedRounds } from './approved-rounds.js';
 import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
-import { GATEHOUSE_PREFIX, isGatehouseUri, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import {
+  GATEHOUSE_PREFIX,
+  isGatehouseUri,
+  UI_EXTENSION,
+  unwrapResourceUri,
+  wrapResourceTemplate,
+  wrapResourceUri,
+} from './names.js';
 import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
@@ -234,7 +241,13 @@ export function buildHubServer(
   view?: ToolView,
 ): Server {
   // The endpoint read the snapshot for this very request (is the scope visible?) before building.
-  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope, view);
+  const latest = deps.registry.latest();
+  const identity = hubIdentity(latest, principal.groups, scope, view);
+  // MCP Apps is declared where an upstream behind this scope offers it (a toolset is tools only: no UI resources).
+  const offersUi =
+    scope.kind === 'aggregate'
+      ? (latest?.offersUi(principal.groups) ?? false)
+      : scope.kind === 'single' && (latest?.server(scope.serverId, principal.groups)?.offersUi ?? false);
   const server = new Server(
     { ...identity.serverInfo },
     {
@@ -247,6 +260,7 @@ export function buildHubServer(
         // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
         // (one per request on 2026-07-28): a level is the agent session's own, never global.
         logging: {},
+        ...(offersUi ? { extensions: { [UI_EXTENSION]: {} } } : {}),
       },
       instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
@@ -313,6 +327,7 @@ export function buildHubServer(
           request.params as Parameters<typeof callContextOf>[1],
           sessionLogLevel(server),
           askable(inputs),
+          server.getClientCapabilities(),
         ),
         inputs,
         VIA_CALL_TOOL,
@@ -326,7 +341,7 @@ export function buildHubServer(
       snapshot,
       callScope,
       params,
-      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs)),
+      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs), server.getClientCapabilities()),
       inputs,
     );
   });

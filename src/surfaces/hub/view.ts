@@ -26,7 +26,7 @@ import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
 import { toToolset } from '../../toolsets/store.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
-import { exposeNames, grantDisplayNames, wrapUiMeta } from './names.js';
+import { exposeNames, grantDisplayNames, UI_EXTENSION, wrapUiMeta } from './names.js';
 
 export interface HubTool {
   exposed: string;
@@ -76,11 +76,18 @@ export interface HubServer {
   resources: readonly Resource[];
   /** What the upstream said of itself at its last handshake (`/mcp/s/{server}` passes it on). */
   identity: UpstreamIdentity;
+  /**
+   * Whether it offers MCP Apps (`io.modelcontextprotocol/ui`): it declared the extension, or it has a `ui://`
+   * resource or a tool naming one. The hub then declares the extension to agents that see this server.
+   */
+  offersUi: boolean;
 }
 
 export interface UpstreamIdentity {
   serverInfo?: Implementation | undefined;
   instructions?: string | undefined;
+  /** The extensions its capabilities declared (`capabilities.extensions`), when it said. */
+  extensions?: Record<string, unknown> | undefined;
 }
 
 /** The upstream's `serverInfo` and `instructions` from its stored discover result (or `initialize` answer). */
@@ -90,13 +97,18 @@ function identityOf(discover: string | null): UpstreamIdentity {
     const parsed = JSON.parse(discover) as {
       serverInfo?: unknown;
       instructions?: unknown;
+      capabilities?: { extensions?: unknown };
       _meta?: Record<string, unknown>;
     } | null;
+    const extensions = parsed?.capabilities?.extensions;
     // A 2026-07-28 discover result names the server in its `_meta`; a 2025 `initialize` in `serverInfo`.
     const info = (parsed?.serverInfo ?? parsed?._meta?.[SERVER_INFO_META_KEY]) as Implementation | undefined;
     return {
       ...(info && typeof info.name === 'string' && typeof info.version === 'string' ? { serverInfo: info } : {}),
       ...(typeof parsed?.instructions === 'string' ? { instructions: parsed.instructions } : {}),
+      ...(extensions && typeof extensions === 'object' && !Array.isArray(extensions)
+        ? { extensions: extensions as Record<string, unknown> }
+        : {}),
     };
   } catch {
     return {};
@@ -174,6 +186,7 @@ export type UpstreamAuthorizer = ((
 
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
+  private readonly uiOffered = new Map<string, boolean>();
   /** Display names of overrides in force (a name outside `<server>__` shapes), for the aggregate's lookups. */
   readonly renamed = new Map<string, HubTool>();
   readonly toolsets = new Map<string, Toolset>();
@@ -237,6 +250,17 @@ export class Snapshot {
   server(id: string, groups: readonly string[]): HubServer | undefined {
     const server = this.servers.get(id);
     return server?.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
+  }
+
+  /** Whether any server a set of groups sees offers MCP Apps (cached for the life of this snapshot). */
+  offersUi(groups: readonly string[]): boolean {
+    const key = [...groups].sort().join(',');
+    let offers = this.uiOffered.get(key);
+    if (offers === undefined) {
+      offers = this.visibleTo(groups).some((server) => server.offersUi);
+      this.uiOffered.set(key, offers);
+    }
+    return offers;
   }
 
   /** The aggregate tools/list for a set of groups, cached for the life of this snapshot. */
@@ -418,6 +442,7 @@ export class HubRegistry {
         if (exposed === undefined) continue;
         prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
       }
+      const identity = identityOf(row.discover);
       servers.set(row.id, {
         row,
         detail,
@@ -426,7 +451,8 @@ export class HubRegistry {
         toolsByName,
         prompts,
         resources: detail.discoveredResources as Resource[],
-        identity: identityOf(row.discover),
+        identity,
+        offersUi: offersUi(identity, detail),
       });
     }
     const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row), this.authorizer);
@@ -435,6 +461,27 @@ export class HubRegistry {
     this.built = snapshot;
     return snapshot;
   }
+}
+
+/** The `ui://` resource a tool's MCP Apps UI renders (`_meta.ui.resourceUri`, or the draft's `ui/resourceUri`). */
+export function uiResourceOf(tool: { _meta?: unknown }): string | undefined {
+  const meta = tool._meta as Record<string, unknown> | undefined;
+  if (!meta || typeof meta !== 'object') return undefined;
+  const ui = meta.ui as { resourceUri?: unknown } | undefined;
+  const uri = ui && typeof ui === 'object' ? ui.resourceUri : meta['ui/resourceUri'];
+  return typeof uri === 'string' && uri.startsWith('ui://') ? uri : undefined;
+}
+
+/** Whether an upstream offers MCP Apps: the extension declared, a `ui://` resource listed, or a tool naming one. */
+function offersUi(identity: UpstreamIdentity, detail: ServerDetail): boolean {
+  if (identity.extensions?.[UI_EXTENSION] !== undefined) return true;
+  if (
+    (detail.discoveredResources as { uri?: unknown }[]).some(
+      (r) => typeof r?.uri === 'string' && r.uri.startsWith('ui://'),
+    )
+  )
+    return true;
+  return detail.discoveredTools.some((tool) => uiResourceOf(tool as { _meta?: unknown }) !== undefined);
 }
 
 /** A quarantined tool's reason: its pin's, or `override` when its override lost a fixed argument. */
