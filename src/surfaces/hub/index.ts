@@ -29,6 +29,7 @@ import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
+import { createUiPinGuard } from './ui-pins.js';
 import { HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
 
 export interface HubDeps {
@@ -123,6 +124,7 @@ export function createHub(deps: HubDeps): Hub {
   });
 
   const subscriptions = new ResourceSubscriptions();
+  const uiPins = createUiPinGuard({ store: deps.store, records: deps.records, events: deps.events });
   const withUpstream = async <T>(
     snapshot: Snapshot,
     server: HubServer,
@@ -150,6 +152,7 @@ export function createHub(deps: HubDeps): Hub {
         subscriptions,
         listViewOf,
         searchIndexes,
+        uiPins,
       },
       principal,
       scope,

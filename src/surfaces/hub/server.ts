@@ -48,6 +48,7 @@ import {
   VIA_CALL_TOOL,
 } from './search/meta-tools.js';
 import type { ResourceSubscriptions } from './subscriptions.js';
+import { isUiUri, type UiPinGuard } from './ui-pins.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
@@ -143,6 +144,8 @@ export interface HubServerDeps {
   listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
   /** Search mode's index, rebuilt in the background when the catalog changes. */
   searchIndexes: SearchIndexes;
+  /** Checks a `ui://` resource's content against its pin before it is served. */
+  uiPins: UiPinGuard;
 }
 
 const INSTRUCTIONS =
@@ -570,6 +573,8 @@ export function buildHubServer(
       );
       if (isInputRequired(answer)) return answer as InputRequiredResult;
       const result = answer as ReadResourceResult;
+      // An MCP Apps UI resource is served only as pinned (a changed one is quarantined, with its diff).
+      if (isUiUri(uri)) await deps.uiPins.admit(owner, uri, result.contents);
       if (scope.kind === 'single') return result;
       return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };
     } catch (error) {

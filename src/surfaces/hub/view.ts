@@ -17,6 +17,7 @@ import { missingArguments, type OverrideReason, overriddenTool, type ToolOverrid
 import { OVERRIDE_KIND, type OverrideRecord, toOverrideRecord } from '../../overrides/store.js';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
+import { uiResourceOf } from '../../policy/pins.js';
 import { classifyTool } from '../../policy/tool-policy.js';
 import { isUsable, type ToolVerdict, toolVerdict } from '../../policy/verdicts.js';
 import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
@@ -76,6 +77,8 @@ export interface HubServer {
   resources: readonly Resource[];
   /** What the upstream said of itself at its last handshake (`/mcp/s/{server}` passes it on). */
   identity: UpstreamIdentity;
+  /** Its UI resources' pins (`ui://` URI → pin), checked on every read through the hub (`ui-pins.ts`). */
+  uiPins: ReadonlyMap<string, PinView>;
   /**
    * Whether it offers MCP Apps (`io.modelcontextprotocol/ui`): it declared the extension, or it has a `ui://`
    * resource or a tool naming one. The hub then declares the extension to agents that see this server.
@@ -371,6 +374,7 @@ export class HubRegistry {
     ]);
     const overrides = new Map<string, OverrideRecord>();
     const pinsByServer = new Map<string, Map<string, PinView>>();
+    const uiPinsByServer = new Map<string, Map<string, PinView>>();
     /** Prompts whose pin is in force (`pinned`), per server: only they are listed and served. */
     const pinnedPrompts = new Map<string, Set<string>>();
     for (const row of pinRows) {
@@ -382,6 +386,15 @@ export class HubRegistry {
           pinnedPrompts.set(row.server_id, names);
         }
         names.add(row.tool_name);
+        continue;
+      }
+      if (row.kind === 'resource') {
+        let pins = uiPinsByServer.get(row.server_id);
+        if (!pins) {
+          pins = new Map();
+          uiPinsByServer.set(row.server_id, pins);
+        }
+        pins.set(row.tool_name, toPinView(row));
         continue;
       }
       if (row.kind === OVERRIDE_KIND) {
@@ -452,6 +465,7 @@ export class HubRegistry {
         prompts,
         resources: detail.discoveredResources as Resource[],
         identity,
+        uiPins: uiPinsByServer.get(row.id) ?? new Map(),
         offersUi: offersUi(identity, detail),
       });
     }
@@ -461,15 +475,6 @@ export class HubRegistry {
     this.built = snapshot;
     return snapshot;
   }
-}
-
-/** The `ui://` resource a tool's MCP Apps UI renders (`_meta.ui.resourceUri`, or the draft's `ui/resourceUri`). */
-export function uiResourceOf(tool: { _meta?: unknown }): string | undefined {
-  const meta = tool._meta as Record<string, unknown> | undefined;
-  if (!meta || typeof meta !== 'object') return undefined;
-  const ui = meta.ui as { resourceUri?: unknown } | undefined;
-  const uri = ui && typeof ui === 'object' ? ui.resourceUri : meta['ui/resourceUri'];
-  return typeof uri === 'string' && uri.startsWith('ui://') ? uri : undefined;
 }
 
 /** Whether an upstream offers MCP Apps: the extension declared, a `ui://` resource listed, or a tool naming one. */
