@@ -115,6 +115,10 @@ describe('UI resources pinned like tools', { timeout: 60_000 }, () => {
         expect(error?.message).toContain('waits for an operator to review it');
         expect(error?.data).toMatchObject({ code: 'resource.quarantined', reason: 'changed' });
       }
+      // Refusing it again writes nothing more (no store round trip per read of a quarantined app).
+      const version = gw.gateway.store.version('servers');
+      expect((await refusal(agents[0]!.readResource({ uri: WRAPPED })))?.data).toMatchObject({ reason: 'changed' });
+      expect(gw.gateway.store.version('servers')).toBe(version);
       // Unprefixed on /mcp/s/{id} too: the pin is the server's, whatever the path.
       expect((await refusal(single.readResource({ uri: APP_URI })))?.data).toMatchObject({
         code: 'resource.quarantined',

@@ -36,7 +36,11 @@ export function createUiPinGuard(deps: { store: Store; records: ServerStore; eve
       const item = uiResourceItem(uri, contents);
       if (!item) return; // nothing to render, nothing to pin
       const pin = server.uiPins.get(uri);
-      if (pin?.state === 'pinned' && pin.pinHash === itemPinHash(item, 'resource', pin.scheme)) return;
+      const hash = pin ? itemPinHash(item, 'resource', pin.scheme) : undefined;
+      if (pin?.state === 'pinned' && pin.pinHash === hash) return;
+      // Already waiting for review with this very content: refused without touching the store again.
+      if (pin?.state === 'quarantined' && pin.pendingHash === hash && pin.pinHash !== hash)
+        throw refusal(server, uri, pin.reason);
       // New, changed, or waiting for review: compared (and recorded) in the store, as a handshake would.
       let changes: PinChange[] = [];
       let admitted = false;
@@ -83,12 +87,19 @@ export function createUiPinGuard(deps: { store: Store; records: ServerStore; eve
         }
       }
       if (admitted) return;
-      const reason = changes[0]?.reason ?? pin?.reason ?? 'changed';
-      throw new ProtocolError(
-        ERROR_CATALOGUE['resource.quarantined'].mcp,
-        `${ERROR_CATALOGUE['resource.quarantined'].message} (${reason})`,
-        { code: 'resource.quarantined', server: server.row.id, uri, reason },
-      );
+      throw refusal(server, uri, changes[0]?.reason ?? pin?.reason);
     },
   };
+}
+
+/** What an agent reading a quarantined UI resource gets: a protocol error naming why (no tool result to carry it). */
+function refusal(server: HubServer, uri: string, why: string | null | undefined): ProtocolError {
+  const reason = why ?? 'changed';
+  const { mcp, message } = ERROR_CATALOGUE['resource.quarantined'];
+  return new ProtocolError(mcp, `${message} (${reason})`, {
+    code: 'resource.quarantined',
+    server: server.row.id,
+    uri,
+    reason,
+  });
 }
