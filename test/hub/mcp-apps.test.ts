@@ -131,6 +131,12 @@ describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
     clients.push(legacyHost);
     await legacyHost.callTool({ name: 'apps__chart', arguments: {} });
     expect(envelopeOfLastCall()).toMatchObject({ extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } });
+    // Reading the app on the agent's behalf declares it too.
+    await withUi.readResource({ uri: 'ui://apps/charts/bar.html' });
+    const read = JSON.parse(upstream.log.withMethod('resources/read').at(-1)?.body ?? '{}');
+    expect(read.params?._meta?.['io.modelcontextprotocol/clientCapabilities']).toMatchObject({
+      extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } },
+    });
     const withoutUi = await connectAgent(`${base}/mcp`, token, { era: 'modern' });
     clients.push(withoutUi);
     await withoutUi.callTool({ name: 'apps__chart', arguments: {} });

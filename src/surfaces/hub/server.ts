@@ -22,7 +22,14 @@ import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
-import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
+import {
+  agentExtensions,
+  agentInputCapabilities,
+  type CallScope,
+  callContextOf,
+  type HubCalls,
+  resolveTool,
+} from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import {
   GATEHOUSE_PREFIX,
@@ -393,6 +400,7 @@ export function buildHubServer(
             ctx.mcpReq.signal,
             principal,
           ),
+        agentExtensions(ctx, server.getClientCapabilities()),
       )) as GetPromptResult;
     } catch (error) {
       throw asProtocolError(error);
@@ -570,6 +578,7 @@ export function buildHubServer(
             ctx.mcpReq.signal,
             principal,
           ),
+        agentExtensions(ctx, server.getClientCapabilities()),
       );
       if (isInputRequired(answer)) return answer as InputRequiredResult;
       const result = answer as ReadResourceResult;
