@@ -8,7 +8,7 @@ import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
-import { paramHeadersFor } from './param-headers.js';
+import { paramHeadersFor, scanParamHeaders } from './param-headers.js';
 import {
   type CallOptions,
   type InteractiveCallOptions,
@@ -49,7 +49,11 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
       throw error;
     }
     pages += 1;
+    // SEP-2243: on 2026-07-28 a client must leave out a tool whose `x-mcp-header` marks break the rules (it could
+    // never be called with the right headers); the SDK client does it on its own list, this list is Gatehouse's.
+    const modern = client.getProtocolEra() === 'modern';
     for (const raw of page.tools) {
+      if (modern && !scanParamHeaders(raw.inputSchema).valid) continue;
       if (tools.length >= LIST_LIMITS.maxTools) {
         truncated = true;
         break;

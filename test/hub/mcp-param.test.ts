@@ -40,6 +40,18 @@ function register(server: McpServer): void {
       content: [{ type: 'text' as const, text: `region=${region ?? '-'} priority=${priority ?? '-'}` }],
     }),
   );
+  // An annotation on an object is invalid: a client must leave the tool out (and so never call it).
+  server.registerTool(
+    'bad_route',
+    {
+      description: 'Invalid x-mcp-header.',
+      inputSchema: fromJsonSchema<{ where?: object }>({
+        type: 'object',
+        properties: { where: { type: 'object', 'x-mcp-header': 'Where' } },
+      } as never),
+    },
+    async () => ({ content: [{ type: 'text' as const, text: 'should not be reached' }] }),
+  );
 }
 
 describe('Mcp-Param headers (SEP-2243) through the hub', { timeout: 60_000 }, () => {
@@ -56,7 +68,7 @@ describe('Mcp-Param headers (SEP-2243) through the hub', { timeout: 60_000 }, ()
       201,
     );
     const policy = await gw.request('PATCH', '/api/mcp/servers/geo/tools', {
-      body: { mode: 'all', allow: ['route'], defaultTier: 'blocked' },
+      body: { mode: 'all', allow: ['route', 'bad_route'], defaultTier: 'blocked' },
     });
     expect(policy.statusCode).toBe(200);
     expect((await gw.request('POST', '/api/mcp/servers/geo/test')).json().ok).toBe(true);
@@ -96,10 +108,15 @@ describe('Mcp-Param headers (SEP-2243) through the hub', { timeout: 60_000 }, ()
 
   const lastUpstreamCall = () => upstream.log.withMethod('tools/call').at(-1)?.headers ?? {};
 
-  it('lists the x-mcp-header annotations to agents unchanged', async () => {
+  it('lists the x-mcp-header annotations to agents unchanged; a tool with an invalid one is left out', async () => {
     const agent = await connectAgent(`${base}/mcp`, token, { era: 'modern' });
     clients.push(agent);
-    const tool = (await agent.listTools()).tools.find((t) => t.name === 'geo__route');
+    const listed = (await agent.listTools()).tools;
+    const tool = listed.find((t) => t.name === 'geo__route');
+    // Gatehouse, as the upstream's client, excluded it at the handshake (the SDK v2 client's SEP-2243 MUST).
+    const { discoveredTools } = (await gw.request('GET', '/api/mcp/servers/geo')).json();
+    expect(discoveredTools.map((t: { name: string }) => t.name).sort()).toEqual(['echo', 'route']);
+    expect(listed.map((t) => t.name)).not.toContain('geo__bad_route');
     expect(tool?.inputSchema.properties).toMatchObject({
       region: { 'x-mcp-header': 'Region' },
       priority: { 'x-mcp-header': 'Priority' },
