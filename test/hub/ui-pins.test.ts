@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { sqliteTarget } from '../helpers/stores.js';
+import { POSTGRES_AVAILABLE, postgresTarget, type StoreTarget, sqliteTarget } from '../helpers/stores.js';
 
 const APP_URI = 'ui://charts/bar.html';
 const WRAPPED = 'ui://apps/charts/bar.html';
@@ -54,8 +54,8 @@ describe('UI resources pinned like tools', { timeout: 60_000 }, () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function setUp(upstreamEra: Era, state: { html: string }) {
-    const gw = await startTestGateway(sqliteTarget);
+  async function setUp(upstreamEra: Era, state: { html: string }, target: StoreTarget = sqliteTarget) {
+    const gw = await startTestGateway(target);
     cleanups.push(() => gw.close());
     const options = { host: PUBLIC_TEST_HOST, tools: ['echo'] as const, register: appServer(state) };
     const upstream = upstreamEra === 'modern' ? await startModernServer(options) : await startLegacyServer(options);
@@ -149,20 +149,28 @@ describe('UI resources pinned like tools', { timeout: 60_000 }, () => {
     });
   }
 
-  it('a handshake that sees the change quarantines it; the old content back releases it', async () => {
-    const state = { html: FIRST };
-    const { gw, token, base } = await setUp('modern', state);
-    state.html = CHANGED;
-    expect((await gw.request('POST', '/api/mcp/servers/apps/test')).json().ok).toBe(true);
-    expect(await resourcePin(gw)).toMatchObject({ state: 'quarantined', reason: 'changed' });
-    const agent = await connectAgent(`${base}/mcp`, token, { era: 'modern' });
-    clients.push(agent);
-    expect((await refusal(agent.readResource({ uri: WRAPPED })))?.data).toMatchObject({
-      code: 'resource.quarantined',
-    });
-    // The upstream goes back to the approved app: a read releases the quarantine and serves it.
-    state.html = FIRST;
-    expect((await agent.readResource({ uri: WRAPPED })).contents[0]).toMatchObject({ text: FIRST });
-    expect(await resourcePin(gw)).toMatchObject({ state: 'pinned' });
-  });
+  for (const [store, target] of [
+    ['SQLite', sqliteTarget],
+    ['PostgreSQL', postgresTarget],
+  ] as const) {
+    it.skipIf(store === 'PostgreSQL' && !POSTGRES_AVAILABLE)(
+      `a handshake that sees the change quarantines it; the old content back releases it (${store})`,
+      async () => {
+        const state = { html: FIRST };
+        const { gw, token, base } = await setUp('modern', state, target);
+        state.html = CHANGED;
+        expect((await gw.request('POST', '/api/mcp/servers/apps/test')).json().ok).toBe(true);
+        expect(await resourcePin(gw)).toMatchObject({ state: 'quarantined', reason: 'changed' });
+        const agent = await connectAgent(`${base}/mcp`, token, { era: 'modern' });
+        clients.push(agent);
+        expect((await refusal(agent.readResource({ uri: WRAPPED })))?.data).toMatchObject({
+          code: 'resource.quarantined',
+        });
+        // The upstream goes back to the approved app: a read releases the quarantine and serves it.
+        state.html = FIRST;
+        expect((await agent.readResource({ uri: WRAPPED })).contents[0]).toMatchObject({ text: FIRST });
+        expect(await resourcePin(gw)).toMatchObject({ state: 'pinned' });
+      },
+    );
+  }
 });
