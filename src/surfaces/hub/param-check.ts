@@ -37,6 +37,8 @@ export async function paramHeaderRejection(
     return undefined;
   if (nameHeader.trim() !== name) return undefined;
   const snapshot = await deps.registry.snapshot();
+  // The common case, no tool of the catalog declares a header: nothing more to look at.
+  if (!snapshot.declaresParamHeaders) return undefined;
   const callScope = scope.kind === 'aggregate' ? callScopeOf(scope, await deps.listViewOf(principal, scope)) : scope;
   const resolution = resolveTool(snapshot, principal.groups, callScope, name);
   if ('missing' in resolution) return undefined;

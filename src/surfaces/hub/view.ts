@@ -26,6 +26,7 @@ import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
 import { toToolset } from '../../toolsets/store.js';
+import { scanParamHeaders } from '../../upstream/param-headers.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
 import { exposeNames, grantDisplayNames, UI_EXTENSION, wrapUiMeta } from './names.js';
 
@@ -190,6 +191,7 @@ export type UpstreamAuthorizer = ((
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
   private readonly uiOffered = new Map<string, boolean>();
+  private paramHeaders: boolean | undefined;
   /** Display names of overrides in force (a name outside `<server>__` shapes), for the aggregate's lookups. */
   readonly renamed = new Map<string, HubTool>();
   readonly toolsets = new Map<string, Toolset>();
@@ -253,6 +255,16 @@ export class Snapshot {
   server(id: string, groups: readonly string[]): HubServer | undefined {
     const server = this.servers.get(id);
     return server?.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
+  }
+
+  /** Whether any tool marks arguments with `x-mcp-header` (SEP-2243): if none, no call's headers need checking. */
+  get declaresParamHeaders(): boolean {
+    this.paramHeaders ??= [...this.servers.values()].some((server) =>
+      [...server.tools.values()].some(
+        (tool) => (scanParamHeaders(tool.definition.inputSchema).declarations?.length ?? 0) > 0,
+      ),
+    );
+    return this.paramHeaders;
   }
 
   /** Whether any server a set of groups sees offers MCP Apps (cached for the life of this snapshot). */
