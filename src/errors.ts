@@ -92,6 +92,12 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'A path argument points outside the allowed workspace.',
   },
+  /** An MCP Apps UI resource (`ui://`) whose content changed (or is new and unreviewed): a read is refused. */
+  'resource.quarantined': {
+    status: 403,
+    mcp: JSONRPC_INVALID_PARAMS,
+    message: 'This UI resource changed since it was approved and waits for an operator to review it.',
+  },
   'hub.disabled': { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'The hub is switched off.' },
   /** What a caller gets for a tool it may not see: exactly what a tool that does not exist gets. */
   unknown_tool: { status: 404, mcp: JSONRPC_INVALID_PARAMS, message: 'Unknown tool.' },

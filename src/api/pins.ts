@@ -26,12 +26,13 @@ import { defineRoute, type RouteDeclaration } from './route.js';
 const MANAGERS = ['admin', 'operator'] as const;
 
 const idParams = z.strictObject({ id: serverIdSchema });
-const toolParams = z.strictObject({ id: serverIdSchema, tool: z.string().min(1).max(256) });
+/** `{tool}` names a tool, a prompt, or a UI resource by its `ui://` URI (percent-encoded in the path). */
+const toolParams = z.strictObject({ id: serverIdSchema, tool: z.string().min(1).max(2048) });
 const approveBody = z.strictObject({
   /** The pending hash the operator reviewed (required): a definition that changed again since is refused (409). */
   pendingHash: z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 hex digest'),
-  /** What `{tool}` names: a tool (default) or a prompt. */
-  kind: z.enum(['tool', 'prompt']).optional(),
+  /** What `{tool}` names: a tool (default), a prompt, or an MCP Apps UI resource (`ui://` URI). */
+  kind: z.enum(['tool', 'prompt', 'resource']).optional(),
 });
 
 export interface PinReview extends PinView {
@@ -64,7 +65,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       method: 'GET',
       url: '/api/mcp/pins/quarantined',
       summary:
-        "Every server's quarantined tools and prompts in one list (each with its server's id and name, the diff and hidden-content flags): the approvals inbox reads it in one request.",
+        "Every server's quarantined tools, prompts and UI resources in one list (each with its server's id and name, the diff and hidden-content flags): the approvals inbox reads it in one request.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_pins_quarantined', tier: 'autonomousRead' },
@@ -82,7 +83,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       method: 'GET',
       url: '/api/mcp/servers/:id/pins',
       summary:
-        "A server's pins (tools and prompts, each with its kind); quarantined ones carry a field-by-field diff and hidden-content flags.",
+        "A server's pins (tools, prompts and ui:// UI resources, each with its kind); quarantined ones carry a field-by-field diff and hidden-content flags.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pins', tier: 'autonomousRead' },
@@ -98,7 +99,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
       method: 'POST',
       url: '/api/mcp/servers/:id/pins/:tool/approve',
       summary:
-        "Approve a quarantined tool's new definition, named by the pendingHash the operator reviewed (409 pin.changed when it changed again): it becomes the pin, and approvals bound to the old one end.",
+        "Approve a quarantined tool's (prompt's, UI resource's) new definition, named by the pendingHash the operator reviewed (409 pin.changed when it changed again): it becomes the pin, and approvals bound to the old one end.",
       scope: 'servers',
       access: MANAGERS,
       mcp: { tool: 'mcp_server_pin_approve', tier: 'gated' },
@@ -121,7 +122,7 @@ export function pinRoutes({ store, audit, events, registry }: PinRouteDeps): Rou
             ...(kind === 'tool' ? {} : { kind }),
           },
         });
-        const label = kind === 'tool' ? 'Tool' : 'Prompt';
+        const label = kind === 'tool' ? 'Tool' : kind === 'prompt' ? 'Prompt' : 'UI resource';
         await registry.serverEvent(params.id, 'pins', `${label} ${params.tool} approved by ${principal.name}.`, {
           tool: params.tool,
           pinHash: approved.pinHash,

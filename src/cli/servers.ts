@@ -277,16 +277,19 @@ export function addServerCommands(program: Command, configOf: (flags: Record<str
       .argument('<id>')
       .argument('<tool>')
       .argument('<pendingHash>')
-      .option('--prompt', '<tool> names a prompt'),
-  ).action(async (id: string, tool: string, pendingHash: string, flags: Flags & { prompt?: boolean }) => {
-    const answer = await clientOf(flags).request<{ approved: string; policyVersion: number }>(
-      'POST',
-      `/api/mcp/servers/${encodeURIComponent(id)}/pins/${encodeURIComponent(tool)}/approve`,
-      { pendingHash, ...(flags.prompt ? { kind: 'prompt' } : {}) },
-    );
-    if (flags.json) return printJson(answer);
-    print(`pinned ${tool} on ${id} (${pendingHash.slice(0, 12)}…, policy version ${answer.policyVersion})`);
-  });
+      .option('--prompt', '<tool> names a prompt')
+      .option('--resource', '<tool> names a UI resource (its ui:// URI)'),
+  ).action(
+    async (id: string, tool: string, pendingHash: string, flags: Flags & { prompt?: boolean; resource?: boolean }) => {
+      const answer = await clientOf(flags).request<{ approved: string; policyVersion: number }>(
+        'POST',
+        `/api/mcp/servers/${encodeURIComponent(id)}/pins/${encodeURIComponent(tool)}/approve`,
+        { pendingHash, ...(flags.prompt ? { kind: 'prompt' } : flags.resource ? { kind: 'resource' } : {}) },
+      );
+      if (flags.json) return printJson(answer);
+      print(`pinned ${tool} on ${id} (${pendingHash.slice(0, 12)}…, policy version ${answer.policyVersion})`);
+    },
+  );
 
   withClientFlags(servers.command('remove').description('Uninstall a server.').argument('<id>')).action(
     async (id: string, flags: Flags) => {

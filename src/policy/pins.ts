@@ -34,11 +34,39 @@ export const PIN_KINDS: readonly PinKind[] = ['tool', 'prompt', 'resource'];
 /** The scheme new pins are made with. A later scheme adds fields; a pin keeps comparing on its own. */
 export const CURRENT_PIN_SCHEME = 2;
 
-/** The pinned fields per kind and scheme (resources are pinned from a later issue on). */
+/**
+ * What a UI resource's pin holds (MCP Apps, `ui://`): its content as a read answers it — the HTML (`text`, or
+ * `blob`), its MIME type, and its `_meta.ui` (the CSP, permissions and origin the host grants it). `name` is
+ * the resource's URI.
+ */
+export const UI_RESOURCE_FIELDS = ['name', 'mimeType', 'text', 'blob', '_meta.ui'] as const;
+
+/** The pinned fields per kind and scheme (UI resources are pinned from scheme 2 on). */
 const SCHEME_FIELDS: Record<number, Partial<Record<PinKind, readonly string[]>>> = {
   1: { tool: PINNED_FIELDS, prompt: ['name', 'title', 'description', 'arguments'] },
-  2: { tool: PINNED_FIELDS_V2, prompt: ['name', 'title', 'description', 'arguments'] },
+  2: { tool: PINNED_FIELDS_V2, prompt: ['name', 'title', 'description', 'arguments'], resource: UI_RESOURCE_FIELDS },
 };
+
+/** The `ui://` resource a tool's MCP Apps UI renders (`_meta.ui.resourceUri`, or the draft's `ui/resourceUri`). */
+export function uiResourceOf(tool: { _meta?: unknown }): string | undefined {
+  const meta = tool._meta;
+  if (!isRecord(meta)) return undefined;
+  const uri = isRecord(meta.ui) ? meta.ui.resourceUri : meta['ui/resourceUri'];
+  return typeof uri === 'string' && uri.startsWith('ui://') ? uri : undefined;
+}
+
+/**
+ * A UI resource as it is pinned, from a read's `contents`: the content item of that URI (or the first one),
+ * named by the URI. Undefined when the answer carries no content.
+ */
+export function uiResourceItem(uri: string, contents: unknown): PinnableItem | undefined {
+  if (!Array.isArray(contents)) return undefined;
+  const items = contents.filter((c): c is Record<string, unknown> => isRecord(c));
+  const content = items.find((c) => c.uri === uri) ?? items[0];
+  if (!content) return undefined;
+  const { uri: _uri, ...rest } = content;
+  return { ...rest, name: uri };
+}
 
 /** A listed item as the upstream sent it (a tool, a prompt, …): only its name is assumed. */
 export type PinnableItem = { name: string } & Record<string, unknown>;

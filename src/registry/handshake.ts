@@ -7,6 +7,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
+import { type PinnableItem, uiResourceItem, uiResourceOf } from '../policy/pins.js';
 import type { ServerTable } from '../store/schema.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
 import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
@@ -24,6 +25,8 @@ export interface HandshakeResult {
   tools: DiscoveredTool[];
   prompts: unknown[];
   resources: unknown[];
+  /** MCP Apps UI resources (`ui://`) as read at the handshake, for their pins (`uiResourceItem`). */
+  uiResources?: PinnableItem[];
 }
 
 export interface HandshakeOptions {
@@ -63,8 +66,14 @@ export function discoveredIdentity(client: Client): unknown {
   if (discover) return discover;
   const serverInfo = client.getServerVersion();
   const instructions = client.getInstructions();
-  if (!serverInfo && instructions === undefined) return undefined;
-  return { ...(serverInfo ? { serverInfo } : {}), ...(instructions !== undefined ? { instructions } : {}) };
+  // Its declared extensions too (MCP Apps): the hub declares one to agents when an upstream offers it.
+  const extensions = client.getServerCapabilities()?.extensions;
+  if (!serverInfo && instructions === undefined && !extensions) return undefined;
+  return {
+    ...(serverInfo ? { serverInfo } : {}),
+    ...(instructions !== undefined ? { instructions } : {}),
+    ...(extensions ? { capabilities: { extensions } } : {}),
+  };
 }
 
 /** Prompts and resources, as far as the server's capabilities advertise them. */
@@ -86,6 +95,43 @@ export async function listExtras(
       })
     : [];
   return { prompts, resources };
+}
+
+/** UI resources read at one handshake, at most (each read bounded by the handshake's deadline and body cap). */
+const MAX_UI_RESOURCES = 50;
+
+/**
+ * The MCP Apps UI resources of a handshake, read so their content can be pinned: every `ui://` resource
+ * listed and every one a tool names (`_meta.ui.resourceUri`). One that cannot be read is left out (it is
+ * pinned when it is first read through the hub instead).
+ */
+export async function readUiResources(
+  client: Client,
+  tools: readonly DiscoveredTool[],
+  resources: readonly unknown[],
+  signal: AbortSignal,
+): Promise<PinnableItem[]> {
+  const uris = new Set<string>();
+  for (const resource of resources) {
+    const uri = (resource as { uri?: unknown } | null)?.uri;
+    if (typeof uri === 'string' && uri.startsWith('ui://')) uris.add(uri);
+  }
+  for (const tool of tools) {
+    const uri = uiResourceOf(tool as { _meta?: unknown });
+    if (uri) uris.add(uri);
+  }
+  if (uris.size === 0 || !client.getServerCapabilities()?.resources) return [];
+  const items: PinnableItem[] = [];
+  for (const uri of [...uris].slice(0, MAX_UI_RESOURCES)) {
+    try {
+      const { contents } = await client.readResource({ uri }, { signal });
+      const item = uiResourceItem(uri, contents);
+      if (item) items.push(item);
+    } catch {
+      if (signal.aborted) throw signal.reason;
+    }
+  }
+  return items;
 }
 
 /** The era verdict remembered on the record, so a reconnect skips the probe. */
@@ -177,11 +223,13 @@ async function stdioHandshake(
       const r = await client.listTools(cursor ? { cursor } : {}, { signal: deadline });
       return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
     });
+    const extras = await listExtras(client, deadline);
     return {
       era: verdict.kind,
       ...(verdict.kind === 'modern' ? { discover: verdict.discover } : { discover: discoveredIdentity(client) }),
       tools: tools as DiscoveredTool[],
-      ...(await listExtras(client, deadline)),
+      ...extras,
+      uiResources: await readUiResources(client, tools as DiscoveredTool[], extras.resources, deadline),
     };
   } catch (error) {
     throw deadline.aborted
@@ -210,15 +258,20 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
   return {
     async handshake(row, connection, { runningOnly = false, signal } = {}) {
       if (connection.transport === 'stdio') {
-        const running = options.supervised?.(row.id, async (client, signal, era) => ({
-          era: era.kind,
-          ...(era.kind === 'modern' ? { discover: era.discover } : { discover: discoveredIdentity(client) }),
-          tools: (await drain(async (cursor) => {
+        const running = options.supervised?.(row.id, async (client, signal, era) => {
+          const tools = (await drain(async (cursor) => {
             const r = await client.listTools(cursor ? { cursor } : {}, { signal });
             return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
-          })) as DiscoveredTool[],
-          ...(await listExtras(client, signal)),
-        }));
+          })) as DiscoveredTool[];
+          const extras = await listExtras(client, signal);
+          return {
+            era: era.kind,
+            ...(era.kind === 'modern' ? { discover: era.discover } : { discover: discoveredIdentity(client) }),
+            tools,
+            ...extras,
+            uiResources: await readUiResources(client, tools, extras.resources, signal),
+          };
+        });
         if (running) return running;
         return runningOnly ? undefined : stdioHandshake(row, connection, options);
       }
@@ -231,12 +284,16 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
       return pool.withClient(
         target,
         options.timeoutMs,
-        async (client, clientSignal) => ({
-          era: client.getProtocolEra() ?? null,
-          discover: discoveredIdentity(client),
-          tools: tools as DiscoveredTool[],
-          ...(await listExtras(client, clientSignal)),
-        }),
+        async (client, clientSignal) => {
+          const extras = await listExtras(client, clientSignal);
+          return {
+            era: client.getProtocolEra() ?? null,
+            discover: discoveredIdentity(client),
+            tools: tools as DiscoveredTool[],
+            ...extras,
+            uiResources: await readUiResources(client, tools as DiscoveredTool[], extras.resources, clientSignal),
+          };
+        },
         abandon,
       );
     },

@@ -294,6 +294,13 @@ export class Registry {
           ...(await reconcilePins(trx, id, result.tools, pinning)),
           // Prompts are pinned like tools: a changed or new one waits for review, unlisted and unserved.
           ...(await reconcilePins(trx, id, promptItems(result.prompts), { ...pinning, kind: 'prompt' })),
+          // MCP Apps UI resources: first sight pins one (what it may do is bounded by the tool naming it, whose
+          // `_meta.ui` is pinned); a changed one is quarantined with its diff and not served until approved.
+          ...(await reconcilePins(trx, id, result.uiResources ?? [], {
+            firstHandshake: true,
+            trustNewTools: false,
+            kind: 'resource',
+          })),
         ];
         if (r.pinned_at === null)
           await trx.updateTable('servers').set({ pinned_at: nowIso() }).where('id', '=', id).execute();

@@ -64,6 +64,16 @@ export interface McpEndpointOptions {
     scope: EndpointScope,
     session: SessionView | undefined,
   ): FastAnswer | undefined;
+  /**
+   * Checks a request against what only this surface knows before either path serves it (the hub: the
+   * `Mcp-Param-*` headers of a 2026-07-28 `tools/call` against the named tool's schema): the JSON-RPC
+   * error body and HTTP status to answer with, or undefined to go on.
+   */
+  precheck?(
+    request: FastifyRequest,
+    principal: TokenPrincipal,
+    scope: EndpointScope,
+  ): Promise<{ status: number; body: unknown } | undefined>;
   sessionIdleMs?: number;
   /** The backstop over every token's 2025-era sessions (default 10,000). */
   maxSessions?: number;
@@ -205,6 +215,8 @@ export class McpEndpoint {
     if (this.options.scopeVisible && !(await this.options.scopeVisible(scope, principal))) {
       throw new GatehouseError('not_found', 'No such MCP endpoint.');
     }
+    const rejected = await this.options.precheck?.(request, principal, scope);
+    if (rejected) return reply.code(rejected.status).header('content-type', 'application/json').send(rejected.body);
     if (this.options.fastPath) {
       const sessionId = request.headers['mcp-session-id'];
       const session =

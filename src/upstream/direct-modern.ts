@@ -15,7 +15,9 @@ import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
 import { outcomeOf } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
+import { paramHeadersFor } from './param-headers.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
+import { withExtensions } from './types.js';
 
 export async function callModernDirect(
   exchange: Exchange,
@@ -23,7 +25,10 @@ export async function callModernDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel'>,
+  options: Pick<
+    InteractiveCallOptions,
+    'continuation' | 'inputCapabilities' | 'extensions' | 'onLog' | 'logLevel' | 'inputSchema'
+  >,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
   const { continuation, inputCapabilities } = options;
@@ -34,14 +39,14 @@ export async function callModernDirect(
     [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
-    [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+    [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, options.extensions),
     // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
     ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
     ...outgoingCarrier(),
   };
   const message = await sendCall(exchange, {
     url: target.url,
-    headers: callHeaders(target, name),
+    headers: withParamHeaders(callHeaders(target, name), paramHeadersFor(options.inputSchema, args)),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
     id,
     signal: deadline.signal,
@@ -70,6 +75,13 @@ function callHeaders(target: DirectTarget, name: string): Record<string, string>
   const headers: Record<string, string> = {};
   for (const [key, value] of order) headers[key] = key === 'mcp-name' ? name : value;
   return headers;
+}
+
+/** The call's `Mcp-Param-*` headers (SEP-2243) among the others, still in the SDK's order. */
+function withParamHeaders(headers: Record<string, string>, params: Record<string, string>): Record<string, string> {
+  const entries = Object.entries(params);
+  if (entries.length === 0) return headers;
+  return inSdkOrder({ ...headers, ...Object.fromEntries(entries.map(([name, value]) => [name.toLowerCase(), value])) });
 }
 
 const headerOrder = new WeakMap<DirectTarget, Array<[string, string]>>();

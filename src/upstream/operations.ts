@@ -8,7 +8,14 @@ import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { rpcCodeOf } from './map-error.js';
-import type { CallOptions, InteractiveCallOptions, InteractiveCallResult, ListToolsResult } from './types.js';
+import { paramHeadersFor, scanParamHeaders } from './param-headers.js';
+import {
+  type CallOptions,
+  type InteractiveCallOptions,
+  type InteractiveCallResult,
+  type ListToolsResult,
+  withExtensions,
+} from './types.js';
 
 export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
 
@@ -42,7 +49,11 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
       throw error;
     }
     pages += 1;
+    // SEP-2243: on 2026-07-28 a client must leave out a tool whose `x-mcp-header` marks break the rules (it could
+    // never be called with the right headers); the SDK client does it on its own list, this list is Gatehouse's.
+    const modern = client.getProtocolEra() === 'modern';
     for (const raw of page.tools) {
+      if (modern && !scanParamHeaders(raw.inputSchema).valid) continue;
       if (tools.length >= LIST_LIMITS.maxTools) {
         truncated = true;
         break;
@@ -75,6 +86,20 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
   return truncated ? { tools, truncated: true } : { tools };
 }
 
+/**
+ * The `Mcp-Param-*` headers of a call on a 2026-07-28 connection, from the tool's schema as Gatehouse
+ * listed it (the SDK client mirrors only from a list it made itself on that very client).
+ */
+function modernParamHeaders(
+  client: Client,
+  inputSchema: unknown,
+  args: Record<string, unknown> | undefined,
+): { headers?: Record<string, string> } {
+  if (inputSchema === undefined || client.getProtocolEra() !== 'modern') return {};
+  const headers = paramHeadersFor(inputSchema, args);
+  return Object.keys(headers).length > 0 ? { headers } : {};
+}
+
 /** Calls one tool and bounds its result; `isError: true` is a normal result. */
 export async function callBoundedTool(
   client: Client,
@@ -82,12 +107,14 @@ export async function callBoundedTool(
   name: string,
   args: Record<string, unknown> | undefined,
   onProgress: CallOptions['onProgress'],
+  inputSchema?: unknown,
 ): Promise<BoundedCallResult> {
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   const carrier = outgoingCarrier();
   if (carrier) params._meta = carrier;
   const result = await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
+    ...modernParamHeaders(client, inputSchema, args),
     ...(onProgress && {
       onprogress: (progress) => {
         // Progress messages are upstream strings too.
@@ -113,21 +140,25 @@ export async function callInteractiveTool(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'onProgress' | 'continuation' | 'inputCapabilities'>,
+  options: Pick<
+    InteractiveCallOptions,
+    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema'
+  >,
 ): Promise<InteractiveCallResult> {
-  const { continuation, onProgress, inputCapabilities } = options;
+  const { continuation, onProgress, inputCapabilities, extensions } = options;
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
   if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
   // The per-request envelope declares what the agent can answer (the client merges the rest of it).
-  if (inputCapabilities && client.getProtocolEra() === 'modern') {
-    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities };
+  if ((inputCapabilities || extensions) && client.getProtocolEra() === 'modern') {
+    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, extensions) };
   }
   // The trace context in `_meta` too (tracing on): MCP's own carrier, read by servers on any transport.
   const carrier = outgoingCarrier();
   if (carrier) params._meta = { ...(params._meta as Record<string, unknown> | undefined), ...carrier };
   const result = (await client.callTool(params as { name: string }, {
     ...requestOptions(deadline),
+    ...modernParamHeaders(client, options.inputSchema, args),
     allowInputRequired: true,
     ...(onProgress && {
       onprogress: (progress) =>

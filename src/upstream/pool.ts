@@ -129,9 +129,16 @@ export class UpstreamPool {
       () =>
         this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
           if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, connection.era)) {
-            return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress));
+            return traced(() => callBoundedTool(client, deadline, name, args, opts.onProgress, opts.inputSchema));
           }
-          return this.callDirectly(exchange, connection, deadline, name, args, {}).then(completeResult);
+          return this.callDirectly(
+            exchange,
+            connection,
+            deadline,
+            name,
+            args,
+            opts.inputSchema === undefined ? {} : { inputSchema: opts.inputSchema },
+          ).then(completeResult);
         }),
     );
   }

@@ -69,6 +69,11 @@ export interface CallOptions extends OperationOptions {
   onLog?: (message: UpstreamLogMessage) => void;
   /** The lowest level the agent wants (`_meta` logLevel), asked of a 2026-07-28 upstream for this call. */
   logLevel?: string;
+  /**
+   * The tool's `inputSchema` as the upstream lists it: on 2026-07-28 its `x-mcp-header` arguments go out as
+   * `Mcp-Param-*` headers (SEP-2243, `param-headers.ts`).
+   */
+  inputSchema?: unknown;
 }
 
 /** One upstream log message, as `notifications/message` carries it. */
@@ -99,6 +104,11 @@ export interface InteractiveCallOptions extends CallOptions {
    */
   inputCapabilities?: Record<string, unknown> | undefined;
   /**
+   * Extensions the agent declared that Gatehouse passes on (MCP Apps, `io.modelcontextprotocol/ui`): declared
+   * to a 2026-07-28 upstream for this call, beside the input capabilities, so it answers as to that agent.
+   */
+  extensions?: Record<string, unknown> | undefined;
+  /**
    * Relays what a 2025-era upstream asks during the call (sampling, elicitation, roots) to the calling
    * agent (`asks.ts`). Given, a dual-era upstream is driven at 2025 for this call, so it can ask.
    */
@@ -127,4 +137,13 @@ export interface PoolStats {
   eraByUrl: number;
   /** Calls sent as one plain HTTP exchange (see `exchange`) since the pool was made. */
   directCalls: number;
+}
+
+/** The client capabilities a 2026-07-28 call declares: the agent's input ones, and the extensions passed on. */
+export function withExtensions(
+  inputCapabilities: Record<string, unknown> | undefined,
+  extensions: Record<string, unknown> | undefined,
+): Record<string, unknown> {
+  if (!extensions) return inputCapabilities ?? {};
+  return { ...inputCapabilities, extensions };
 }

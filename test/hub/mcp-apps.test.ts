@@ -15,6 +15,7 @@ import { sqliteTarget } from '../helpers/stores.js';
 const APP_URI = 'ui://charts/bar.html';
 const APP_HTML = '<!doctype html><title>bar</title>';
 const APP_MIME = 'text/html;profile=mcp-app';
+const UI_EXTENSION = 'io.modelcontextprotocol/ui';
 
 function register(server: McpServer): void {
   server.registerTool(
@@ -77,4 +78,68 @@ describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
       }
     });
   }
+
+  it('negotiates the extension both ways: declared to agents where an upstream offers it, passed on per call', async () => {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'], register });
+    cleanups.push(() => upstream.close());
+    const plain = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'] });
+    cleanups.push(() => plain.close());
+    for (const [id, url] of [
+      ['apps', upstream.url],
+      ['plain', plain.url],
+    ] as const) {
+      expect((await gw.request('POST', '/api/mcp/install', { body: { url, id } })).statusCode).toBe(201);
+      const policy = await gw.request('PATCH', `/api/mcp/servers/${id}/tools`, {
+        body: { mode: 'all', defaultTier: 'allow' },
+      });
+      expect(policy.statusCode).toBe(200);
+      expect((await gw.request('POST', `/api/mcp/servers/${id}/test`)).json().ok).toBe(true);
+    }
+    const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'host' } })).json();
+    const base = await gw.listen();
+    const host = { capabilities: { extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } } };
+
+    for (const era of ERAS) {
+      // Declared on /mcp (an upstream of the aggregate offers Apps) and on /mcp/s/apps; not on /mcp/s/plain.
+      for (const [path, declared] of [
+        ['/mcp', true],
+        ['/mcp/s/apps', true],
+        ['/mcp/s/plain', false],
+      ] as const) {
+        const agent = await connectAgent(`${base}${path}`, token, { era, client: host });
+        clients.push(agent);
+        expect(agent.getServerCapabilities()?.extensions?.[UI_EXTENSION] !== undefined, `${era} ${path}`).toBe(
+          declared,
+        );
+      }
+    }
+
+    // A 2026-07-28 upstream is told of the agent's extension on its call (direct path and SDK path), and only then.
+    const envelopeOfLastCall = () => {
+      const body = JSON.parse(upstream.log.withMethod('tools/call').at(-1)?.body ?? '{}');
+      return body.params?._meta?.['io.modelcontextprotocol/clientCapabilities'] as Record<string, unknown>;
+    };
+    const withUi = await connectAgent(`${base}/mcp`, token, { era: 'modern', client: host });
+    clients.push(withUi);
+    await withUi.callTool({ name: 'apps__chart', arguments: {} });
+    expect(envelopeOfLastCall()).toMatchObject({ extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } });
+    await withUi.callTool({ name: 'apps__chart', arguments: {} }, { onprogress: () => {} });
+    expect(envelopeOfLastCall()).toMatchObject({ extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } });
+    const legacyHost = await connectAgent(`${base}/mcp`, token, { era: 'legacy', client: host });
+    clients.push(legacyHost);
+    await legacyHost.callTool({ name: 'apps__chart', arguments: {} });
+    expect(envelopeOfLastCall()).toMatchObject({ extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } });
+    // Reading the app on the agent's behalf declares it too.
+    await withUi.readResource({ uri: 'ui://apps/charts/bar.html' });
+    const read = JSON.parse(upstream.log.withMethod('resources/read').at(-1)?.body ?? '{}');
+    expect(read.params?._meta?.['io.modelcontextprotocol/clientCapabilities']).toMatchObject({
+      extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } },
+    });
+    const withoutUi = await connectAgent(`${base}/mcp`, token, { era: 'modern' });
+    clients.push(withoutUi);
+    await withoutUi.callTool({ name: 'apps__chart', arguments: {} });
+    expect(envelopeOfLastCall()?.extensions).toBeUndefined();
+  });
 });

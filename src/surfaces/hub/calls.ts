@@ -41,7 +41,7 @@ import { Gate, type GatePorts } from '../gate.js';
 import { errorResult, isResultError } from '../results.js';
 import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
-import { wrapResourceUri } from './names.js';
+import { UI_EXTENSION, wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 import { activeOverride, type HubServer, type HubTool, isListed, quarantineReason, type Snapshot } from './view.js';
 
@@ -191,6 +191,8 @@ export async function runUpstream(
     logLevel?: string | undefined;
     continuation?: Continuation | undefined;
     inputCapabilities?: Record<string, unknown> | undefined;
+    /** Extensions the agent declared that pass on to a 2026-07-28 upstream (MCP Apps). */
+    extensions?: Record<string, unknown> | undefined;
     /** Whose OAuth grant the call uses on a server with `auth: oauth` (its user, or the shared grant). */
     principal?: Principal | undefined;
     /** Relays a 2025-era upstream's asks to the agent (a 2025-era agent that can be asked). */
@@ -204,6 +206,7 @@ export async function runUpstream(
     ...(options.logLevel !== undefined ? { logLevel: options.logLevel } : {}),
     ...(options.continuation ? { continuation: options.continuation } : {}),
     ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
+    ...(options.extensions ? { extensions: options.extensions } : {}),
     ...(options.ask ? { ask: options.ask } : {}),
   };
   if (server.row.transport === 'stdio') {
@@ -212,9 +215,18 @@ export async function runUpstream(
   }
   const upstream = await snapshot.upstreamFor(server, options.principal);
   if (!upstream) throw new GatehouseError('internal_error');
+  // Its `x-mcp-header` arguments go out as `Mcp-Param-*` headers to a 2026-07-28 upstream (SEP-2243).
+  const inputSchema = server.toolsByName.get(toolName)?.definition.inputSchema;
   try {
     return asOutcome(
-      await ports.poolFor(upstream.privateNetwork).callToolInteractive(upstream.target, toolName, args, interactive),
+      await ports
+        .poolFor(upstream.privateNetwork)
+        .callToolInteractive(
+          upstream.target,
+          toolName,
+          args,
+          inputSchema ? { ...interactive, inputSchema } : interactive,
+        ),
     );
   } catch (error) {
     const known = findGatehouseError(error);
@@ -278,6 +290,8 @@ export interface CallContext {
   logLevel?: string | undefined;
   /** Relays a 2025-era upstream's asks to the agent: a 2025-era session that declared input capabilities. */
   ask?: AskRelay | undefined;
+  /** The extensions the agent declared that pass on to a 2026-07-28 upstream (`agentExtensions`). */
+  extensions?: Record<string, unknown> | undefined;
 }
 
 export function callContextOf(
@@ -287,10 +301,14 @@ export function callContextOf(
   sessionLevel?: string,
   /** The input capabilities of a 2025-era session's agent, which can be asked during the call. */
   askable?: Record<string, unknown>,
+  /** What the agent's 2025 session declared at `initialize` (a 2026-07-28 request declares in its envelope). */
+  sessionCapabilities?: ClientCapabilities,
 ): CallContext {
   const logLevel = logLevelOf(ctx) ?? sessionLevel;
+  const extensions = agentExtensions(ctx, sessionCapabilities);
   return {
     ...(askable ? { ask: askAgent(ctx, askable) } : {}),
+    ...(extensions ? { extensions } : {}),
     signal: ctx.mcpReq.signal,
     state: verifiedState(ctx),
     inputResponses: ctx.mcpReq.inputResponses,
@@ -328,6 +346,32 @@ export function agentInputCapabilities(
 ): Record<string, unknown> | undefined {
   const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
   return pickInputCapabilities(envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? sessionCapabilities);
+}
+
+/** The extensions an agent's declaration passes on to upstreams (Tasks are the hub's own business). */
+const PASSED_EXTENSIONS = [UI_EXTENSION] as const;
+
+/**
+ * The extensions among the capabilities an agent declared that Gatehouse passes on to a 2026-07-28 upstream
+ * (MCP Apps: an upstream then answers with its UI, as it would to that agent directly).
+ */
+export function pickExtensions(capabilities: unknown): Record<string, unknown> | undefined {
+  const declared = (capabilities as { extensions?: unknown } | undefined)?.extensions;
+  if (!declared || typeof declared !== 'object' || Array.isArray(declared)) return undefined;
+  const picked = PASSED_EXTENSIONS.filter((id) => (declared as Record<string, unknown>)[id] !== undefined).map((id) => [
+    id,
+    (declared as Record<string, unknown>)[id],
+  ]);
+  return picked.length > 0 ? Object.fromEntries(picked) : undefined;
+}
+
+/** The passed-on extensions an agent declared: in its request's envelope (2026-07-28) or its session (2025). */
+export function agentExtensions(
+  ctx: ServerContext,
+  sessionCapabilities: ClientCapabilities | undefined,
+): Record<string, unknown> | undefined {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  return pickExtensions(envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? sessionCapabilities);
 }
 
 /** The input capabilities (elicitation, sampling, roots) among the capabilities an agent declared. */
@@ -478,6 +522,7 @@ export class HubCalls {
             ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
             continuation: connectRound ? undefined : continuationOf(ctx.inputResponses, ctx.state),
             inputCapabilities,
+            extensions: ctx.extensions,
             ...(progressToken !== undefined && notify
               ? {
                   onProgress: (p) =>

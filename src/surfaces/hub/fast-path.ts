@@ -35,7 +35,7 @@ import type { TokenPrincipal } from '../../identity/index.js';
 import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import type { EndpointScope, FastResponse } from '../endpoint.js';
 import type { SessionView } from '../sessions.js';
-import { type HubCalls, pickInputCapabilities } from './calls.js';
+import { type CallContext, type HubCalls, pickExtensions, pickInputCapabilities } from './calls.js';
 import { sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX } from './names.js';
 import { callScopeOf, hubIdentity, hubToolPage, type ListView } from './server.js';
@@ -134,7 +134,9 @@ function legacyCallOf(headers: IncomingHttpHeaders, body: unknown, session: Sess
   if (INPUT_CAPABILITIES.some((key) => capabilities[key] !== undefined)) return undefined;
   // A session that set a logging level hears its calls' upstream logs: the SDK path relays them.
   if (sessionLogLevel(session.server) !== undefined) return undefined;
-  return { method: 'tools/call', era: 'legacy', id: body.id, name, arguments: args, capabilities: {} };
+  // Its extensions still pass on to a 2026-07-28 upstream (MCP Apps); it has no input capabilities here.
+  const extensions = capabilities.extensions === undefined ? {} : { extensions: capabilities.extensions };
+  return { method: 'tools/call', era: 'legacy', id: body.id, name, arguments: args, capabilities: extensions };
 }
 
 /**
@@ -237,7 +239,7 @@ export async function serveFastRequest(
       snapshot,
       callScope,
       { name: request.name, arguments: request.arguments },
-      { signal },
+      fastContext(signal, request.capabilities),
       pickInputCapabilities(request.capabilities),
     );
     // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
@@ -314,4 +316,10 @@ function encodeError(error: unknown): Json {
     message: typeof thrown.message === 'string' ? thrown.message : 'Internal error',
     ...(thrown.data !== undefined ? { data: thrown.data } : {}),
   };
+}
+
+/** A fast call's context: its signal, and the extensions the agent declared that pass on (MCP Apps). */
+function fastContext(signal: AbortSignal, capabilities: Record<string, unknown>): CallContext {
+  const extensions = pickExtensions(capabilities);
+  return extensions ? { signal, extensions } : { signal };
 }

@@ -23,11 +23,13 @@ import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
+import { paramHeaderRejection } from './param-check.js';
 import type { HubStateCodec } from './request-state.js';
 import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
+import { createUiPinGuard } from './ui-pins.js';
 import { HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
 
 export interface HubDeps {
@@ -128,6 +130,7 @@ export function createHub(deps: HubDeps): Hub {
   });
 
   const subscriptions = new ResourceSubscriptions();
+  const uiPins = createUiPinGuard({ store: deps.store, records: deps.records, events: deps.events });
   const withUpstream = async <T>(
     snapshot: Snapshot,
     server: HubServer,
@@ -155,6 +158,7 @@ export function createHub(deps: HubDeps): Hub {
         subscriptions,
         listViewOf,
         searchIndexes,
+        uiPins,
       },
       principal,
       scope,
@@ -179,13 +183,16 @@ export function createHub(deps: HubDeps): Hub {
       return lastSettings['mcp.hubEnabled'] ? undefined : new GatehouseError('hub.disabled');
     },
     scopeVisible: async (scope, principal) => {
-      if (scope.kind === 'aggregate') return true;
+      // Read for every scope: the server built next declares what the current snapshot offers (MCP Apps).
       const snapshot = await registry.snapshot();
+      if (scope.kind === 'aggregate') return true;
       // A toolset exists for everyone; what each agent sees in it is still per server (exposure, policy).
       if (scope.kind === 'toolset') return snapshot.toolsets.has(scope.toolset);
       return snapshot.server(scope.serverId, principal.groups) !== undefined;
     },
     buildServer,
+    // SEP-2243: a 2026-07-28 call's `Mcp-Param-*` headers against the tool's `x-mcp-header` arguments.
+    precheck: (request, principal, scope) => paramHeaderRejection({ registry, listViewOf }, request, principal, scope),
     // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).
     admitSession: async (principal) => {
       const settings = await deps.settings.current();

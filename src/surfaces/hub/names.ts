@@ -89,6 +89,9 @@ export function grantDisplayNames<K>(taken: ReadonlySet<string>, wanted: Readonl
 
 const UI_SCHEME = 'ui://';
 
+/** MCP Apps' extension id (SEP-1865), negotiated both ways through the hub. */
+export const UI_EXTENSION = 'io.modelcontextprotocol/ui';
+
 /**
  * Resources in the aggregate are wrapped so a read routes back to its server. An MCP Apps `ui://` resource
  * keeps its scheme, which hosts look for: `ui://{serverId}/{the upstream's path}`.

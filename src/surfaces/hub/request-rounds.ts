@@ -13,6 +13,7 @@ import {
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import { interactiveOutcome } from '../../upstream/operations.js';
+import { withExtensions } from '../../upstream/types.js';
 import { continuationOf, inputRequiredResult, verifiedState } from './calls.js';
 import { assertAnswerable } from './input-requests.js';
 import { type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
@@ -29,6 +30,8 @@ export async function requestInRounds(
   inputs: Record<string, unknown> | undefined,
   /** Sends the request upstream (allowing an `input_required` answer); `modern`: `_meta` may carry capabilities. */
   send: (params: RoundParams) => Promise<Record<string, unknown>>,
+  /** Extensions the agent declared that pass on (MCP Apps), declared beside `inputs` to a 2026-07-28 upstream. */
+  extensions?: Record<string, unknown>,
 ): Promise<Record<string, unknown> | InputRequiredResult> {
   const binding = stateBinding(who.clientId, who.serverId, request.method, request.params);
   const state = verifiedState(ctx);
@@ -40,7 +43,9 @@ export async function requestInRounds(
     ...request.params,
     ...(continuation?.inputResponses ? { inputResponses: continuation.inputResponses } : {}),
     ...(continuation?.requestState !== undefined ? { requestState: continuation.requestState } : {}),
-    ...(modern && inputs ? { _meta: { [CLIENT_CAPABILITIES_META_KEY]: inputs } } : {}),
+    ...(modern && (inputs || extensions)
+      ? { _meta: { [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputs, extensions) } }
+      : {}),
   }));
   if (!isInputRequired(result)) return result;
   const outcome = interactiveOutcome(result);

@@ -22,9 +22,23 @@ import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
 import type { ApprovedRounds } from './approved-rounds.js';
-import { agentInputCapabilities, type CallScope, callContextOf, type HubCalls, resolveTool } from './calls.js';
+import {
+  agentExtensions,
+  agentInputCapabilities,
+  type CallScope,
+  callContextOf,
+  type HubCalls,
+  resolveTool,
+} from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
-import { GATEHOUSE_PREFIX, isGatehouseUri, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import {
+  GATEHOUSE_PREFIX,
+  isGatehouseUri,
+  UI_EXTENSION,
+  unwrapResourceUri,
+  wrapResourceTemplate,
+  wrapResourceUri,
+} from './names.js';
 import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
@@ -41,6 +55,7 @@ import {
   VIA_CALL_TOOL,
 } from './search/meta-tools.js';
 import type { ResourceSubscriptions } from './subscriptions.js';
+import { isUiUri, type UiPinGuard } from './ui-pins.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
@@ -136,6 +151,8 @@ export interface HubServerDeps {
   listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
   /** Search mode's index, rebuilt in the background when the catalog changes. */
   searchIndexes: SearchIndexes;
+  /** Checks a `ui://` resource's content against its pin before it is served. */
+  uiPins: UiPinGuard;
 }
 
 const INSTRUCTIONS =
@@ -234,7 +251,13 @@ export function buildHubServer(
   view?: ToolView,
 ): Server {
   // The endpoint read the snapshot for this very request (is the scope visible?) before building.
-  const identity = hubIdentity(deps.registry.latest(), principal.groups, scope, view);
+  const latest = deps.registry.latest();
+  const identity = hubIdentity(latest, principal.groups, scope, view);
+  // MCP Apps is declared where an upstream behind this scope offers it (a toolset is tools only: no UI resources).
+  const offersUi =
+    scope.kind === 'aggregate'
+      ? (latest?.offersUi(principal.groups) ?? false)
+      : scope.kind === 'single' && (latest?.server(scope.serverId, principal.groups)?.offersUi ?? false);
   const server = new Server(
     { ...identity.serverInfo },
     {
@@ -247,6 +270,7 @@ export function buildHubServer(
         // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
         // (one per request on 2026-07-28): a level is the agent session's own, never global.
         logging: {},
+        ...(offersUi ? { extensions: { [UI_EXTENSION]: {} } } : {}),
       },
       instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
@@ -313,6 +337,7 @@ export function buildHubServer(
           request.params as Parameters<typeof callContextOf>[1],
           sessionLogLevel(server),
           askable(inputs),
+          server.getClientCapabilities(),
         ),
         inputs,
         VIA_CALL_TOOL,
@@ -326,7 +351,7 @@ export function buildHubServer(
       snapshot,
       callScope,
       params,
-      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs)),
+      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs), server.getClientCapabilities()),
       inputs,
     );
   });
@@ -375,6 +400,7 @@ export function buildHubServer(
             ctx.mcpReq.signal,
             principal,
           ),
+        agentExtensions(ctx, server.getClientCapabilities()),
       )) as GetPromptResult;
     } catch (error) {
       throw asProtocolError(error);
@@ -552,9 +578,12 @@ export function buildHubServer(
             ctx.mcpReq.signal,
             principal,
           ),
+        agentExtensions(ctx, server.getClientCapabilities()),
       );
       if (isInputRequired(answer)) return answer as InputRequiredResult;
       const result = answer as ReadResourceResult;
+      // An MCP Apps UI resource is served only as pinned (a changed one is quarantined, with its diff).
+      if (isUiUri(uri)) await deps.uiPins.admit(owner, uri, result.contents);
       if (scope.kind === 'single') return result;
       return { ...result, contents: result.contents.map((c) => ({ ...c, uri: wrapResourceUri(owner.row.id, c.uri) })) };
     } catch (error) {

@@ -17,6 +17,7 @@ import { missingArguments, type OverrideReason, overriddenTool, type ToolOverrid
 import { OVERRIDE_KIND, type OverrideRecord, toOverrideRecord } from '../../overrides/store.js';
 import type { PinView } from '../../policy/pin-store.js';
 import { toPinView } from '../../policy/pin-store.js';
+import { uiResourceOf } from '../../policy/pins.js';
 import { classifyTool } from '../../policy/tool-policy.js';
 import { isUsable, type ToolVerdict, toolVerdict } from '../../policy/verdicts.js';
 import type { Connection, DiscoveredTool, ServerDetail, ServerStore } from '../../registry/records.js';
@@ -25,8 +26,9 @@ import type { Store } from '../../store/db.js';
 import type { ServerTable } from '../../store/schema.js';
 import type { EntryState, Toolset } from '../../toolsets/model.js';
 import { toToolset } from '../../toolsets/store.js';
+import { scanParamHeaders } from '../../upstream/param-headers.js';
 import type { UpstreamTarget } from '../../upstream/types.js';
-import { exposeNames, grantDisplayNames, wrapUiMeta } from './names.js';
+import { exposeNames, grantDisplayNames, UI_EXTENSION, wrapUiMeta } from './names.js';
 
 export interface HubTool {
   exposed: string;
@@ -76,11 +78,20 @@ export interface HubServer {
   resources: readonly Resource[];
   /** What the upstream said of itself at its last handshake (`/mcp/s/{server}` passes it on). */
   identity: UpstreamIdentity;
+  /** Its UI resources' pins (`ui://` URI → pin), checked on every read through the hub (`ui-pins.ts`). */
+  uiPins: ReadonlyMap<string, PinView>;
+  /**
+   * Whether it offers MCP Apps (`io.modelcontextprotocol/ui`): it declared the extension, or it has a `ui://`
+   * resource or a tool naming one. The hub then declares the extension to agents that see this server.
+   */
+  offersUi: boolean;
 }
 
 export interface UpstreamIdentity {
   serverInfo?: Implementation | undefined;
   instructions?: string | undefined;
+  /** The extensions its capabilities declared (`capabilities.extensions`), when it said. */
+  extensions?: Record<string, unknown> | undefined;
 }
 
 /** The upstream's `serverInfo` and `instructions` from its stored discover result (or `initialize` answer). */
@@ -90,13 +101,18 @@ function identityOf(discover: string | null): UpstreamIdentity {
     const parsed = JSON.parse(discover) as {
       serverInfo?: unknown;
       instructions?: unknown;
+      capabilities?: { extensions?: unknown };
       _meta?: Record<string, unknown>;
     } | null;
+    const extensions = parsed?.capabilities?.extensions;
     // A 2026-07-28 discover result names the server in its `_meta`; a 2025 `initialize` in `serverInfo`.
     const info = (parsed?.serverInfo ?? parsed?._meta?.[SERVER_INFO_META_KEY]) as Implementation | undefined;
     return {
       ...(info && typeof info.name === 'string' && typeof info.version === 'string' ? { serverInfo: info } : {}),
       ...(typeof parsed?.instructions === 'string' ? { instructions: parsed.instructions } : {}),
+      ...(extensions && typeof extensions === 'object' && !Array.isArray(extensions)
+        ? { extensions: extensions as Record<string, unknown> }
+        : {}),
     };
   } catch {
     return {};
@@ -174,6 +190,8 @@ export type UpstreamAuthorizer = ((
 
 export class Snapshot {
   private readonly listCache = new Map<string, Tool[]>();
+  private readonly uiOffered = new Map<string, boolean>();
+  private paramHeaders: boolean | undefined;
   /** Display names of overrides in force (a name outside `<server>__` shapes), for the aggregate's lookups. */
   readonly renamed = new Map<string, HubTool>();
   readonly toolsets = new Map<string, Toolset>();
@@ -237,6 +255,27 @@ export class Snapshot {
   server(id: string, groups: readonly string[]): HubServer | undefined {
     const server = this.servers.get(id);
     return server?.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
+  }
+
+  /** Whether any tool marks arguments with `x-mcp-header` (SEP-2243): if none, no call's headers need checking. */
+  get declaresParamHeaders(): boolean {
+    this.paramHeaders ??= [...this.servers.values()].some((server) =>
+      [...server.tools.values()].some(
+        (tool) => (scanParamHeaders(tool.definition.inputSchema).declarations?.length ?? 0) > 0,
+      ),
+    );
+    return this.paramHeaders;
+  }
+
+  /** Whether any server a set of groups sees offers MCP Apps (cached for the life of this snapshot). */
+  offersUi(groups: readonly string[]): boolean {
+    const key = [...groups].sort().join(',');
+    let offers = this.uiOffered.get(key);
+    if (offers === undefined) {
+      offers = this.visibleTo(groups).some((server) => server.offersUi);
+      this.uiOffered.set(key, offers);
+    }
+    return offers;
   }
 
   /** The aggregate tools/list for a set of groups, cached for the life of this snapshot. */
@@ -347,6 +386,7 @@ export class HubRegistry {
     ]);
     const overrides = new Map<string, OverrideRecord>();
     const pinsByServer = new Map<string, Map<string, PinView>>();
+    const uiPinsByServer = new Map<string, Map<string, PinView>>();
     /** Prompts whose pin is in force (`pinned`), per server: only they are listed and served. */
     const pinnedPrompts = new Map<string, Set<string>>();
     for (const row of pinRows) {
@@ -358,6 +398,15 @@ export class HubRegistry {
           pinnedPrompts.set(row.server_id, names);
         }
         names.add(row.tool_name);
+        continue;
+      }
+      if (row.kind === 'resource') {
+        let pins = uiPinsByServer.get(row.server_id);
+        if (!pins) {
+          pins = new Map();
+          uiPinsByServer.set(row.server_id, pins);
+        }
+        pins.set(row.tool_name, toPinView(row));
         continue;
       }
       if (row.kind === OVERRIDE_KIND) {
@@ -418,6 +467,7 @@ export class HubRegistry {
         if (exposed === undefined) continue;
         prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
       }
+      const identity = identityOf(row.discover);
       servers.set(row.id, {
         row,
         detail,
@@ -426,7 +476,9 @@ export class HubRegistry {
         toolsByName,
         prompts,
         resources: detail.discoveredResources as Resource[],
-        identity: identityOf(row.discover),
+        identity,
+        uiPins: uiPinsByServer.get(row.id) ?? new Map(),
+        offersUi: offersUi(identity, detail),
       });
     }
     const snapshot = new Snapshot(servers, (row) => this.records.connectionOf(row), this.authorizer);
@@ -435,6 +487,18 @@ export class HubRegistry {
     this.built = snapshot;
     return snapshot;
   }
+}
+
+/** Whether an upstream offers MCP Apps: the extension declared, a `ui://` resource listed, or a tool naming one. */
+function offersUi(identity: UpstreamIdentity, detail: ServerDetail): boolean {
+  if (identity.extensions?.[UI_EXTENSION] !== undefined) return true;
+  if (
+    (detail.discoveredResources as { uri?: unknown }[]).some(
+      (r) => typeof r?.uri === 'string' && r.uri.startsWith('ui://'),
+    )
+  )
+    return true;
+  return detail.discoveredTools.some((tool) => uiResourceOf(tool as { _meta?: unknown }) !== undefined);
 }
 
 /** A quarantined tool's reason: its pin's, or `override` when its override lost a fixed argument. */

@@ -246,7 +246,7 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
       await api(`/api/mcp/servers/${enc(item.serverId)}/pins/${enc(item.tool)}/approve`, {
         method: 'POST',
         // The hash of the definition shown here: if it changed again meanwhile, the gateway refuses (409).
-        body: { pendingHash: item.pendingHash, ...(item.kind === 'prompt' ? { kind: 'prompt' } : {}) },
+        body: { pendingHash: item.pendingHash, ...(item.kind && item.kind !== 'tool' ? { kind: item.kind } : {}) },
       });
       setDone(true);
       onDecided();
@@ -272,13 +272,15 @@ function QuarantineCard({ item, onDecided }: { item: QuarantinedTool; onDecided:
         <span className="tag pin-quarantined">quarantined: {item.reason ?? 'changed'}</span>
       </header>
       <p className="muted">
-        {kind === 'prompt'
-          ? item.reason === 'new'
-            ? 'This prompt appeared after the server was pinned. Agents do not see it until it is approved.'
-            : 'This prompt’s definition changed since it was pinned. Agents do not see it until the new definition is approved.'
-          : item.reason === 'new'
-            ? 'This tool appeared after the server was pinned. Agents cannot call it until it is approved.'
-            : 'This tool’s definition changed since it was pinned. Agents cannot call it until the new definition is approved.'}{' '}
+        {kind === 'resource'
+          ? 'This UI resource’s content (the app a host renders) changed since it was pinned. Agents cannot read it until the new content is approved.'
+          : kind === 'prompt'
+            ? item.reason === 'new'
+              ? 'This prompt appeared after the server was pinned. Agents do not see it until it is approved.'
+              : 'This prompt’s definition changed since it was pinned. Agents do not see it until the new definition is approved.'
+            : item.reason === 'new'
+              ? 'This tool appeared after the server was pinned. Agents cannot call it until it is approved.'
+              : 'This tool’s definition changed since it was pinned. Agents cannot call it until the new definition is approved.'}{' '}
         Server: {item.serverName} · since {when(item.updatedAt)}
       </p>
       {item.flags && item.flags.length > 0 && (
