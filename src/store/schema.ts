@@ -212,6 +212,18 @@ export interface Database extends MemoryTables {
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
   oauth_client_documents: OAuthClientDocumentTable;
+  hub_tasks: HubTaskTable;
+}
+
+/** An upstream's task handle, bound to the agent token whose call created it (the Tasks extension). */
+export interface HubTaskTable {
+  server_id: string;
+  /** The upstream's own task id. */
+  task_id: string;
+  token_id: string;
+  created_at: string;
+  /** When the binding (and the task, for the agent) ends: the upstream's TTL, at most a day. */
+  expires_at: string;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */

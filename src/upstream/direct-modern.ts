@@ -13,7 +13,7 @@ import { outgoingCarrier } from '../telemetry/tracing.js';
 import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
-import { outcomeOf } from './direct-result.js';
+import { outcomeOf, TASKS_EXTENSION } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
 
@@ -23,7 +23,7 @@ export async function callModernDirect(
   deadline: Deadline,
   name: string,
   args: Record<string, unknown> | undefined,
-  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel'>,
+  options: Pick<InteractiveCallOptions, 'continuation' | 'inputCapabilities' | 'onLog' | 'logLevel' | 'tasks'>,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
   const { continuation, inputCapabilities } = options;
@@ -34,7 +34,9 @@ export async function callModernDirect(
     [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
-    [CLIENT_CAPABILITIES_META_KEY]: inputCapabilities ?? {},
+    [CLIENT_CAPABILITIES_META_KEY]: options.tasks
+      ? { ...inputCapabilities, extensions: { [TASKS_EXTENSION]: {} } }
+      : (inputCapabilities ?? {}),
     // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
     ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
     ...outgoingCarrier(),
@@ -48,7 +50,7 @@ export async function callModernDirect(
     errorIn400: true,
     onNotification: logRelay(options.onLog),
   });
-  return outcomeOf(message, 'modern');
+  return outcomeOf(message, 'modern', options.tasks === true);
 }
 
 /** A call's headers in the SDK's order: sorted once per target, the tool's name filled in per call. */
