@@ -18,6 +18,8 @@ export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** Longest upstream task id the hub passes on (the agent sends it back in `Mcp-Name` and the body). */
 const MAX_TASK_ID = 256;
 const TASK_STATUSES = new Set(['working', 'input_required', 'completed', 'failed', 'cancelled']);
+/** A task's status message is a sentence, not a payload: longer ones are cut. */
+export const MAX_STATUS_MESSAGE = 1024;
 /** The longest a task stays bound to its token when its upstream gives no (or a longer) TTL: one day. */
 export const MAX_TASK_TTL_MS = 24 * 60 * 60_000;
 
@@ -52,7 +54,9 @@ export function taskOutcome(result: Json): UpstreamTask {
       ...(Number.isInteger(pollIntervalMs) && (pollIntervalMs as number) > 0
         ? { pollIntervalMs: pollIntervalMs as number }
         : {}),
-      ...(typeof statusMessage === 'string' ? { statusMessage: boundStrings(statusMessage).value } : {}),
+      ...(typeof statusMessage === 'string'
+        ? { statusMessage: boundStrings(statusMessage, { maxStringChars: MAX_STATUS_MESSAGE }).value }
+        : {}),
     },
   };
 }

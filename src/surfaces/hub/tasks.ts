@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import type { Store } from '../../store/db.js';
-import { MAX_TASK_TTL_MS, TASKS_EXTENSION } from '../../upstream/direct-result.js';
+import { MAX_STATUS_MESSAGE, MAX_TASK_TTL_MS, TASKS_EXTENSION } from '../../upstream/direct-result.js';
 import { boundCallResult, boundStrings } from '../../upstream/index.js';
 import type { UpstreamTask } from '../../upstream/types.js';
 import { isPlainObject } from '../../wire.js';
@@ -194,7 +194,9 @@ function detailedTaskOf(
     ...(typeof pollIntervalMs === 'number' && Number.isInteger(pollIntervalMs) && pollIntervalMs > 0
       ? { pollIntervalMs }
       : {}),
-    ...(typeof statusMessage === 'string' ? { statusMessage: boundStrings(statusMessage).value } : {}),
+    ...(typeof statusMessage === 'string'
+      ? { statusMessage: boundStrings(statusMessage, { maxStringChars: MAX_STATUS_MESSAGE }).value }
+      : {}),
   };
   if (status === 'completed' && isPlainObject(result)) {
     const { truncated, ...bounded } = boundCallResult(result);
