@@ -209,12 +209,20 @@ export function approvalTask(view: ApprovalView): DetailedTask {
     case 'executing':
       return { ...task, statusMessage: 'Approved; the call is running.' };
     case 'executed': {
-      const result = view.result as CallToolResult | null | undefined;
-      // A stored input request: the approved call asked for input a task cannot relay (none was offered).
-      if (!result || typeof result !== 'object' || !Array.isArray(result.content)) {
+      const stored = view.result as Record<string, unknown> | null | undefined;
+      // The approved call asked for the agent's input: the task waits for it (`tasks/update` answers it).
+      if (stored?.resultType === 'input_required' && stored.inputRequests && typeof stored.inputRequests === 'object') {
+        return {
+          ...task,
+          status: 'input_required',
+          statusMessage: 'The approved call asks for your input.',
+          inputRequests: stored.inputRequests as Record<string, unknown>,
+        };
+      }
+      if (!stored || typeof stored !== 'object' || !Array.isArray(stored.content)) {
         return refused('The approved call ended without a tool result.');
       }
-      return { ...task, status: 'completed', result };
+      return { ...task, status: 'completed', result: stored as CallToolResult };
     }
     case 'failed':
       return {

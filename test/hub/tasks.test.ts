@@ -11,6 +11,7 @@
  * SDK-built server on 127.0.0.2 for the gated tool, and an SDK-built server that implements the extension.
  */
 import type { Client } from '@modelcontextprotocol/client';
+import { acceptedContent, inputRequired, type McpServer } from '@modelcontextprotocol/server';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
@@ -24,6 +25,25 @@ type Json = Record<string, unknown>;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/;
 const AnyResult = z.looseObject({});
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A tool that asks the agent to confirm (a 2026-07-28 `input_required` round) before it answers. */
+const confirmation = z.object({ confirm: z.boolean() });
+function registerDeploy(server: McpServer): void {
+  server.registerTool('deploy', { inputSchema: z.object({ env: z.string() }) }, async ({ env }, ctx) => {
+    const answer = acceptedContent(ctx.mcpReq.inputResponses, 'confirm', confirmation);
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          confirm: inputRequired.elicit({ message: `Deploy to ${env}?`, requestedSchema: confirmation }),
+        },
+        requestState: `asked:${env}`,
+      });
+    }
+    return {
+      content: [{ type: 'text', text: `deploy ${env}: ${answer.confirm} (${String(ctx.mcpReq.requestState())})` }],
+    };
+  });
+}
 
 describeEachStore('the Tasks extension through the hub', (target) => {
   let gw: TestGateway;
@@ -42,7 +62,7 @@ describeEachStore('the Tasks extension through the hub', (target) => {
     token: string,
     method: string,
     params: Json,
-    declare = true,
+    declare: boolean | Json = true,
   ): Promise<{ status: number; result?: Json; error?: { code: number; message: string; data?: Json } }> {
     const name = method === 'tools/call' ? params.name : method.startsWith('tasks/') ? params.taskId : undefined;
     const response = await fetch(url, {
@@ -64,7 +84,9 @@ describeEachStore('the Tasks extension through the hub', (target) => {
           _meta: {
             'io.modelcontextprotocol/protocolVersion': '2026-07-28',
             'io.modelcontextprotocol/clientInfo': { name: 'tasks-test', version: '1.0.0' },
-            'io.modelcontextprotocol/clientCapabilities': declare ? { extensions: { [TASKS_EXTENSION]: {} } } : {},
+            'io.modelcontextprotocol/clientCapabilities': declare
+              ? { ...(declare === true ? {} : declare), extensions: { [TASKS_EXTENSION]: {} } }
+              : {},
           },
         },
       }),
@@ -91,7 +113,7 @@ describeEachStore('the Tasks extension through the hub', (target) => {
 
   beforeEach(async () => {
     gw = await startTestGateway(target);
-    files = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'] });
+    files = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo', 'add'], register: registerDeploy });
     jobs = await startTasksServer(PUBLIC_TEST_HOST);
     for (const [id, url] of [
       ['files', files.url],
@@ -100,7 +122,7 @@ describeEachStore('the Tasks extension through the hub', (target) => {
       expect((await gw.request('POST', '/api/mcp/install', { body: { url, id } })).statusCode).toBeLessThan(300);
     }
     const policy = await gw.request('PATCH', '/api/mcp/servers/files/tools', {
-      body: { mode: 'all', allow: ['echo'], gated: ['add'], defaultTier: 'blocked' },
+      body: { mode: 'all', allow: ['echo'], gated: ['add', 'deploy'], defaultTier: 'blocked' },
     });
     expect(policy.statusCode).toBe(200);
     const jobsPolicy = await gw.request('PATCH', '/api/mcp/servers/jobs/tools', {
@@ -213,6 +235,42 @@ describeEachStore('the Tasks extension through the hub', (target) => {
     const card = (await api('GET', `/api/approvals/${withdrawn.slice('gatehouse__'.length)}`)).body;
     expect(card).toMatchObject({ status: 'cancelled' });
     expect(files.stats.calls.add ?? 0).toBe(0);
+  });
+
+  it('an approved call that asks for input puts its task in input_required; tasks/update answers it', async () => {
+    const url = `${base}/mcp`;
+    const elicits = { elicitation: { form: {} } };
+    const created = await rpc(
+      url,
+      agent.token,
+      'tools/call',
+      { name: 'files__deploy', arguments: { env: 'prod' } },
+      elicits,
+    );
+    const taskId = created.result?.taskId as string;
+    expect((await api('POST', `/api/approvals/${taskId.slice('gatehouse__'.length)}/approve`, {})).status).toBe(200);
+    const asking = await settle(url, agent.token, taskId);
+    expect(asking).toMatchObject({
+      status: 'input_required',
+      inputRequests: { confirm: { method: 'elicitation/create', params: { message: 'Deploy to prod?' } } },
+    });
+    expect(asking).not.toHaveProperty('requestState');
+    // Another token's answers are not found, and change nothing.
+    const foreign = await rpc(url, other.token, 'tasks/update', { taskId, inputResponses: {} }, elicits);
+    expect(foreign.error).toMatchObject({ code: -32602 });
+    const ack = await rpc(
+      url,
+      agent.token,
+      'tasks/update',
+      { taskId, inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } },
+      elicits,
+    );
+    expect(ack.result).toEqual({ resultType: 'complete', _meta: expect.any(Object) });
+    const done = await settle(url, agent.token, taskId);
+    expect(done).toMatchObject({
+      status: 'completed',
+      result: { content: [{ type: 'text', text: 'deploy prod: true (asked:prod)' }] },
+    });
   });
 
   it('an agent without the extension gets pending_approval, and the task methods refuse it (-32021)', async () => {

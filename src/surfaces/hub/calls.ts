@@ -475,8 +475,8 @@ export class HubCalls {
             // Both names and what the override fixed: the card never hides what is really sent.
             ...overrideCard(tool),
             // The approved call runs without the agent; it may ask only for input the agent can give later
-            // (as approval_status rounds: a task has no such rounds, so a task's call asks for nothing).
-            ...(inputCapabilities && !ctx.tasks ? { inputCapabilities } : {}),
+            // (in approval_status rounds, or as the task's `input_required` answered with `tasks/update`).
+            ...(inputCapabilities ? { inputCapabilities } : {}),
           },
         };
       },

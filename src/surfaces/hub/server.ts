@@ -371,17 +371,38 @@ export function buildHubServer(
       if (!answered) throw taskNotFound(params.taskId);
       return answered as Record<string, unknown>;
     });
+  // The SDK lifts a request's `inputResponses` into its context (the multi-round-trip seam): read them there.
+  const answersOf = (params: z.infer<typeof TASK_PARAMS>, ctx: ServerContext): unknown =>
+    ctx.mcpReq.inputResponses ?? params.inputResponses ?? {};
   const upstreamTask = async (method: TaskMethod, params: z.infer<typeof TASK_PARAMS>, ctx: ServerContext) =>
-    deps.tasks.relay(principal, await deps.registry.snapshot(), scope, method, params, ctx.mcpReq.signal);
+    deps.tasks.relay(
+      principal,
+      await deps.registry.snapshot(),
+      scope,
+      method,
+      { taskId: params.taskId, inputResponses: answersOf(params, ctx) },
+      ctx.mcpReq.signal,
+    );
   taskMethod(
     'tasks/get',
     async (params, ctx) =>
       (await deps.calls.approvalTask(principal, params.taskId)) ?? upstreamTask('tasks/get', params, ctx),
   );
-  // A gated call asks the agent nothing (its approval is the operator's): answers to it are acknowledged.
-  taskMethod('tasks/update', async (params, ctx) =>
-    (await deps.calls.approvalTask(principal, params.taskId)) ? {} : upstreamTask('tasks/update', params, ctx),
-  );
+  // A gated call's task asks for input only when its approved call did: the answers are that call's next round.
+  taskMethod('tasks/update', async (params, ctx) => {
+    const gated = await deps.calls.approvalTask(principal, params.taskId);
+    if (!gated) return upstreamTask('tasks/update', params, ctx);
+    if (gated.status === 'input_required') {
+      await deps.approvedRounds.taskRound(
+        principal,
+        params.taskId.slice(GATEHOUSE_PREFIX.length),
+        answersOf(params, ctx),
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        ctx.mcpReq.signal,
+      );
+    }
+    return {};
+  });
   taskMethod('tasks/cancel', async (params, ctx) =>
     (await deps.calls.cancelApprovalTask(principal, params.taskId)) ? {} : upstreamTask('tasks/cancel', params, ctx),
   );
