@@ -472,33 +472,55 @@ export class ApprovalQueue {
       .execute();
     const cancelled: string[] = [];
     for (const candidate of open) {
-      const at = iso(Date.now());
-      const moved = await this.store.db.transaction().execute(async (trx) => {
-        const result = await trx
-          .updateTable('approvals')
-          .set({ status: 'cancelled', decided_at: at, reason })
-          .where('id', '=', candidate.id)
-          .where('status', '=', candidate.status)
-          .executeTakeFirst();
-        if (Number(result.numUpdatedRows) !== 1) return false;
-        await this.audit.recordAdmin(
-          {
-            action: 'approval.cancel',
-            actor,
-            serverId: candidate.server_id ?? undefined,
-            tool: candidate.tool,
-            data: { approvalId: candidate.id, surface: candidate.surface, requesterId, from: candidate.status, reason },
-          },
-          trx,
-        );
-        return true;
-      });
-      if (!moved) continue;
-      cancelled.push(candidate.id);
-      const row = await this.readRow(candidate.id);
-      if (row) await this.announce(row, { reason });
+      if (await this.cancelRow(candidate, actor, reason, { requesterId })) cancelled.push(candidate.id);
     }
     return cancelled;
+  }
+
+  /**
+   * The requester withdraws its own call (a gated task's `tasks/cancel`): pending, or approved and not yet
+   * claimed, it ends `cancelled`, with its audit row; one that already runs or ended is left as it is.
+   * Another token's approval is `approval.not_found`. Returns whether this call moved it.
+   */
+  async withdraw(id: string, requester: Principal, reason: string): Promise<boolean> {
+    const row = await this.readRow(id);
+    if (!row || row.requester_id !== requester.id) throw notFound(id);
+    if (row.status !== 'pending' && row.status !== 'approved') return false;
+    return this.cancelRow(row, requester, reason, { requesterId: requester.id, withdrawn: true });
+  }
+
+  /** One open approval → cancelled (if it is still in the status read), committed with its audit row. */
+  private async cancelRow(
+    candidate: { id: string; status: string; server_id: string | null; tool: string; surface: string },
+    actor: Principal | undefined,
+    reason: string,
+    data: Record<string, unknown>,
+  ): Promise<boolean> {
+    const at = iso(Date.now());
+    const moved = await this.store.db.transaction().execute(async (trx) => {
+      const result = await trx
+        .updateTable('approvals')
+        .set({ status: 'cancelled', decided_at: at, reason })
+        .where('id', '=', candidate.id)
+        .where('status', '=', candidate.status)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) !== 1) return false;
+      await this.audit.recordAdmin(
+        {
+          action: 'approval.cancel',
+          actor,
+          serverId: candidate.server_id ?? undefined,
+          tool: candidate.tool,
+          data: { approvalId: candidate.id, surface: candidate.surface, ...data, from: candidate.status, reason },
+        },
+        trx,
+      );
+      return true;
+    });
+    if (!moved) return false;
+    const row = await this.readRow(candidate.id);
+    if (row) await this.announce(row, { reason });
+    return true;
   }
 
   /** Expires every pending approval past its `expiresAt`; returns their ids. */

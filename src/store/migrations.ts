@@ -554,6 +554,22 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 17,
+    name: 'hub: upstream tasks bound to the token that created them (the Tasks extension; any replica answers tasks/get)',
+    async up(db) {
+      await db.schema
+        .createTable('hub_tasks')
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('task_id', 'text', (c) => c.notNull())
+        .addColumn('token_id', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('expires_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('hub_tasks_pk', ['server_id', 'task_id'])
+        .execute();
+      await db.schema.createIndex('hub_tasks_by_expiry').on('hub_tasks').column('expires_at').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

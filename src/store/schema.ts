@@ -218,6 +218,7 @@ export interface Database extends MemoryTables {
   upstream_oauth_flows: UpstreamOAuthFlowTable;
   oauth_client_documents: OAuthClientDocumentTable;
   recent_tools: RecentToolTable;
+  hub_tasks: HubTaskTable;
 }
 
 /** The tools each agent called most recently, at most 50 per token (`surfaces/hub/search/recent.ts`, migration 22). */
@@ -227,6 +228,17 @@ export interface RecentToolTable {
   name: string;
   /** The last call, in milliseconds since the epoch. */
   used_at: number;
+}
+
+/** An upstream's task handle, bound to the agent token whose call created it (the Tasks extension). */
+export interface HubTaskTable {
+  server_id: string;
+  /** The upstream's own task id. */
+  task_id: string;
+  token_id: string;
+  created_at: string;
+  /** When the binding (and the task, for the agent) ends: the upstream's TTL, at most a day. */
+  expires_at: string;
 }
 
 /** Calls leased per token and rate window across the fleet (`policy/fleet-limits.ts`). */

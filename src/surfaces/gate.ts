@@ -22,7 +22,17 @@ import type { Settings } from '../settings/keys.js';
 import type { SettingsService } from '../settings/service.js';
 import { activeTraceId, inSpan } from '../telemetry/tracing.js';
 import { GATEHOUSE_PREFIX } from './hub/names.js';
-import { errorResult, isResultError, jsonToolResult, pendingApprovalResult, unknownTool } from './results.js';
+import {
+  createTaskResult,
+  type DetailedTask,
+  errorResult,
+  isResultError,
+  jsonToolResult,
+  pendingApprovalResult,
+  TASK_POLL_INTERVAL_MS,
+  type TaskFields,
+  unknownTool,
+} from './results.js';
 
 export type SurfaceName = ApprovalSurface;
 
@@ -85,12 +95,17 @@ export interface SurfaceCall {
   via?: string | undefined;
   /** What the upstream asked the agent during the call, filled while it runs (audited: `CallEvent.asks`). */
   asks?: readonly AskRecord[] | undefined;
+  /**
+   * The agent declared the Tasks extension: a gated call answers as a task (`working` while it waits,
+   * then `completed`, `failed` or `cancelled`, read with `tasks/get`) instead of `pending_approval`.
+   */
+  asTask?: boolean | undefined;
 }
 
 /** What every surface shares: settings, the approval queue, the audit trail, the per-token limits. */
 export interface GatePorts {
   settings: SettingsService;
-  approvals: Pick<ApprovalQueue, 'create' | 'status'>;
+  approvals: Pick<ApprovalQueue, 'create' | 'status' | 'get' | 'withdraw'>;
   /** Resolves once the call's audit row is committed (never rejects): awaited before the answer leaves. */
   audit(event: CallEvent): Promise<void>;
   /** The per-token call limits (`rateLimit`, `maxConcurrent`, default `hub.rateLimit`): one budget per token. */
@@ -195,6 +210,84 @@ function pendingAnswer(approvalId: string, message: string): CallToolResult {
     approvalId,
     `${message} Poll ${APPROVAL_STATUS_TOOL} with this approval_id for the outcome.`,
   );
+}
+
+/** The task id of a gated call: its approval's, marked as Gatehouse's own (`gatehouse` is no server's id). */
+export function approvalTaskId(approvalId: string): string {
+  return `${GATEHOUSE_PREFIX}${approvalId}`;
+}
+
+/** The approval behind a task id the hub minted, or undefined for any other id. */
+export function approvalIdOfTask(taskId: string): string | undefined {
+  return taskId.startsWith(GATEHOUSE_PREFIX) ? taskId.slice(GATEHOUSE_PREFIX.length) : undefined;
+}
+
+/** The JSON-RPC error code of a gated task that ended without running (implementation-defined server error). */
+const APPROVAL_REFUSED_CODE = -32000;
+
+/** A gated call as a task (SEP-2663), from its approval as its requester reads it. */
+export function approvalTask(view: ApprovalView): DetailedTask {
+  const task: TaskFields = {
+    taskId: approvalTaskId(view.id),
+    status: 'working',
+    createdAt: view.createdAt,
+    lastUpdatedAt: view.executedAt ?? view.decidedAt ?? view.createdAt,
+    // The approval record is kept: the task stays readable as long as it is.
+    ttlMs: null,
+    pollIntervalMs: TASK_POLL_INTERVAL_MS,
+  };
+  const refused = (what: string): DetailedTask => ({
+    ...task,
+    status: 'failed',
+    statusMessage: what,
+    error: {
+      code: APPROVAL_REFUSED_CODE,
+      message: what,
+      data: { status: view.status, approval_id: view.id, ...(view.reason ? { reason: view.reason } : {}) },
+    },
+  });
+  switch (view.status) {
+    case 'pending':
+      return { ...task, statusMessage: `Waiting for an operator's approval (approval ${view.id}).` };
+    case 'approved':
+    case 'executing':
+      return { ...task, statusMessage: 'Approved; the call is running.' };
+    case 'executed': {
+      const stored = view.result as Record<string, unknown> | null | undefined;
+      // The approved call asked for the agent's input: the task waits for it (`tasks/update` answers it).
+      if (stored?.resultType === 'input_required' && stored.inputRequests && typeof stored.inputRequests === 'object') {
+        return {
+          ...task,
+          status: 'input_required',
+          statusMessage: 'The approved call asks for your input.',
+          inputRequests: stored.inputRequests as Record<string, unknown>,
+        };
+      }
+      if (!stored || typeof stored !== 'object' || !Array.isArray(stored.content)) {
+        return refused('The approved call ended without a tool result.');
+      }
+      return { ...task, status: 'completed', result: stored as CallToolResult };
+    }
+    case 'failed':
+      return {
+        ...task,
+        status: 'failed',
+        statusMessage: view.error?.message ?? 'The approved call failed.',
+        error: {
+          code: -32603,
+          message: view.error?.message ?? 'The approved call failed.',
+          data: { status: 'failed', approval_id: view.id, ...(view.error ? { code: view.error.code } : {}) },
+        },
+      };
+    case 'rejected':
+      return refused(`An operator rejected the call${view.reason ? `: ${view.reason}` : '.'}`);
+    case 'expired':
+      return refused(`No operator decided in time: the approval expired at ${view.expiresAt}.`);
+    case 'out_of_scope':
+      return refused(`The call no longer matches what was approved${view.reason ? `: ${view.reason}` : '.'}`);
+    case 'cancelled':
+      return { ...task, status: 'cancelled', ...(view.reason ? { statusMessage: view.reason } : {}) };
+  }
 }
 
 export class Gate {
@@ -325,6 +418,40 @@ export class Gate {
     }
   }
 
+  /**
+   * A gated call's task (`tasks/get`) for the token that asked it, or undefined when the id is not one
+   * of the gate's or the approval is not this token's (which reads exactly like a task that does not exist).
+   */
+  async task(principal: Principal, taskId: string): Promise<DetailedTask | undefined> {
+    const approvalId = approvalIdOfTask(taskId);
+    if (!approvalId) return undefined;
+    try {
+      // The requester check (and a pending approval past its expiry ends `expired`), then the record.
+      await this.ports.approvals.status(approvalId, principal, 0);
+      return approvalTask(await this.ports.approvals.get(approvalId));
+    } catch (error) {
+      if (findGatehouseError(error)?.code === 'approval.not_found') return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * `tasks/cancel` of a gated call's task: a call still waiting for (or not yet started after) its approval
+   * is withdrawn and its task ends `cancelled`; one that runs or ended stays as it is (the ack is the same).
+   * False when the task is not this token's.
+   */
+  async cancelTask(principal: Principal, taskId: string): Promise<boolean> {
+    const approvalId = approvalIdOfTask(taskId);
+    if (!approvalId) return false;
+    try {
+      await this.ports.approvals.withdraw(approvalId, principal, 'Withdrawn by the requester (tasks/cancel).');
+      return true;
+    } catch (error) {
+      if (findGatehouseError(error)?.code === 'approval.not_found') return false;
+      throw error;
+    }
+  }
+
   /** A refusal in this surface's shape; errors the surface leaves to the protocol are thrown. */
   refusal(error: GatehouseError): CallToolResult {
     const answer = this.refuse(error);
@@ -371,6 +498,10 @@ export class Gate {
       }),
     );
     await audit('gated', 'pending_approval', { approvalId: approval.id });
+    if (call.asTask) {
+      const { result: _none, error: _neither, ...task } = approvalTask(approval);
+      return createTaskResult({ ...task, statusMessage: `${message} Waiting for an operator's decision.` });
+    }
     return pendingAnswer(approval.id, message);
   }
 }

@@ -13,7 +13,7 @@ import { outgoingCarrier } from '../telemetry/tracing.js';
 import { MODERN_PROTOCOL_VERSION } from '../wire.js';
 import type { Deadline } from './deadline.js';
 import { type DirectTarget, logRelay, nextRequestId, sendCall } from './direct-call.js';
-import { outcomeOf } from './direct-result.js';
+import { outcomeOf, TASKS_EXTENSION } from './direct-result.js';
 import { inSdkOrder, type Json } from './direct-wire.js';
 import { paramHeadersFor } from './param-headers.js';
 import type { Exchange, InteractiveCallOptions, InteractiveCallResult } from './types.js';
@@ -27,7 +27,7 @@ export async function callModernDirect(
   args: Record<string, unknown> | undefined,
   options: Pick<
     InteractiveCallOptions,
-    'continuation' | 'inputCapabilities' | 'extensions' | 'onLog' | 'logLevel' | 'inputSchema'
+    'continuation' | 'inputCapabilities' | 'extensions' | 'onLog' | 'logLevel' | 'inputSchema' | 'tasks'
   >,
 ): Promise<InteractiveCallResult> {
   const id = nextRequestId();
@@ -39,7 +39,10 @@ export async function callModernDirect(
     [PROTOCOL_VERSION_META_KEY]: MODERN_PROTOCOL_VERSION,
     [CLIENT_INFO_META_KEY]: target.clientInfo,
     // What the agent can answer, for this call only (the client itself declares nothing).
-    [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, options.extensions),
+    [CLIENT_CAPABILITIES_META_KEY]: withExtensions(
+      inputCapabilities,
+      options.tasks ? { ...options.extensions, [TASKS_EXTENSION]: {} } : options.extensions,
+    ),
     // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
     ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
     ...outgoingCarrier(),
@@ -53,7 +56,7 @@ export async function callModernDirect(
     errorIn400: true,
     onNotification: logRelay(options.onLog),
   });
-  return outcomeOf(message, 'modern');
+  return outcomeOf(message, 'modern', options.tasks === true);
 }
 
 /** A call's headers in the SDK's order: sorted once per target, the tool's name filled in per call. */

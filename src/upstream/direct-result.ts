@@ -3,14 +3,65 @@
  * for the connection's era: an error, an input request (2026-07-28 only), or a valid, bounded result.
  */
 import { SdkError, SdkErrorCode, specTypeSchemas } from '@modelcontextprotocol/client';
+import { GatehouseError } from '../errors.js';
+import { boundStrings } from './bounds.js';
 import { isPlainObject, type Json, protocolError } from './direct-wire.js';
 import { interactiveOutcome } from './operations.js';
-import type { InteractiveCallResult } from './types.js';
+import type { InteractiveCallResult, UpstreamTask } from './types.js';
 
 /** Keys of other result families: a 2025 result carrying one must carry `content` too (no defaulting). */
 const FOREIGN_RESULT_KEYS = ['task', 'inputRequests', 'requestState'];
 
-export function outcomeOf(message: Json, era: 'modern' | 'legacy'): InteractiveCallResult {
+/** The Tasks extension's id (SEP-2663), as declared in client and server capabilities. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/** Longest upstream task id the hub passes on (the agent sends it back in `Mcp-Name` and the body). */
+const MAX_TASK_ID = 256;
+const TASK_STATUSES = new Set(['working', 'input_required', 'completed', 'failed', 'cancelled']);
+/** A task's status message is a sentence, not a payload: longer ones are cut. */
+export const MAX_STATUS_MESSAGE = 1024;
+/** The longest a task stays bound to its token when its upstream gives no (or a longer) TTL: one day. */
+export const MAX_TASK_TTL_MS = 24 * 60 * 60_000;
+
+const isIsoish = (value: unknown): value is string =>
+  typeof value === 'string' && value.length <= 64 && /^\d{4}-\d{2}-\d{2}T/.test(value);
+
+/** A `CreateTaskResult` (flat) checked and reduced to the task's own fields, or a protocol error. */
+export function taskOutcome(result: Json): UpstreamTask {
+  const { taskId, status, createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, statusMessage } = result;
+  if (
+    typeof taskId !== 'string' ||
+    taskId.length === 0 ||
+    taskId.length > MAX_TASK_ID ||
+    !/^[\x21-\x7e]+$/.test(taskId) ||
+    typeof status !== 'string' ||
+    !TASK_STATUSES.has(status) ||
+    !isIsoish(createdAt) ||
+    !isIsoish(lastUpdatedAt) ||
+    (ttlMs !== null && ttlMs !== undefined && !(Number.isInteger(ttlMs) && (ttlMs as number) > 0))
+  ) {
+    throw new GatehouseError('upstream_protocol_error', 'The upstream answered with a task that is not valid.', {
+      reason: 'invalid_task',
+    });
+  }
+  return {
+    task: {
+      taskId,
+      status,
+      createdAt,
+      lastUpdatedAt,
+      ttlMs: typeof ttlMs === 'number' ? ttlMs : null,
+      ...(Number.isInteger(pollIntervalMs) && (pollIntervalMs as number) > 0
+        ? { pollIntervalMs: pollIntervalMs as number }
+        : {}),
+      ...(typeof statusMessage === 'string'
+        ? { statusMessage: boundStrings(statusMessage, { maxStringChars: MAX_STATUS_MESSAGE }).value }
+        : {}),
+    },
+  };
+}
+
+export function outcomeOf(message: Json, era: 'modern' | 'legacy', tasks = false): InteractiveCallResult {
   if (isPlainObject(message.error)) throw protocolError(message.error);
   const result = message.result;
   if (!isPlainObject(result)) {
@@ -20,6 +71,8 @@ export function outcomeOf(message: Json, era: 'modern' | 'legacy'): InteractiveC
   const { resultType, ...rest } = result;
   if (era === 'modern') {
     if (resultType === 'input_required') return interactiveOutcome(result);
+    // Only when the agent declared the extension (and so did the call): a task it can poll.
+    if (resultType === 'task' && tasks) return taskOutcome(result);
     if (resultType !== undefined && resultType !== 'complete') {
       throw new SdkError(
         SdkErrorCode.UnsupportedResultType,

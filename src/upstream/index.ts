@@ -31,5 +31,6 @@ export type {
   UpstreamLogMessage,
   UpstreamOptions,
   UpstreamTarget,
+  UpstreamTask,
   UpstreamTransport,
 } from './types.js';

@@ -63,9 +63,11 @@ interface Slot {
 
 /** A plain call's result: an upstream asking for input fails it as the SDK client does without `allowInputRequired`. */
 function completeResult(outcome: InteractiveCallResult): BoundedCallResult {
-  if (!('inputRequired' in outcome)) return outcome;
-  throw new SdkError(SdkErrorCode.UnsupportedResultType, "Unsupported result type 'input_required' for tools/call", {
-    resultType: 'input_required',
+  if (!('inputRequired' in outcome) && !('task' in outcome)) return outcome;
+  // A plain call declares no Tasks extension, so only the input request can come back here.
+  const resultType = 'task' in outcome ? 'task' : 'input_required';
+  throw new SdkError(SdkErrorCode.UnsupportedResultType, `Unsupported result type '${resultType}' for tools/call`, {
+    resultType,
     method: 'tools/call',
   });
 }

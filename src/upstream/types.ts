@@ -94,7 +94,23 @@ export interface UpstreamInputRequired {
   inputRequired: { inputRequests: Record<string, unknown>; requestState?: string };
 }
 
-export type InteractiveCallResult = BoundedCallResult | UpstreamInputRequired;
+/**
+ * An upstream that answered a call as a task (the Tasks extension, SEP-2663): its task, checked and bounded;
+ * the agent polls it through the hub (`tasks/get`), bound to the token that called.
+ */
+export interface UpstreamTask {
+  task: {
+    taskId: string;
+    status: string;
+    createdAt: string;
+    lastUpdatedAt: string;
+    ttlMs: number | null;
+    pollIntervalMs?: number;
+    statusMessage?: string;
+  };
+}
+
+export type InteractiveCallResult = BoundedCallResult | UpstreamInputRequired | UpstreamTask;
 
 export interface InteractiveCallOptions extends CallOptions {
   continuation?: Continuation | undefined;
@@ -113,6 +129,11 @@ export interface InteractiveCallOptions extends CallOptions {
    * agent (`asks.ts`). Given, a dual-era upstream is driven at 2025 for this call, so it can ask.
    */
   ask?: AskRelay | undefined;
+  /**
+   * The agent declared the Tasks extension: declared to a 2026-07-28 upstream for this call (on the direct
+   * path), which may then answer with a task (`UpstreamTask`) instead of a result.
+   */
+  tasks?: boolean | undefined;
 }
 
 /** A running `UpstreamPool.watchLists`. */

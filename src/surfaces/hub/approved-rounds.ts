@@ -125,6 +125,45 @@ export class ApprovedRounds {
     return jsonToolResult({ ...answer });
   }
 
+  /**
+   * `tasks/update` of a gated call's task whose approved call asked for input: the agent's answers go to the
+   * upstream as the next round (the same re-check first, the round audited), and its outcome is stored for
+   * the next `tasks/get`. A task that asks nothing (any more) ignores answers, as the extension says.
+   */
+  async taskRound(
+    principal: TokenPrincipal,
+    approvalId: string,
+    inputResponses: unknown,
+    inputCapabilities: Record<string, unknown> | undefined,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const approval = await this.deps.approvals.get(approvalId);
+    if (approval.requester.id !== principal.id) {
+      throw new GatehouseError('approval.not_found', `No approval ${approvalId} (for this token).`, { id: approvalId });
+    }
+    const stored = approval.result;
+    if (approval.status !== 'executed' || !isStoredInputRequired(stored)) return;
+    if (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses)) {
+      throw new GatehouseError('tool.invalid_arguments', 'inputResponses must be an object.');
+    }
+    const check = await this.deps.recheck(approval);
+    if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
+    const outcome = await runAuditedRound(
+      this.deps.audit,
+      approval,
+      principal,
+      () =>
+        this.deps.run(
+          approval,
+          { inputResponses: inputResponses as Record<string, unknown>, requestState: stored.requestState },
+          inputCapabilities,
+          signal,
+        ),
+      { requestBytes: 0 },
+    );
+    await this.deps.approvals.recordRound(approval.id, stored, storedOutcome(outcome));
+  }
+
   private async askAgent(
     principal: TokenPrincipal,
     approval: ApprovalView,

@@ -34,15 +34,17 @@ import type {
   UpstreamInputRequired,
   UpstreamLogMessage,
   UpstreamPool,
+  UpstreamTask,
 } from '../../upstream/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
-import { errorResult, isResultError } from '../results.js';
+import { createTaskResult, type DetailedTask, errorResult, isResultError } from '../results.js';
 import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { UI_EXTENSION, wrapResourceUri } from './names.js';
 import { type HubRequestState, type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
+import { type HubTasks, passedTask } from './tasks.js';
 import { activeOverride, type HubServer, type HubTool, isListed, quarantineReason, type Snapshot } from './view.js';
 
 /** What an approval card adds for an overridden tool: its aggregated and display names, the fixed arguments. */
@@ -69,6 +71,8 @@ export interface CallPorts extends GatePorts {
   stdio: StdioUpstream;
   /** Told of every call on `/mcp` to a usable tool (search mode's recent tools). */
   onToolCalled?: ((principal: TokenPrincipal, exposed: string) => void) | undefined;
+  /** Binds the upstream tasks an agent's calls create to its token (the Tasks extension). */
+  tasks?: HubTasks | undefined;
 }
 
 /** What the hub needs of the stdio supervisor. */
@@ -173,12 +177,30 @@ export function needsInput(outcome: UpstreamOutcome): outcome is UpstreamInputRe
   return 'inputRequired' in outcome;
 }
 
+/** What an upstream answered an agent that declared the Tasks extension: also, a task. */
+export type TaskableOutcome = UpstreamOutcome | UpstreamTask;
+
+export function isUpstreamTask(outcome: TaskableOutcome): outcome is UpstreamTask {
+  return 'task' in outcome && !('content' in outcome);
+}
+
+/** `runTaskable` for a call that declared no Tasks extension (an upstream task is then a protocol error). */
+export async function runUpstream(...args: Parameters<typeof runTaskable>): Promise<UpstreamOutcome> {
+  const outcome = await runTaskable(...args);
+  if (isUpstreamTask(outcome)) {
+    throw new GatehouseError('upstream_protocol_error', 'The upstream answered with a task nobody asked for.', {
+      reason: 'unexpected_task',
+    });
+  }
+  return outcome;
+}
+
 /**
  * Runs an allowed call on its upstream: through the pool (and so the egress guard) for HTTP servers.
  * `continuation` carries a later round of the multi-round-trip flow (the agent's answers and the
  * upstream's state); an upstream that asks for input answers `{inputRequired}`.
  */
-export async function runUpstream(
+export async function runTaskable(
   ports: Pick<CallPorts, 'poolFor' | 'stdio'>,
   snapshot: Snapshot,
   server: HubServer,
@@ -197,8 +219,10 @@ export async function runUpstream(
     principal?: Principal | undefined;
     /** Relays a 2025-era upstream's asks to the agent (a 2025-era agent that can be asked). */
     ask?: AskRelay | undefined;
+    /** The agent declared the Tasks extension (declared to a 2026-07-28 upstream in turn). */
+    tasks?: boolean | undefined;
   },
-): Promise<UpstreamOutcome> {
+): Promise<TaskableOutcome> {
   const interactive = {
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onProgress ? { onProgress: options.onProgress } : {}),
@@ -208,6 +232,7 @@ export async function runUpstream(
     ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
     ...(options.extensions ? { extensions: options.extensions } : {}),
     ...(options.ask ? { ask: options.ask } : {}),
+    ...(options.tasks ? { tasks: true } : {}),
   };
   if (server.row.transport === 'stdio') {
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
@@ -247,8 +272,9 @@ export async function runUpstream(
   }
 }
 
-function asOutcome(result: InteractiveCallResult): UpstreamOutcome {
-  return 'inputRequired' in result ? result : toCallToolResult(result);
+function asOutcome(result: InteractiveCallResult): TaskableOutcome {
+  if ('inputRequired' in result || isUpstreamTask(result as TaskableOutcome)) return result as TaskableOutcome;
+  return toCallToolResult(result as BoundedCallResult);
 }
 
 /** The MCP `input_required` result that hands an upstream's input requests to the agent, with the hub's state. */
@@ -292,6 +318,11 @@ export interface CallContext {
   ask?: AskRelay | undefined;
   /** The extensions the agent declared that pass on to a 2026-07-28 upstream (`agentExtensions`). */
   extensions?: Record<string, unknown> | undefined;
+  /**
+   * The agent declared the Tasks extension (its request's `_meta` capabilities, or its 2025 session's): a
+   * gated call answers as a task, and an upstream may answer with one.
+   */
+  tasks?: boolean | undefined;
 }
 
 export function callContextOf(
@@ -434,6 +465,16 @@ export class HubCalls {
     return this.gate.approvalStatus(principal, rawArgs, read);
   }
 
+  /** A gated call's task for the token that asked it (`tasks/get`), or undefined when it is not one. */
+  approvalTask(principal: TokenPrincipal, taskId: string): Promise<DetailedTask | undefined> {
+    return this.gate.task(principal, taskId);
+  }
+
+  /** `tasks/cancel` of a gated call's task; false when it is not this token's. */
+  cancelApprovalTask(principal: TokenPrincipal, taskId: string): Promise<boolean> {
+    return this.gate.cancelTask(principal, taskId);
+  }
+
   call(
     principal: TokenPrincipal,
     snapshot: Snapshot,
@@ -466,6 +507,7 @@ export class HubCalls {
         return args;
       },
       via,
+      asTask: ctx.tasks === true,
       resolve: () => {
         const resolution = resolveTool(snapshot, principal.groups, scope, params.name);
         if ('missing' in resolution) return { verdict: resolution.missing, serverId: resolution.serverId };
@@ -499,7 +541,8 @@ export class HubCalls {
             ...(tool.definition.description ? { description: tool.definition.description } : {}),
             // Both names and what the override fixed: the card never hides what is really sent.
             ...overrideCard(tool),
-            // The approved call runs without the agent; it may ask only for input the agent can give later.
+            // The approved call runs without the agent; it may ask only for input the agent can give later
+            // (in approval_status rounds, or as the task's `input_required` answered with `tasks/update`).
             ...(inputCapabilities ? { inputCapabilities } : {}),
           },
         };
@@ -513,10 +556,12 @@ export class HubCalls {
         const declined =
           connectRound &&
           (ctx.inputResponses?.[CONNECT_INPUT_KEY] as { action?: unknown } | undefined)?.action !== 'accept';
-        let result: UpstreamOutcome;
+        const taskable = ctx.tasks === true && this.ports.tasks !== undefined;
+        let result: Awaited<ReturnType<typeof runTaskable>>;
         try {
-          result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+          result = await runTaskable(this.ports, snapshot, server, tool.name, args, {
             principal,
+            tasks: taskable,
             signal: ctx.signal,
             ask,
             ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
@@ -553,6 +598,11 @@ export class HubCalls {
             // The link is the person's own (its state binds them): it stays out of the audit trail.
             audited: { inputRequests: { [CONNECT_INPUT_KEY]: { method: 'elicitation/create', mode: 'url' } } },
           };
+        }
+        if (isUpstreamTask(result)) {
+          // Bound to this token before the agent hears of it: its tasks/get resolves at once, on any replica.
+          await this.ports.tasks?.bind(principal, server.row.id, result);
+          return { answer: createTaskResult(passedTask(scope, server.row.id, result)), outcome: 'ok', audited: result };
         }
         if (!needsInput(result)) {
           const answer = scope.kind !== 'single' ? withLinksThroughHub(result, server.row.id) : result;

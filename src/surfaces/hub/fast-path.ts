@@ -14,7 +14,8 @@
  * once per registry snapshot, scope and group set, then reused.
  *
  * Anything else goes to the SDK unchanged: other methods, a request carrying a `requestState`,
- * `inputResponses`, a progress token, a cursor or any key this module does not know, a session whose
+ * `inputResponses`, a progress token, a cursor or any key this module does not know, an agent that
+ * declared the Tasks extension (its gated calls answer as tasks), a session whose
  * agent can answer input requests (the SDK's legacy shim asks it), and every malformed request (the
  * SDK owns those error answers). A request is taken only when it is certainly one the SDK would
  * serve, so the paths differ in speed only; `test/hub/fast-path.test.ts` sends the same requests both
@@ -34,6 +35,7 @@ import {
 import type { TokenPrincipal } from '../../identity/index.js';
 import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import type { EndpointScope, FastResponse } from '../endpoint.js';
+import { declaresTasks } from '../results.js';
 import type { SessionView } from '../sessions.js';
 import { type CallContext, type HubCalls, pickExtensions, pickInputCapabilities } from './calls.js';
 import { sessionLogLevel } from './log-levels.js';
@@ -132,6 +134,8 @@ function legacyCallOf(headers: IncomingHttpHeaders, body: unknown, session: Sess
   if (headers['mcp-name'] !== undefined && headers['mcp-name'] !== name) return undefined;
   const capabilities = (session.server.getClientCapabilities() ?? {}) as Json;
   if (INPUT_CAPABILITIES.some((key) => capabilities[key] !== undefined)) return undefined;
+  // An agent of the Tasks extension gets a gated call (or an upstream's) as a task: the SDK path answers it.
+  if (declaresTasks(capabilities)) return undefined;
   // A session that set a logging level hears its calls' upstream logs: the SDK path relays them.
   if (sessionLogLevel(session.server) !== undefined) return undefined;
   // Its extensions still pass on to a 2026-07-28 upstream (MCP Apps); it has no input capabilities here.
@@ -180,6 +184,7 @@ export function fastRequestOf(
   if (typeof name !== 'string' || name.length === 0 || name.startsWith(GATEHOUSE_PREFIX)) return undefined;
   if (headers['mcp-name'] !== name) return undefined;
   if (args !== undefined && !isPlainObject(args)) return undefined;
+  if (declaresTasks(capabilities)) return undefined;
   return { method, era: 'modern', id, name, arguments: args, capabilities };
 }
 

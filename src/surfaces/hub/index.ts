@@ -29,6 +29,7 @@ import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
+import { HubTasks } from './tasks.js';
 import { createUiPinGuard } from './ui-pins.js';
 import { HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
 
@@ -117,7 +118,12 @@ export function createHub(deps: HubDeps): Hub {
     if (count === 0 || toolViewFor(principal, lastSettings).kind !== 'search') return;
     if (recent.record(principal.id, exposed, count)) endpoint.notifyToolsChangedFor(principal.id);
   };
+  // Upstream tasks reach their upstream the way prompts and resources do (`withUpstream`, below).
+  const tasks = new HubTasks(deps.store, (snapshot, server, fn, signal, principal) =>
+    withUpstream(snapshot, server, fn, signal, principal),
+  );
   const calls = new HubCalls({
+    tasks,
     onToolCalled,
     settings: deps.settings,
     validator: new ArgumentValidator(),
@@ -159,6 +165,7 @@ export function createHub(deps: HubDeps): Hub {
         listViewOf,
         searchIndexes,
         uiPins,
+        tasks,
       },
       principal,
       scope,

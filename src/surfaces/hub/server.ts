@@ -13,7 +13,8 @@ import type {
   ServerContext,
   Tool,
 } from '@modelcontextprotocol/server';
-import { ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
+import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
@@ -21,6 +22,7 @@ import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
 import { pageOf } from '../cursor.js';
 import { APPROVAL_STATUS_TOOL, approvalStatusTool as approvalStatusToolOf } from '../gate.js';
+import { type DetailedTask, declaresTasks, TASKS_EXTENSION, taskNotFound, tasksNotDeclared } from '../results.js';
 import type { ApprovedRounds } from './approved-rounds.js';
 import {
   agentExtensions,
@@ -55,6 +57,7 @@ import {
   VIA_CALL_TOOL,
 } from './search/meta-tools.js';
 import type { ResourceSubscriptions } from './subscriptions.js';
+import type { HubTasks, TaskMethod } from './tasks.js';
 import { isUiUri, type UiPinGuard } from './ui-pins.js';
 import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
 
@@ -153,7 +156,12 @@ export interface HubServerDeps {
   searchIndexes: SearchIndexes;
   /** Checks a `ui://` resource's content against its pin before it is served. */
   uiPins: UiPinGuard;
+  /** Upstream tasks bound to the tokens that created them (the Tasks extension). */
+  tasks: HubTasks;
 }
+
+/** What every task method carries: the task's id (the agent sends it back in `Mcp-Name` too). */
+const TASK_PARAMS = z.looseObject({ taskId: z.string().min(1).max(600), inputResponses: z.unknown().optional() });
 
 const INSTRUCTIONS =
   'Gatehouse aggregates the MCP servers you may use. Tools are named <server>__<tool>. A call that needs ' +
@@ -270,7 +278,9 @@ export function buildHubServer(
         // `logging/setLevel` is answered by the SDK per server, and the hub builds one per 2025 session
         // (one per request on 2026-07-28): a level is the agent session's own, never global.
         logging: {},
-        ...(offersUi ? { extensions: { [UI_EXTENSION]: {} } } : {}),
+        // The Tasks extension: a gated call is a task for agents that declare it; upstream tasks pass through.
+        // MCP Apps: declared where an upstream behind this path offers it.
+        extensions: { [TASKS_EXTENSION]: {}, ...(offersUi ? { [UI_EXTENSION]: {} } : {}) },
       },
       instructions: identity.instructions,
       // A forged, expired or foreign requestState is refused (-32602) before a handler sees it.
@@ -294,6 +304,12 @@ export function buildHubServer(
     const snapshot = await deps.registry.snapshot();
     return hubToolPage(snapshot, principal.groups, scope, request.params?.cursor, deps.listPageSize, listView);
   });
+
+  /** Whether the agent declared the Tasks extension: on this request's `_meta`, or for its 2025 session. */
+  const declaredTasks = (ctx: ServerContext, params: { _meta?: unknown } | undefined): boolean =>
+    declaresTasks((ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY]) ||
+    declaresTasks((params?._meta as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY]) ||
+    declaresTasks(server.getClientCapabilities());
 
   // A 2025-era agent is asked with real server→client requests during its call: what it declared it can answer.
   const askable = (inputs: Record<string, unknown> | undefined) => {
@@ -332,13 +348,16 @@ export function buildHubServer(
         snapshot,
         scope,
         { name: inner.name, arguments: inner.arguments },
-        callContextOf(
-          ctx,
-          request.params as Parameters<typeof callContextOf>[1],
-          sessionLogLevel(server),
-          askable(inputs),
-          server.getClientCapabilities(),
-        ),
+        {
+          ...callContextOf(
+            ctx,
+            request.params as Parameters<typeof callContextOf>[1],
+            sessionLogLevel(server),
+            askable(inputs),
+            server.getClientCapabilities(),
+          ),
+          tasks: declaredTasks(ctx, request.params),
+        },
         inputs,
         VIA_CALL_TOOL,
       );
@@ -351,10 +370,70 @@ export function buildHubServer(
       snapshot,
       callScope,
       params,
-      callContextOf(ctx, params, sessionLogLevel(server), askable(inputs), server.getClientCapabilities()),
+      {
+        ...callContextOf(ctx, params, sessionLogLevel(server), askable(inputs), server.getClientCapabilities()),
+        tasks: declaredTasks(ctx, params),
+      },
       inputs,
     );
   });
+
+  // The Tasks extension's methods (SEP-2663), for agents that declared it: a gated call's task is the gate's
+  // (its approval), any other the upstream's that created it, for the token it is bound to. A task that is
+  // not this token's reads exactly like one that does not exist (-32602).
+  const taskMethod = (
+    method: TaskMethod,
+    answer: (
+      params: z.infer<typeof TASK_PARAMS>,
+      ctx: ServerContext,
+    ) => Promise<DetailedTask | Record<string, never> | undefined>,
+  ) =>
+    server.setRequestHandler(method, { params: TASK_PARAMS }, async (params, ctx: ServerContext) => {
+      if (!declaredTasks(ctx, params as { _meta?: unknown })) throw tasksNotDeclared(method);
+      let answered: DetailedTask | Record<string, never> | undefined;
+      try {
+        answered = await answer(params, ctx);
+      } catch (error) {
+        throw asProtocolError(error);
+      }
+      if (!answered) throw taskNotFound(params.taskId);
+      return answered as Record<string, unknown>;
+    });
+  // The SDK lifts a request's `inputResponses` into its context (the multi-round-trip seam): read them there.
+  const answersOf = (params: z.infer<typeof TASK_PARAMS>, ctx: ServerContext): unknown =>
+    ctx.mcpReq.inputResponses ?? params.inputResponses ?? {};
+  const upstreamTask = async (method: TaskMethod, params: z.infer<typeof TASK_PARAMS>, ctx: ServerContext) =>
+    deps.tasks.relay(
+      principal,
+      await deps.registry.snapshot(),
+      scope,
+      method,
+      { taskId: params.taskId, inputResponses: answersOf(params, ctx) },
+      ctx.mcpReq.signal,
+    );
+  taskMethod(
+    'tasks/get',
+    async (params, ctx) =>
+      (await deps.calls.approvalTask(principal, params.taskId)) ?? upstreamTask('tasks/get', params, ctx),
+  );
+  // A gated call's task asks for input only when its approved call did: the answers are that call's next round.
+  taskMethod('tasks/update', async (params, ctx) => {
+    const gated = await deps.calls.approvalTask(principal, params.taskId);
+    if (!gated) return upstreamTask('tasks/update', params, ctx);
+    if (gated.status === 'input_required') {
+      await deps.approvedRounds.taskRound(
+        principal,
+        params.taskId.slice(GATEHOUSE_PREFIX.length),
+        answersOf(params, ctx),
+        agentInputCapabilities(ctx, server.getClientCapabilities()),
+        ctx.mcpReq.signal,
+      );
+    }
+    return {};
+  });
+  taskMethod('tasks/cancel', async (params, ctx) =>
+    (await deps.calls.cancelApprovalTask(principal, params.taskId)) ? {} : upstreamTask('tasks/cancel', params, ctx),
+  );
 
   server.setRequestHandler('prompts/list', async (request) => {
     const snapshot = await deps.registry.snapshot();
