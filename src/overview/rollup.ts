@@ -185,20 +185,32 @@ export async function backfillRollup(db: AnyDb): Promise<void> {
     sql`, `,
   );
   const columns = sql.join(HISTOGRAM_COLUMNS.map((c) => sql.ref(c)));
-  for (const grain of GRAINS) {
-    const period = sql`substr(at, 1, ${sql.lit(grain.prefix)})`;
-    await sql`
-      insert into audit_rollup_servers (grain_minutes, period, server_id, calls, errors, ${columns})
-      select ${sql.lit(grain.minutes)}, p, s, count(*), ${errorsSql()}, ${histogram}
-      from (select ${period} as p, coalesce(server_id, '') as s, outcome, ${latencyBucketSql()} as lb
-            from audit_events where kind = 'call') calls
-      group by p, s`.execute(db);
-    await sql`
-      insert into audit_rollup_tools (grain_minutes, period, server_id, tool, calls)
-      select ${sql.lit(grain.minutes)}, ${period}, coalesce(server_id, ''), coalesce(tool, ''), count(*)
-      from audit_events where kind = 'call'
-      group by ${period}, coalesce(server_id, ''), coalesce(tool, '')`.execute(db);
-  }
+  const sums = sql.join(HISTOGRAM_COLUMNS.map((c) => sql`sum(${sql.ref(c)})`));
+  const [ten, hour] = GRAINS;
+  // Ten-minute periods from the rows (one pass each), then the hours from the ten-minute periods.
+  await sql`
+    insert into audit_rollup_servers (grain_minutes, period, server_id, calls, errors, ${columns})
+    select ${sql.lit(ten.minutes)}, p, s, count(*), ${errorsSql()}, ${histogram}
+    from (select substr(at, 1, ${sql.lit(ten.prefix)}) as p, coalesce(server_id, '') as s, outcome,
+            ${latencyBucketSql()} as lb
+          from audit_events where kind = 'call') calls
+    group by p, s`.execute(db);
+  await sql`
+    insert into audit_rollup_tools (grain_minutes, period, server_id, tool, calls)
+    select ${sql.lit(ten.minutes)}, substr(at, 1, ${sql.lit(ten.prefix)}), coalesce(server_id, ''), coalesce(tool, ''), count(*)
+    from audit_events where kind = 'call'
+    group by substr(at, 1, ${sql.lit(ten.prefix)}), coalesce(server_id, ''), coalesce(tool, '')`.execute(db);
+  const hourOf = sql`substr(period, 1, ${sql.lit(hour.prefix)})`;
+  await sql`
+    insert into audit_rollup_servers (grain_minutes, period, server_id, calls, errors, ${columns})
+    select ${sql.lit(hour.minutes)}, ${hourOf}, server_id, sum(calls), sum(errors), ${sums}
+    from audit_rollup_servers where grain_minutes = ${sql.lit(ten.minutes)}
+    group by ${hourOf}, server_id`.execute(db);
+  await sql`
+    insert into audit_rollup_tools (grain_minutes, period, server_id, tool, calls)
+    select ${sql.lit(hour.minutes)}, ${hourOf}, server_id, tool, sum(calls)
+    from audit_rollup_tools where grain_minutes = ${sql.lit(ten.minutes)}
+    group by ${hourOf}, server_id, tool`.execute(db);
 }
 
 const ROLLUP_TABLES = ['audit_rollup_calls', 'audit_rollup_servers', 'audit_rollup_tools'] as const;
