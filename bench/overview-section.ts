@@ -1,14 +1,17 @@
 /**
  * Section `overview` (issue 21): `GET /api/overview`'s aggregation (`src/overview/aggregate.ts`) in process
  * on SQLite with a million audit rows — a busy gateway's week, ~100 calls a minute over 50 servers and
- * 20 tools (so the last hour holds ~6k rows and the last day ~143k). Seeded in one INSERT … SELECT;
- * then the hour and the day are each aggregated 30 times after 3 warm-ups. Target: p95 under 200 ms.
+ * 20 tools (so the last hour holds ~6k rows and the last day ~143k). Seeded in one INSERT … SELECT, then
+ * the rollups counted from those rows (`rebuildRollup`: what migration 20's backfill does on an existing
+ * store); then each is aggregated 30 times after 3 warm-ups: the hour (from its rows), the day (from the
+ * rollups, as served) and, beside it, the day from its rows. Target: p95 under 200 ms for the hour and the day.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { type OverviewWindow, overview } from '../src/overview/aggregate.js';
+import { type OverviewSource, type OverviewWindow, overview } from '../src/overview/aggregate.js';
+import { rebuildRollup } from '../src/overview/rollup.js';
 import { openStore } from '../src/store/db.js';
 import { machineLine, num, renderTable, verdict } from './table.js';
 
@@ -39,30 +42,50 @@ export async function overviewSection(): Promise<string> {
         (i * 7919) % 2000
       from n`.execute(store.db);
     const seedS = (performance.now() - seeded) / 1000;
+    const rolled = performance.now();
+    await rebuildRollup(store.db);
+    const rollupS = (performance.now() - rolled) / 1000;
     const rows: string[][] = [];
     let met = true;
-    for (const window of ['hour', 'day'] as OverviewWindow[]) {
-      for (let i = 0; i < 3; i++) await overview(store.db, window);
+    const cases: [OverviewWindow, OverviewSource, boolean][] = [
+      ['hour', 'rows', true],
+      ['day', 'rollup', true],
+      ['day', 'rows', false], // for comparison: what the day cost before the rollups
+    ];
+    for (const [window, source, served] of cases) {
+      for (let i = 0; i < 3; i++) await overview(store.db, window, new Date(), source);
       const times: number[] = [];
       let buckets = 0;
       for (let i = 0; i < RUNS; i++) {
         const started = performance.now();
-        buckets = (await overview(store.db, window)).series.length;
+        buckets = (await overview(store.db, window, new Date(), source)).series.length;
         times.push(performance.now() - started);
       }
       times.sort((a, b) => a - b);
       const p95 = quantile(times, 0.95);
-      met &&= p95 < TARGET_P95_MS;
-      rows.push([window, String(buckets), num(quantile(times, 0.5)), num(p95)]);
+      if (served) met &&= p95 < TARGET_P95_MS;
+      rows.push([
+        window,
+        `${source}${served ? ' (served)' : ''}`,
+        String(buckets),
+        num(quantile(times, 0.5)),
+        num(p95),
+      ]);
     }
     return [
-      `## overview — GET /api/overview aggregation, SQLite, ${ROWS} audit rows (seeded in ${num(seedS)} s)`,
+      `## overview — GET /api/overview aggregation, SQLite, ${ROWS} audit rows (seeded in ${num(seedS)} s, rollups counted in ${num(rollupS)} s)`,
       machineLine(),
       renderTable(
-        [{ title: 'window', align: 'left' }, { title: 'buckets' }, { title: 'p50 ms' }, { title: 'p95 ms' }],
+        [
+          { title: 'window', align: 'left' },
+          { title: 'from', align: 'left' },
+          { title: 'buckets' },
+          { title: 'p50 ms' },
+          { title: 'p95 ms' },
+        ],
         rows,
       ),
-      `target: p95 < ${TARGET_P95_MS} ms with a million audit rows — ${verdict(met)}`,
+      `target: p95 < ${TARGET_P95_MS} ms for the hour and the day (as served) with a million audit rows — ${verdict(met)}`,
     ].join('\n');
   } finally {
     await store.close();

@@ -9,6 +9,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Principal } from '../identity/index.js';
+import { rollupIncrements } from '../overview/rollup.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
 import type { AuditEventTable, Database } from '../store/schema.js';
@@ -200,10 +201,9 @@ export class AuditLog {
   private async write(batch: Queued[]): Promise<void> {
     try {
       // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
-      await this.store.relaxedInsert(
-        'audit_events',
-        batch.map((q) => q.row),
-      );
+      // The Overview's rollups of the call rows go in the same transaction: one upsert per key per batch.
+      const rows = batch.map((q) => q.row);
+      await this.store.relaxedInsert('audit_events', rows, rollupIncrements(rows));
     } catch (error) {
       // Put the rows back in front (bounded) and retry later: a store outage delays the trail (and the
       // answers waiting for it), never loses it.

@@ -1,16 +1,18 @@
 /**
- * Audit retention: rows older than `audit.retentionDays` (a platform setting; 0 keeps everything)
- * are deleted in the background, in bounded batches with a pause between them, so the audit's group
- * commit (and every other write) gets the database between two batches and never waits long behind
- * one. One replica prunes at a time (the store's lock `audit-retention`); a pass runs soon after the
+ * Audit retention: rows older than `audit.retentionDays` (a platform setting; 0 keeps everything),
+ * counted from the hour at or before that age, are deleted in the background, in bounded batches with a
+ * pause between them, so the audit's group commit (and every other write) gets the database between two
+ * batches and never waits long behind one; then the Overview's rollups of the same hours. One replica prunes at a time (the store's lock `audit-retention`); a pass runs soon after the
  * start and then every `intervalMs`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../logging.js';
+import { pruneRollup } from '../overview/rollup.js';
 import type { SettingsService } from '../settings/service.js';
 import type { Store } from '../store/db.js';
 
 const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
 
 export interface AuditRetentionOptions {
   store: Store;
@@ -77,7 +79,9 @@ export class AuditRetention {
   private async prune(): Promise<number> {
     const days = (await this.options.settings.current())['audit.retentionDays'];
     if (days === 0) return 0;
-    const cutoff = new Date(this.now() - days * DAY_MS).toISOString();
+    // On an hour boundary: the rows and the Overview's rollups (whole hours and ten-minute periods) are cut
+    // at the same instant, so the rollups never count a row retention deleted (rows live up to an hour longer).
+    const cutoff = new Date(Math.floor((this.now() - days * DAY_MS) / HOUR_MS) * HOUR_MS).toISOString();
     const outcome = await this.options.store.locks.withLock('audit-retention', async (lost) => {
       const signal = AbortSignal.any([lost, this.closing.signal]);
       let total = 0;
@@ -91,7 +95,11 @@ export class AuditRetention {
         const deleted = Number(result.numDeletedRows);
         total += deleted;
         await this.options.onBatch?.(deleted);
-        if (deleted < this.batchSize) break;
+        if (deleted < this.batchSize) {
+          // The rollups of the hours just deleted (a few rows per period; not counted as audit rows).
+          if (!signal.aborted) await pruneRollup(db, cutoff.slice(0, 13));
+          break;
+        }
         await sleep(this.pauseMs, undefined, { signal }).catch(() => {});
       }
       return total;

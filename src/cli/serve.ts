@@ -1,7 +1,6 @@
 import type { Config } from '../config.js';
-import { applyDeclarativeConfig } from '../declarative/apply.js';
-import { type DeclarativeConfig, loadDeclarativeConfig } from '../declarative/load.js';
-import { type ApplyReport, isNoop } from '../declarative/report.js';
+import type { DeclarativeConfig } from '../declarative/load.js';
+import type { ApplyReport } from '../declarative/report.js';
 import { GatehouseError } from '../errors.js';
 import { createGateway, type Gateway } from '../gateway.js';
 import { closeOnSignals } from './signals.js';
@@ -16,8 +15,12 @@ export interface ServeOptions {
 export async function runServe(config: Config, options: ServeOptions = {}): Promise<void> {
   if (options.prune && !options.configFile) throw new GatehouseError('validation_error', '--prune needs --config.');
   // Read and checked before anything opens: a bad file fails the start having changed nothing.
+  // The declarative modules (and their YAML parser) are loaded only for a --config start.
   const declared = options.configFile
-    ? await loadDeclarativeConfig(options.configFile, { env: process.env, secretEnvPrefix: config.secretEnvPrefix })
+    ? await (await import('../declarative/load.js')).loadDeclarativeConfig(options.configFile, {
+        env: process.env,
+        secretEnvPrefix: config.secretEnvPrefix,
+      })
     : undefined;
   const gateway = await createGateway(config);
   const { app } = gateway;
@@ -68,6 +71,10 @@ function listenError(error: unknown, config: Config): GatehouseError | undefined
 }
 
 async function applyOrClose(gateway: Gateway, declared: DeclarativeConfig, prune: boolean): Promise<void> {
+  const [{ applyDeclarativeConfig }, { isNoop }] = await Promise.all([
+    import('../declarative/apply.js'),
+    import('../declarative/report.js'),
+  ]);
   let report: ApplyReport;
   try {
     report = await applyDeclarativeConfig(gateway, declared, { prune });

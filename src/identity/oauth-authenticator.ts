@@ -6,12 +6,13 @@
  * or `users` version moves (a grant, family, access token or signing-in token revoked; a user disabled), so the hot path
  * is one hash and one map lookup. Nothing else accepts these tokens: off an MCP surface they are no one.
  */
-import { errors as joseErrors, jwtVerify } from 'jose';
+
 import { SIGNING_ALG, type SigningKeys } from '../oauth/keys.js';
 import { surfacePath } from '../oauth/resources.js';
 import { ACCESS_TOKEN_TYPE } from '../oauth/server.js';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
+import { jose } from './jose.js';
 import { type Authenticator, bearerToken, type TokenPrincipal } from './principal.js';
 import { hashToken } from './tokens.js';
 import { isUserRole, type PrincipalUser } from './users.js';
@@ -74,6 +75,7 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
   };
 
   const verifySignature = async (token: string) => {
+    const { errors: joseErrors, jwtVerify } = await jose();
     try {
       const { payload } = await jwtVerify(
         token,

@@ -5,8 +5,9 @@
  * cached for a few minutes (keys re-read once when a token names an unknown key, for rotation).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createLocalJWKSet, type JSONWebKeySet, type JWTPayload, errors as joseErrors, jwtVerify } from 'jose';
+import type { createLocalJWKSet, JSONWebKeySet, JWTPayload } from 'jose';
 import { GatehouseError } from '../errors.js';
+import { jose } from './jose.js';
 import type { UserRole } from './users.js';
 
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -114,7 +115,7 @@ export class OidcClient {
     if (!Array.isArray(doc.keys)) throw unreachable('The JWKS document has no keys array.', 'shape');
     let set: ReturnType<typeof createLocalJWKSet>;
     try {
-      set = createLocalJWKSet(doc as unknown as JSONWebKeySet);
+      set = (await jose()).createLocalJWKSet(doc as unknown as JSONWebKeySet);
     } catch {
       throw unreachable('The JWKS document could not be parsed.', 'jwks');
     }
@@ -174,6 +175,7 @@ export class OidcClient {
   private async verify(idToken: string, retried = false): Promise<JWTPayload> {
     const { set } = await this.keySet(retried);
     try {
+      const { jwtVerify } = await jose();
       const { payload } = await jwtVerify(idToken, set, {
         issuer: this.settings.issuer,
         audience: this.settings.clientId,
@@ -182,7 +184,7 @@ export class OidcClient {
       });
       return payload;
     } catch (error) {
-      if (!retried && error instanceof joseErrors.JWKSNoMatchingKey) return this.verify(idToken, true);
+      if (!retried && error instanceof (await jose()).errors.JWKSNoMatchingKey) return this.verify(idToken, true);
       const code = (error as { code?: string }).code ?? 'invalid';
       throw new GatehouseError('oidc.failed', 'The ID token did not verify.', { reason: code });
     }

@@ -7,7 +7,8 @@
  * signed has expired.
  */
 import { randomUUID } from 'node:crypto';
-import { exportJWK, generateKeyPair, importJWK, type JWK } from 'jose';
+import type { JWK } from 'jose';
+import { jose } from '../identity/jose.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
@@ -50,7 +51,7 @@ export class SigningKeys {
       keys = await this.reload();
     }
     const newest = keys[0] as LoadedKey;
-    newest.privateKey ??= await importJWK(
+    newest.privateKey ??= await (await jose()).importJWK(
       JSON.parse(unseal(this.sealKey, newest.sealed, aadFor(['oauth-signing-key', newest.kid]))) as JWK,
       SIGNING_ALG,
     );
@@ -79,6 +80,7 @@ export class SigningKeys {
 
   /** Adds a new signing key (and forgets keys superseded long enough ago). Returns its kid. */
   async rotate(): Promise<string> {
+    const { exportJWK, generateKeyPair } = await jose();
     const { publicKey, privateKey } = await generateKeyPair(SIGNING_ALG, { extractable: true });
     const kid = randomUUID();
     const privateJwk = await exportJWK(privateKey);
@@ -136,7 +138,7 @@ export class SigningKeys {
             kid: row.kid,
             createdAt: row.created_at,
             publicJwk,
-            publicKey: await importJWK(publicJwk, SIGNING_ALG),
+            publicKey: await (await jose()).importJWK(publicJwk, SIGNING_ALG),
             sealed: row.private_sealed,
           });
         }

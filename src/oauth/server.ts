@@ -5,7 +5,7 @@
  * revokes the whole family), revocation (RFC 7009). Consent is per (person, client, resource, scope).
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
+import { jose } from '../identity/jose.js';
 import { safeEqual } from '../identity/tokens.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { SettingsService } from '../settings/service.js';
@@ -504,6 +504,7 @@ export class AuthorizationServer {
     const settings = await this.deps.settings.current();
     const ttl = Math.min(300, settings['oauth.accessTokenTtlSeconds']);
     const { kid, key } = await this.deps.keys.signing();
+    const { SignJWT } = await jose();
     const accessToken = await new SignJWT({
       scope: grant.scope,
       client_id: grant.client_id,

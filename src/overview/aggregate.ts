@@ -1,24 +1,27 @@
 /**
- * The dashboard's Overview in one answer, aggregated in SQL (SQLite and PostgreSQL alike) over the audit
- * trail's covering index: the window's call rows are read by `at` from `audit_events_overview` (migration 15),
- * which holds every grouped column, then grouped in three passes.
+ * The dashboard's Overview in one answer, aggregated in SQL (SQLite and PostgreSQL alike).
  * - calls per bucket (a minute over the last hour, ten minutes over the last day) by verdict and outcome:
  *   the bucket is a prefix of the stored ISO time, so grouping needs no date functions;
  * - per server: calls, errors, and p50/p95 latency from a fixed histogram counted in SQL (the upper
  *   bound of the bucket the percentile falls in: exact enough for a glance, and no row leaves the database);
  * - top tools; pending approvals and quarantined tools (a few, for links); servers by status.
+ * The hour reads its call rows by `at` from the covering index `audit_events_overview` (migration 15). The
+ * day reads the rollups (`rollup.ts`, migration 20): the same numbers — the same histogram — from whole
+ * ten-minute and hour periods, so it starts at the ten-minute boundary at or before 24 hours ago.
  */
 import { type Kysely, sql } from 'kysely';
 import type { Database } from '../store/schema.js';
+import { errorsSql, GRAINS, HISTOGRAM_COLUMNS, LATENCY_BOUNDS, latencyBucketSql } from './rollup.js';
+
+export { LATENCY_BOUNDS } from './rollup.js';
 
 export type OverviewWindow = 'hour' | 'day';
+/** Where the call counts come from: the rollups (the day's default) or the call rows (the hour's). */
+export type OverviewSource = 'rollup' | 'rows';
 
-/** Upper bounds (ms) of the latency histogram; the last bucket is open. */
-export const LATENCY_BOUNDS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000] as const;
-
-const WINDOWS: Record<OverviewWindow, { ms: number; prefix: number; bucketMinutes: number }> = {
-  hour: { ms: 3_600_000, prefix: 16, bucketMinutes: 1 }, // 2026-12-02T00:43
-  day: { ms: 86_400_000, prefix: 15, bucketMinutes: 10 }, // 2026-12-02T00:4
+const WINDOWS: Record<OverviewWindow, { ms: number; prefix: number; bucketMinutes: number; source: OverviewSource }> = {
+  hour: { ms: 3_600_000, prefix: 16, bucketMinutes: 1, source: 'rows' }, // 2026-12-02T00:43
+  day: { ms: 86_400_000, prefix: 15, bucketMinutes: 10, source: 'rollup' }, // 2026-12-02T00:4
 };
 
 export interface Overview {
@@ -52,29 +55,31 @@ export function quantileOf(counts: readonly number[], q: number): number | null 
   return null;
 }
 
-export async function overview(db: Kysely<Database>, window: OverviewWindow, now = new Date()): Promise<Overview> {
-  const { ms, prefix, bucketMinutes } = WINDOWS[window];
-  const since = new Date(now.getTime() - ms).toISOString();
+/** The window's call counts, wherever they were read from. */
+interface Counts {
+  /** Per series bucket (a prefix of `at`), verdict and outcome. */
+  byBucket: { b: string; verdict: string | null; outcome: string | null; n: number }[];
+  servers: Map<string, { calls: number; errors: number; histogram: number[] }>;
+  topTools: { server: string | null; tool: string | null; calls: number }[];
+}
+
+const TOP_TOOLS = 10;
+
+/** The window's counts from its call rows (the covering index `audit_events_overview`). */
+async function countRows(db: Kysely<Database>, since: string, prefix: number): Promise<Counts> {
   // `kind || ''`: an expression, so neither SQLite nor PostgreSQL picks the (kind, actor, server, at) index
   // for the equality (every call row matches it) over the time index, which bounds the rows to the window.
   const calls = db.selectFrom('audit_events').where('at', '>=', since).where(sql<string>`kind || ''`, '=', 'call');
   const bucket = sql<string>`substr(at, 1, ${sql.lit(prefix)})`;
-
-  // The histogram bucket of each latency, as one CASE (index 0…n; null latency: no bucket).
-  const cases = LATENCY_BOUNDS.map((bound, i) => sql`when latency_ms <= ${sql.lit(bound)} then ${sql.lit(i)}`);
-  const latencyBucket = sql<
-    number | null
-  >`case when latency_ms is null then null ${sql.join(cases, sql` `)} else ${sql.lit(LATENCY_BOUNDS.length)} end`;
-
+  const latencyBucket = latencyBucketSql();
   // Grouping columns as expressions (`server_id || ''`): otherwise SQLite walks a whole (server_id, …) index
   // in group order instead of the window's rows in the covering index (audit_events_overview).
   const server = sql<string | null>`server_id || ''`;
   const tool = sql<string | null>`tool || ''`;
-  const failed = sql<number>`sum(case when outcome is not null and outcome not in ('ok', 'pending_approval', 'input_required') then 1 else 0 end)`;
 
   // Three passes over the window: series by (bucket, verdict, outcome); per server by latency bucket (its
   // calls, errors and histogram at once); top tools.
-  const [byBucket, perServer, topTools, pending, oldest, quarantined, qItems, statuses] = await Promise.all([
+  const [byBucket, perServer, topTools] = await Promise.all([
     calls
       .select([bucket.as('b'), 'verdict', 'outcome', (eb) => eb.fn.countAll<number>().as('n')])
       .groupBy([bucket, 'verdict', 'outcome'])
@@ -84,7 +89,7 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
         server.as('server_id'),
         latencyBucket.as('lb'),
         (eb) => eb.fn.countAll<number>().as('n'),
-        failed.as('errors'),
+        errorsSql().as('errors'),
       ])
       .groupBy([server, latencyBucket])
       .execute(),
@@ -92,8 +97,114 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
       .select([server.as('server_id'), tool.as('tool'), (eb) => eb.fn.countAll<number>().as('n')])
       .groupBy([server, tool])
       .orderBy('n', 'desc')
-      .limit(10)
+      // Ties as the rollup orders them (absent as ''), on both databases (PostgreSQL sorts nulls last).
+      .orderBy(sql`coalesce(${server}, '')`)
+      .orderBy(sql`coalesce(${tool}, '')`)
+      .limit(TOP_TOOLS)
       .execute(),
+  ]);
+  const servers: Counts['servers'] = new Map();
+  for (const row of perServer) {
+    const key = row.server_id ?? '';
+    let entry = servers.get(key);
+    if (!entry) {
+      entry = { calls: 0, errors: 0, histogram: new Array<number>(HISTOGRAM_COLUMNS.length).fill(0) };
+      servers.set(key, entry);
+    }
+    entry.calls += Number(row.n);
+    entry.errors += Number(row.errors ?? 0);
+    if (row.lb !== null) entry.histogram[Number(row.lb)] = Number(row.n);
+  }
+  return {
+    byBucket: byBucket.map((r) => ({ b: r.b, verdict: r.verdict, outcome: r.outcome, n: Number(r.n) })),
+    servers,
+    topTools: topTools.map((r) => ({ server: r.server_id, tool: r.tool, calls: Number(r.n) })),
+  };
+}
+
+/**
+ * The day's counts from the rollups: ten-minute rows from `since` (a ten-minute boundary) to the first
+ * whole hour, hour rows for the whole hours, ten-minute rows for the current hour (and anything later).
+ */
+async function countRollup(db: Kysely<Database>, since: string, now: Date): Promise<Counts> {
+  const [ten, hour] = GRAINS;
+  const firstHour = new Date(Math.ceil(Date.parse(since) / 3_600_000) * 3_600_000).toISOString().slice(0, 13);
+  const thisHour = now.toISOString().slice(0, 13);
+  const inWindow = sql<boolean>`(grain_minutes = ${hour.minutes} and period >= ${firstHour} and period < ${thisHour})
+    or (grain_minutes = ${ten.minutes} and period >= ${since.slice(0, ten.prefix)} and period < ${`${firstHour}:0`})
+    or (grain_minutes = ${ten.minutes} and period >= ${`${thisHour}:0`})`;
+  const histogram = HISTOGRAM_COLUMNS.map((c) => sql<number>`sum(${sql.ref(c)})`.as(c));
+  const [byBucket, perServer, topTools] = await Promise.all([
+    db
+      .selectFrom('audit_rollup_calls')
+      .select(['period', 'verdict', 'outcome', 'calls'])
+      .where('period', '>=', since.slice(0, ten.prefix))
+      .execute(),
+    db
+      .selectFrom('audit_rollup_servers')
+      .where(inWindow)
+      .select((eb) => [
+        'server_id',
+        eb.fn.sum<number>('calls').as('calls'),
+        eb.fn.sum<number>('errors').as('errors'),
+        ...histogram,
+      ])
+      .groupBy('server_id')
+      .execute(),
+    db
+      .selectFrom('audit_rollup_tools')
+      .where(inWindow)
+      .select((eb) => ['server_id', 'tool', eb.fn.sum<number>('calls').as('n')])
+      .groupBy(['server_id', 'tool'])
+      .orderBy('n', 'desc')
+      .orderBy('server_id')
+      .orderBy('tool')
+      .limit(TOP_TOOLS)
+      .execute(),
+  ]);
+  const servers: Counts['servers'] = new Map();
+  for (const row of perServer) {
+    const r = row as unknown as Record<string, unknown>;
+    servers.set(row.server_id, {
+      calls: Number(row.calls),
+      errors: Number(row.errors),
+      histogram: HISTOGRAM_COLUMNS.map((c) => Number(r[c] ?? 0)),
+    });
+  }
+  return {
+    byBucket: byBucket.map((r) => ({
+      b: r.period,
+      verdict: r.verdict === '' ? null : r.verdict,
+      outcome: r.outcome === '' ? null : r.outcome,
+      n: Number(r.calls),
+    })),
+    servers,
+    topTools: topTools.map((r) => ({
+      server: r.server_id === '' ? null : r.server_id,
+      tool: r.tool === '' ? null : r.tool,
+      calls: Number(r.n),
+    })),
+  };
+}
+
+/**
+ * The Overview of the last hour or day. `source` is for tests and benches: the day may also be counted from
+ * its call rows (the same window, the same numbers, slower).
+ */
+export async function overview(
+  db: Kysely<Database>,
+  window: OverviewWindow,
+  now = new Date(),
+  source: OverviewSource = WINDOWS[window].source,
+): Promise<Overview> {
+  const { ms, prefix, bucketMinutes } = WINDOWS[window];
+  // The day starts on a ten-minute boundary (its first bucket whole, and the rollups hold whole periods).
+  const start = now.getTime() - ms;
+  const since = new Date(window === 'day' ? Math.floor(start / 600_000) * 600_000 : start).toISOString();
+  if (source === 'rollup' && window !== 'day') throw new RangeError('only the day window has a rollup');
+
+  const [counts, pending, oldest, quarantined, qItems, statuses] = await Promise.all([
+    source === 'rollup' ? countRollup(db, since, now) : countRows(db, since, prefix),
     db
       .selectFrom('approvals')
       .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -127,42 +238,24 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
   ]);
 
   const series = new Map<string, Overview['series'][number]>();
-  const at = (b: string) => {
-    let entry = series.get(b);
+  for (const row of counts.byBucket) {
+    let entry = series.get(row.b);
     if (!entry) {
-      entry = { at: bucketStart(b), total: 0, verdicts: {}, outcomes: {} };
-      series.set(b, entry);
+      entry = { at: bucketStart(row.b), total: 0, verdicts: {}, outcomes: {} };
+      series.set(row.b, entry);
     }
-    return entry;
-  };
-  for (const row of byBucket) {
-    const entry = at(row.b);
-    const n = Number(row.n);
     const verdict = row.verdict ?? 'unknown';
     const outcome = row.outcome ?? 'none';
-    entry.total += n;
-    entry.verdicts[verdict] = (entry.verdicts[verdict] ?? 0) + n;
-    entry.outcomes[outcome] = (entry.outcomes[outcome] ?? 0) + n;
-  }
-
-  const servers = new Map<string, { calls: number; errors: number; histogram: number[] }>();
-  for (const row of perServer) {
-    const key = row.server_id ?? '';
-    let entry = servers.get(key);
-    if (!entry) {
-      entry = { calls: 0, errors: 0, histogram: new Array<number>(LATENCY_BOUNDS.length + 1).fill(0) };
-      servers.set(key, entry);
-    }
-    entry.calls += Number(row.n);
-    entry.errors += Number(row.errors ?? 0);
-    if (row.lb !== null) entry.histogram[Number(row.lb)] = Number(row.n);
+    entry.total += row.n;
+    entry.verdicts[verdict] = (entry.verdicts[verdict] ?? 0) + row.n;
+    entry.outcomes[outcome] = (entry.outcomes[outcome] ?? 0) + row.n;
   }
   return {
     window,
     since,
     bucketMinutes,
     series: [...series.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => v),
-    servers: [...servers.entries()]
+    servers: [...counts.servers.entries()]
       .map(([id, s]) => ({
         id,
         calls: s.calls,
@@ -170,8 +263,8 @@ export async function overview(db: Kysely<Database>, window: OverviewWindow, now
         p50Ms: quantileOf(s.histogram, 0.5),
         p95Ms: quantileOf(s.histogram, 0.95),
       }))
-      .sort((a, b) => b.calls - a.calls),
-    topTools: topTools.map((row) => ({ server: row.server_id, tool: row.tool, calls: Number(row.n) })),
+      .sort((a, b) => b.calls - a.calls || a.id.localeCompare(b.id)),
+    topTools: counts.topTools,
     approvals: {
       pending: Number(pending.n),
       oldest: oldest.map((a) => ({ id: a.id, serverId: a.server_id, tool: a.tool, createdAt: a.created_at })),

@@ -25,6 +25,17 @@ import type { Database } from './schema.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
 
+/**
+ * Counters to add to in a rollup table, in the same transaction as the rows they summarise: the row with
+ * `key` is inserted, or its `add` columns are increased (an upsert). Give one increment per key per write,
+ * in a stable order (PostgreSQL takes the row locks in that order, so concurrent writers never deadlock).
+ */
+export interface Increment {
+  table: keyof Database & string;
+  key: Readonly<Record<string, string | number>>;
+  add: Readonly<Record<string, number>>;
+}
+
 /** Topics whose readers cache: a write to one bumps its version everywhere. */
 export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'sessions' | 'recent';
 
@@ -78,9 +89,15 @@ export interface Store {
   /**
    * Appends rows to `table` as one relaxed write (see `relaxedWrite`), atomically. The audit trail's
    * group commit: on SQLite a statement prepared once per column set, run in one transaction, with no
-   * query building per call; on PostgreSQL one multi-row insert.
+   * query building per call; on PostgreSQL one multi-row insert. `increments` (rollups of these rows) are
+   * upserted in the same transaction: on SQLite by statements prepared once per shape, on PostgreSQL one
+   * multi-row upsert per table.
    */
-  relaxedInsert<T extends keyof Database & string>(table: T, rows: readonly Insertable<Database[T]>[]): Promise<void>;
+  relaxedInsert<T extends keyof Database & string>(
+    table: T,
+    rows: readonly Insertable<Database[T]>[],
+    increments?: readonly Increment[],
+  ): Promise<void>;
   /** Announces a committed change to `topic` to this and every other process. */
   changed(topic: ChangeTopic): Promise<void>;
   /**
@@ -196,22 +213,36 @@ function openSqlite(dataDir: string): Store {
   const relaxed = raw.prepare('pragma synchronous = NORMAL');
   const synced = raw.prepare('pragma synchronous = FULL');
   const insertStatements = new Map<string, SqliteDatabase.Statement>();
-  const appendRows = raw.transaction((table: string, rows: readonly Record<string, unknown>[]) => {
-    for (const row of rows) {
-      const columns = Object.keys(row).filter((column) => row[column] !== undefined);
-      const key = `${table}(${columns.join(',')})`;
-      let insert = insertStatements.get(key);
-      if (!insert) {
-        // Names come from the typed row objects of this code base, never from input; quoted all the same.
-        const quoted = columns.map((column) => `"${column.replaceAll('"', '""')}"`);
-        insert = raw.prepare(
-          `insert into "${table}" (${quoted.join(', ')}) values (${columns.map(() => '?').join(', ')})`,
-        );
-        insertStatements.set(key, insert);
+  const upsertStatements = new Map<string, SqliteDatabase.Statement>();
+  const appendRows = raw.transaction(
+    (table: string, rows: readonly Record<string, unknown>[], increments: readonly Increment[]) => {
+      for (const row of rows) {
+        const columns = Object.keys(row).filter((column) => row[column] !== undefined);
+        const key = `${table}(${columns.join(',')})`;
+        let insert = insertStatements.get(key);
+        if (!insert) {
+          // Names come from the typed row objects of this code base, never from input; quoted all the same.
+          const quoted = columns.map((column) => `"${column.replaceAll('"', '""')}"`);
+          insert = raw.prepare(
+            `insert into "${table}" (${quoted.join(', ')}) values (${columns.map(() => '?').join(', ')})`,
+          );
+          insertStatements.set(key, insert);
+        }
+        insert.run(...columns.map((column) => row[column]));
       }
-      insert.run(...columns.map((column) => row[column]));
-    }
-  });
+      for (const increment of increments) {
+        const keys = Object.keys(increment.key);
+        const adds = Object.keys(increment.add);
+        const shape = `${increment.table}(${keys.join(',')}|${adds.join(',')})`;
+        let upsert = upsertStatements.get(shape);
+        if (!upsert) {
+          upsert = raw.prepare(upsertSql(increment.table, keys, adds));
+          upsertStatements.set(shape, upsert);
+        }
+        upsert.run(...keys.map((k) => increment.key[k]), ...adds.map((a) => increment.add[a]));
+      }
+    },
+  );
   let dataVersionThisTurn: unknown;
   const dataVersion = () => {
     if (dataVersionThisTurn === undefined) {
@@ -239,14 +270,14 @@ function openSqlite(dataDir: string): Store {
     changed: async (topic) => {
       local.set(topic, (local.get(topic) ?? 0) + 1);
     },
-    relaxedInsert: (table, rows) => {
-      if (rows.length === 0) return Promise.resolve();
+    relaxedInsert: (table, rows, increments = []) => {
+      if (rows.length === 0 && increments.length === 0) return Promise.resolve();
       // Holding Kysely's one connection keeps these statements out of any transaction it has open.
       return db.connection().execute(() =>
         patiently(async () => {
           relaxed.run();
           try {
-            appendRows.immediate(table, rows as readonly Record<string, unknown>[]);
+            appendRows.immediate(table, rows as readonly Record<string, unknown>[], increments);
           } finally {
             synced.run();
           }
@@ -269,6 +300,18 @@ function openSqlite(dataDir: string): Store {
       await db.destroy();
     },
   };
+}
+
+/** `insert … on conflict (keys) do update set add = add + excluded.add`, the same text on SQLite and PostgreSQL. */
+function upsertSql(table: string, keys: readonly string[], adds: readonly string[]): string {
+  // Names come from this code base's rollup definitions, never from input; quoted all the same.
+  const q = (name: string) => `"${name.replaceAll('"', '""')}"`;
+  const columns = [...keys, ...adds];
+  return (
+    `insert into ${q(table)} (${columns.map(q).join(', ')}) values (${columns.map(() => '?').join(', ')}) ` +
+    `on conflict (${keys.map(q).join(', ')}) do update set ` +
+    adds.map((a) => `${q(a)} = ${q(table)}.${q(a)} + excluded.${q(a)}`).join(', ')
+  );
 }
 
 /** A database URL fit for messages: the password, if any, replaced. */
@@ -380,16 +423,43 @@ async function openPostgres(url: string): Promise<Store> {
       return () => reconnected.delete(fn);
     },
     locks,
-    relaxedInsert: async (table, rows) => {
-      if (rows.length === 0) return;
+    relaxedInsert: async (table, rows, increments = []) => {
+      if (rows.length === 0 && increments.length === 0) return;
       await db.transaction().execute(async (trx) => {
         await sql`set local synchronous_commit = off`.execute(trx);
         // biome-ignore lint/suspicious/noExplicitAny: the table is generic; the rows are typed by the caller
         const untyped = trx as Kysely<any>;
-        await untyped
-          .insertInto(table)
-          .values(rows as readonly Record<string, unknown>[] as Record<string, unknown>[])
-          .execute();
+        if (rows.length > 0)
+          await untyped
+            .insertInto(table)
+            .values(rows as readonly Record<string, unknown>[] as Record<string, unknown>[])
+            .execute();
+        // One multi-row upsert per table and shape, in the order given (keys are unique within a write).
+        const groups = new Map<string, Increment[]>();
+        for (const increment of increments) {
+          const shape = `${increment.table}(${Object.keys(increment.key).join(',')}|${Object.keys(increment.add).join(',')})`;
+          const group = groups.get(shape);
+          if (group) group.push(increment);
+          else groups.set(shape, [increment]);
+        }
+        for (const group of groups.values()) {
+          const first = group[0] as Increment;
+          const keys = Object.keys(first.key);
+          const adds = Object.keys(first.add);
+          await untyped
+            .insertInto(first.table)
+            .values(group.map((i) => ({ ...i.key, ...i.add })))
+            .onConflict((oc) =>
+              oc
+                .columns(keys)
+                .doUpdateSet(
+                  Object.fromEntries(
+                    adds.map((a) => [a, sql`${sql.ref(`${first.table}.${a}`)} + ${sql.ref(`excluded.${a}`)}`]),
+                  ),
+                ),
+            )
+            .execute();
+        }
       });
     },
     relaxedWrite: (fn) =>

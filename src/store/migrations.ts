@@ -6,6 +6,7 @@
  */
 import { type Kysely, sql } from 'kysely';
 import { memoryMigration } from '../memory/migration.js';
+import { backfillRollup, createRollupTables } from '../overview/rollup.js';
 import type { StoreKind } from './db.js';
 import type { Database } from './schema.js';
 
@@ -568,6 +569,15 @@ const APPENDED: readonly Migration[] = [
         .addPrimaryKeyConstraint('hub_tasks_pk', ['server_id', 'task_id'])
         .execute();
       await db.schema.createIndex('hub_tasks_by_expiry').on('hub_tasks').column('expires_at').execute();
+    },
+  },
+  {
+    version: 20,
+    name: 'overview: per-period rollups of call rows (ten minutes × verdict × outcome; per server and per tool by ten minutes and hour), backfilled',
+    async up(db) {
+      // Kept by the audit's group commit from now on; the rows already there are counted once here.
+      await createRollupTables(db);
+      await backfillRollup(db);
     },
   },
 ];

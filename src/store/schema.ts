@@ -139,6 +139,51 @@ export interface AuditEventTable {
   trace_id?: string | null;
 }
 
+/**
+ * The Overview's rollups of call rows (migration 20, `overview/rollup.ts`), kept by the audit's group commit.
+ * `period` is a prefix of the ISO time: 15 characters (`…T06:4`, ten minutes) or 13 (`…T06`, an hour).
+ * Absent values are stored as ''.
+ */
+export interface AuditRollupCallsTable {
+  period: string;
+  verdict: string;
+  outcome: string;
+  calls: number;
+}
+
+/** Calls, errors and the latency histogram (`h0`…`h15`, `overview/aggregate.ts` LATENCY_BOUNDS) per server. */
+export interface AuditRollupServersTable {
+  grain_minutes: number;
+  period: string;
+  server_id: string;
+  calls: number;
+  errors: number;
+  h0: number;
+  h1: number;
+  h2: number;
+  h3: number;
+  h4: number;
+  h5: number;
+  h6: number;
+  h7: number;
+  h8: number;
+  h9: number;
+  h10: number;
+  h11: number;
+  h12: number;
+  h13: number;
+  h14: number;
+  h15: number;
+}
+
+export interface AuditRollupToolsTable {
+  grain_minutes: number;
+  period: string;
+  server_id: string;
+  tool: string;
+  calls: number;
+}
+
 export interface StreamEventTable {
   id: Generated<number>;
   type: string;
@@ -199,6 +244,9 @@ export interface Database extends MemoryTables {
   tool_pins: ToolPinTable;
   server_events: ServerEventTable;
   audit_events: AuditEventTable;
+  audit_rollup_calls: AuditRollupCallsTable;
+  audit_rollup_servers: AuditRollupServersTable;
+  audit_rollup_tools: AuditRollupToolsTable;
   stream_events: StreamEventTable;
   rate_windows: RateWindowTable;
   users: UserTable;

@@ -52,9 +52,9 @@ export function countedStore(store: Store, counter: StatementCounter): Store {
     db: store.db.withPlugin(counter),
     relaxedWrite: (fn) => store.relaxedWrite((db) => fn(db.withPlugin(counter))),
     // The fast path builds no Kysely query, so it is counted (and failed) here, then really run.
-    relaxedInsert: async (table, rows) => {
+    relaxedInsert: async (table, rows, increments) => {
       if (rows.length > 0) counter.noteInsert(table);
-      await store.relaxedInsert(table, rows);
+      await store.relaxedInsert(table, rows, increments);
     },
   };
 }
