@@ -4,7 +4,7 @@
  * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
-import { ASK_CAPABILITIES, type AskingCall, handleAsks } from './asks.js';
+import { ASK_CAPABILITIES, type AskingCall, handleAsks, handleLogs } from './asks.js';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
@@ -82,6 +82,8 @@ export class Connection {
     const connection = new Connection(client, transport, target, options.logger);
     if (options.declareAsks)
       handleAsks(client, () => (connection.asking.size === 1 ? [...connection.asking][0] : undefined));
+    // Log messages on a call's own answer stream reach that call's agent (SDK path; `asks.ts`).
+    handleLogs(client);
     client.onerror = (error) => connection.noteError(error);
     client.onclose = () => connection.retire();
     const abandon = () => void connection.close();

@@ -12,7 +12,7 @@
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { inSpan } from '../telemetry/tracing.js';
-import { withAskRelay } from './asks.js';
+import { withCallRelays } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
@@ -164,17 +164,18 @@ export class UpstreamPool {
           opts.signal,
           async (client, deadline, connection) => {
             const { era } = connection;
-            const asking = opts.ask && { relay: opts.ask, deadline };
-            if (asking) connection.asking.add(asking);
+            // What the upstream sends meanwhile (asks, log messages) is relayed to this call's agent.
+            const relays = opts.ask || opts.onLog ? { relay: opts.ask, onLog: opts.onLog, deadline } : undefined;
+            if (relays?.relay) connection.asking.add(relays);
             try {
               if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
                 return await traced(() =>
-                  withAskRelay(opts.ask, deadline, () => callInteractiveTool(client, deadline, name, args, opts)),
+                  withCallRelays(relays, () => callInteractiveTool(client, deadline, name, args, opts)),
                 );
               }
               return await this.callDirectly(exchange, connection, deadline, name, args, opts);
             } finally {
-              if (asking) connection.asking.delete(asking);
+              if (relays) connection.asking.delete(relays);
             }
           },
           opts.ask !== undefined,

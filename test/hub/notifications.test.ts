@@ -100,6 +100,31 @@ describe('upstream notifications through the hub', { timeout: 60_000 }, () => {
       // Neither session heard the other's call.
       expect(quiet.messages).toHaveLength(1);
     });
+
+    it(`relays them on the SDK client's path too (a call with a progress token), per session (${upstreamEra} upstream)`, async () => {
+      const s = await setup(upstreamEra);
+      const quiet = await logged(`${s.base}/mcp`, s.token);
+      const verbose = await logged(`${s.base}/mcp/s/up`, s.token);
+      const silent = await logged(`${s.base}/mcp/s/up`, s.token);
+      await quiet.agent.setLoggingLevel('error');
+      await verbose.agent.setLoggingLevel('info');
+      const progress = { onprogress: () => {} };
+
+      // Concurrent calls on the one shared upstream connection: each hears only its own call's messages.
+      const [a, b, c] = await Promise.all([
+        quiet.agent.callTool({ name: 'up__chatty', arguments: {} }, progress),
+        verbose.agent.callTool({ name: 'chatty', arguments: {} }, progress),
+        silent.agent.callTool({ name: 'chatty', arguments: {} }, progress),
+      ]);
+      for (const result of [a, b, c]) expect(result.content).toEqual([{ type: 'text', text: 'done' }]);
+      expect(quiet.messages).toEqual([{ level: 'error', logger: 'chatty', data: 'something broke' }]);
+      expect(verbose.messages).toEqual([
+        { level: 'info', logger: 'chatty', data: 'routine detail' },
+        { level: 'error', logger: 'chatty', data: 'something broke' },
+      ]);
+      // A session that set no level hears nothing.
+      expect(silent.messages).toEqual([]);
+    });
   }
 
   it('passes subscriptions to the upstream and its updates to the subscribed sessions, URIs rewritten', async () => {
