@@ -34,6 +34,7 @@ import type {
   ListWatchHandle,
   OperationOptions,
   PoolStats,
+  UpstreamChannel,
   UpstreamLogger,
   UpstreamOptions,
   UpstreamTarget,
@@ -259,6 +260,34 @@ export class UpstreamPool {
       await close();
       throw toUpstreamError(error);
     }
+  }
+
+  /**
+   * A connected client of its own, outside the pool, for long-lived `subscriptions/listen` streams
+   * (2026-07-28 resource subscriptions relayed by the hub): the pool's idle and recycle rules would cut
+   * them. `ended` settles when the connection failed or closed. Connect errors leave as catalogue errors.
+   */
+  async openChannel(target: UpstreamTarget, signal: AbortSignal): Promise<UpstreamChannel> {
+    if (this.closed) throw poolClosed();
+    let connection: Connection;
+    try {
+      connection = await this.connect(
+        this.normalized(target),
+        this.options.listTimeoutMs,
+        AbortSignal.any([signal, this.lifetime.signal]),
+      );
+    } catch (error) {
+      throw toUpstreamError(error);
+    }
+    this.watches.add(connection);
+    return {
+      client: connection.client,
+      ended: connection.retired,
+      close: async () => {
+        this.watches.delete(connection);
+        await connection.close();
+      },
+    };
   }
 
   stats(): PoolStats {

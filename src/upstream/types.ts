@@ -1,5 +1,5 @@
 /** The public shapes of the upstream client side. */
-import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+import type { Client, FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
 import type { Exchanged, ExchangeRequest } from '../egress/index.js';
 import type { AskRelay } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
@@ -115,6 +115,14 @@ export interface ListWatchHandle {
    * there the subscription's end is the sign.
    */
   ping?: () => Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A connected client outside the pool (`UpstreamPool.openChannel`), for streams that outlive an operation. */
+export interface UpstreamChannel {
+  client: Client;
+  /** Settles once the connection is no good any more (failed or closed). */
+  ended: Promise<void>;
   close(): Promise<void>;
 }
 
