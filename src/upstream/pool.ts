@@ -179,7 +179,7 @@ export class UpstreamPool {
               if (relays) connection.asking.delete(relays);
             }
           },
-          opts.ask !== undefined,
+          opts.ask !== undefined && opts.asksInRounds !== true,
         ),
     );
   }

@@ -103,6 +103,11 @@ export interface InteractiveCallOptions extends CallOptions {
    * agent (`asks.ts`). Given, a dual-era upstream is driven at 2025 for this call, so it can ask.
    */
   ask?: AskRelay | undefined;
+  /**
+   * `ask` relays to a 2026-07-28 agent in input-required rounds: a dual-era upstream stays at 2026-07-28 (where
+   * it asks in its results), and only a 2025-only upstream's asks reach `ask`.
+   */
+  asksInRounds?: boolean | undefined;
 }
 
 /** A running `UpstreamPool.watchLists`. */

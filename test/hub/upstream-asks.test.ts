@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
 import { startReferenceServer } from '../fixtures/reference-server.js';
-import { connectAgent } from '../helpers/agents.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
@@ -80,10 +80,10 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
   }
 
   /** A 2025-era agent declaring `capabilities`, answering every ask, recording what it was asked. */
-  async function agent(url: string, token: string, capabilities: ClientCapabilities) {
+  async function agent(url: string, token: string, capabilities: ClientCapabilities, era: Era = 'legacy') {
     const asked: unknown[] = [];
     const client: Client = await connectAgent(url, token, {
-      era: 'legacy',
+      era,
       client: { capabilities },
       prepare: (c) => {
         if (capabilities.sampling)
@@ -174,6 +174,88 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     const none = await plain.callTool({ name: 'ask_roots', arguments: {} });
     expect(none.isError).toBe(true);
     expect(textOf(none)).toMatch(/^refused: /);
+  });
+
+  it('relays them to a 2026-07-28 agent as input-required rounds, on both call paths, the upstream call held', async () => {
+    const upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: [], register });
+    const { gw, base } = await setup(upstream);
+    const { client, asked } = await agent(`${base}/mcp/s/up`, await token(gw), ALL, 'modern');
+
+    // The SDK v2 client answers each round with its own handlers and calls again, transparently.
+    expect(textOf(await client.callTool({ name: 'ask_llm', arguments: {} }))).toBe('{"type":"text","text":"Paris"}');
+    expect(textOf(await client.callTool({ name: 'ask_user', arguments: {} }))).toBe(
+      '{"action":"accept","content":{"name":"Ada"}}',
+    );
+    expect(textOf(await client.callTool({ name: 'ask_roots', arguments: {} }, { onprogress: () => {} }))).toBe(
+      '{"roots":[{"uri":"file:///work","name":"work"}]}',
+    );
+    expect(asked).toEqual([
+      [{ role: 'user', content: { type: 'text', text: 'Capital of France?' } }],
+      'Your name?',
+      'roots',
+    ]);
+    // One upstream call per tool: the rounds continued it, never ran it again.
+    expect(upstream.log.count('tools/call')).toBe(3);
+    // Each round is audited: the one that asked (input_required), the one that answered (with the ask).
+    let rows: (AuditEvent & { outcome: string })[] = [];
+    for (let i = 0; i < 50 && rows.filter((r) => r.tool === 'ask_llm').length < 2; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 20));
+      rows = (await gw.request('GET', '/api/audit?kind=call&limit=500')).json().events;
+    }
+    const llm = rows.filter((row) => row.tool === 'ask_llm');
+    expect(llm.map((row) => row.outcome).sort()).toEqual(['input_required', 'ok']);
+    expect(llm.find((row) => row.outcome === 'ok')?.data).toEqual({
+      asks: [{ method: 'sampling/createMessage', answered: true }],
+    });
+
+    // Through the aggregate too.
+    const { client: aggregate } = await agent(`${base}/mcp`, await token(gw), ALL, 'modern');
+    expect(textOf(await aggregate.callTool({ name: 'up__ask_user', arguments: {} }))).toContain('"Ada"');
+  });
+
+  it('holds the call for its own token only, refuses what the agent did not declare, and says when a round came too late', async () => {
+    const upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: [], register });
+    const { gw, base } = await setup(upstream);
+    const agentToken = await token(gw);
+    const { client } = await agent(`${base}/mcp/s/up`, agentToken, { elicitation: { form: {} } }, 'modern');
+    // Not declared: refused to the upstream at once, no round.
+    const refused = await client.callTool({ name: 'ask_llm', arguments: {} });
+    expect(textOf(refused)).toMatch(/^refused: .*did not declare it can answer sampling\/createMessage/);
+
+    const first = (await client.callTool(
+      { name: 'ask_user', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      resultType: string;
+      inputRequests: Record<string, { method: string; params: { message: string } }>;
+      requestState: string;
+    };
+    expect(first.resultType).toBe('input_required');
+    const [key] = Object.keys(first.inputRequests);
+    expect(first.inputRequests[key as string]).toMatchObject({
+      method: 'elicitation/create',
+      params: { message: 'Your name?' },
+    });
+    const round = (who: Client) =>
+      who.request({
+        method: 'tools/call',
+        params: {
+          name: 'ask_user',
+          arguments: {},
+          inputResponses: { [key as string]: { action: 'accept', content: { name: 'Grace' } } },
+          requestState: first.requestState,
+        },
+      });
+    // Another token's round with this state is refused (the state is bound to the token).
+    const { client: other } = await agent(`${base}/mcp/s/up`, await token(gw), { elicitation: { form: {} } }, 'modern');
+    const foreign = (await round(other)) as { isError?: boolean; structuredContent?: { error: { code: string } } };
+    expect(foreign.structuredContent?.error.code).toBe('hub.request_state_mismatch');
+    // The owner's round continues the held call.
+    expect(textOf(await round(client))).toBe('{"action":"accept","content":{"name":"Grace"}}');
+    // The same round again: the call is no longer held.
+    const late = (await round(client)) as { structuredContent?: { error: { code: string } } };
+    expect(late.structuredContent?.error.code).toBe('hub.round_expired');
+    expect(upstream.log.count('tools/call')).toBe(2);
   });
 
   it('drives a dual-era upstream at 2025 for an agent that can be asked, so its in-call sampling works', async () => {

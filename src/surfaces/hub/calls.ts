@@ -36,6 +36,7 @@ import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
 import { errorResult, isResultError } from '../results.js';
+import { HeldCalls } from './held-calls.js';
 import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { wrapResourceUri } from './names.js';
@@ -192,6 +193,8 @@ export async function runUpstream(
     principal?: Principal | undefined;
     /** Relays a 2025-era upstream's asks to the agent (a 2025-era agent that can be asked). */
     ask?: AskRelay | undefined;
+    /** `ask` relays to a 2026-07-28 agent in rounds (`held-calls.ts`): a dual-era upstream stays at 2026-07-28. */
+    asksInRounds?: boolean | undefined;
   },
 ): Promise<UpstreamOutcome> {
   const interactive = {
@@ -202,6 +205,7 @@ export async function runUpstream(
     ...(options.continuation ? { continuation: options.continuation } : {}),
     ...(options.inputCapabilities ? { inputCapabilities: options.inputCapabilities } : {}),
     ...(options.ask ? { ask: options.ask } : {}),
+    ...(options.asksInRounds ? { asksInRounds: true } : {}),
   };
   if (server.row.transport === 'stdio') {
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
@@ -353,9 +357,16 @@ function hubRefusal(error: GatehouseError): CallToolResult | undefined {
 
 export class HubCalls {
   private readonly gate: Gate;
+  /** Upstream calls held while a 2026-07-28 agent answers a 2025-era upstream's asks (`held-calls.ts`). */
+  readonly held = new HeldCalls<UpstreamOutcome>();
 
   constructor(private readonly ports: CallPorts) {
     this.gate = new Gate(ports, { surface: 'hub', upstream: true, refusal: hubRefusal });
+  }
+
+  /** Drops every held call (the hub is closing). */
+  close(): void {
+    this.held.close();
   }
 
   /** `gatehouse__approval_status` on the hub, answered through `read` (the approved rounds). */
@@ -440,20 +451,62 @@ export class HubCalls {
       run: async () => {
         const { tool, server } = resolved as { tool: HubTool; server: HubServer };
         const { progressToken, notify, log } = ctx;
-        const result = await runUpstream(this.ports, snapshot, server, tool.name, args, {
+        const upstreamOptions = (signal: AbortSignal, relay: AskRelay | undefined) => ({
           principal,
-          signal: ctx.signal,
-          ask,
-          ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
+          signal,
+          ask: relay,
+          ...(log
+            ? { onLog: (message: UpstreamLogMessage) => void log(message).catch(() => {}), logLevel: ctx.logLevel }
+            : {}),
           continuation: continuationOf(ctx.inputResponses, ctx.state),
           inputCapabilities,
           ...(progressToken !== undefined && notify
             ? {
-                onProgress: (p) =>
+                onProgress: (p: { progress: number; total?: number; message?: string }) =>
                   void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
               }
             : {}),
         });
+        let result: UpstreamOutcome;
+        // A later round of a held call (a 2025-era upstream asked this 2026-07-28 agent): its answers go to the
+        // waiting upstream, which goes on.
+        let held = ctx.state?.p !== undefined ? this.held.claim(ctx.state.p, principal.id) : undefined;
+        if (ctx.state?.p !== undefined && !held) throw new GatehouseError('hub.round_expired');
+        held?.answer(ctx.inputResponses, asks);
+        // A 2026-07-28 agent that can be asked (it declared input capabilities; a 2025 session's agent is asked
+        // directly, `ctx.ask`): a 2025-era upstream's asks are held for its rounds.
+        if (!held && !ctx.ask && inputCapabilities) {
+          held = this.held.create(principal.id, inputCapabilities);
+          held?.start((signal, relay) =>
+            runUpstream(this.ports, snapshot, server, tool.name, args, {
+              ...upstreamOptions(signal, relay),
+              asksInRounds: true,
+            }),
+          );
+        }
+        if (held) {
+          // An agent that gives up on its round gives up the call: the upstream is cancelled.
+          const call = held;
+          const giveUp = () => call.drop('The agent went away.');
+          ctx.signal.addEventListener('abort', giveUp, { once: true });
+          const step = await held.next().finally(() => ctx.signal.removeEventListener('abort', giveUp));
+          if (!step.done) {
+            this.held.park(held, principal.id);
+            const inputRequests: Record<string, unknown> = {};
+            for (const { key, ask: asked } of step.asks) {
+              inputRequests[key] = { method: asked.method, ...(asked.params ? { params: asked.params } : {}) };
+            }
+            const minted = await this.ports.stateCodec.mint({ ...binding(), p: held.id });
+            return {
+              answer: inputRequiredResult(inputRequests, minted),
+              outcome: 'input_required',
+              audited: { inputRequests },
+            };
+          }
+          result = await step.outcome;
+        } else {
+          result = await runUpstream(this.ports, snapshot, server, tool.name, args, upstreamOptions(ctx.signal, ask));
+        }
         if (!needsInput(result)) {
           const answer = scope.kind !== 'single' ? withLinksThroughHub(result, server.row.id) : result;
           return { answer, outcome: result.isError ? 'tool_error' : 'ok' };

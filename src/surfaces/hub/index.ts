@@ -298,6 +298,7 @@ export function createHub(deps: HubDeps): Hub {
     async close() {
       unsubscribe();
       await endpoint.close();
+      calls.close();
       await subscriptions.close();
     },
   };
