@@ -7,6 +7,7 @@ import type { StdioState } from '../registry/state.js';
 import type { SettingsService } from '../settings/service.js';
 import { parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
+import { asSoleCall } from '../upstream/asks.js';
 import { Deadline } from '../upstream/deadline.js';
 import { callInteractiveTool } from '../upstream/operations.js';
 import type { StdioChild } from '../upstream/stdio/index.js';
@@ -208,7 +209,12 @@ export class StdioSupervisor {
     const deadline = new Deadline(this.options.callTimeoutMs, opts.signal);
     try {
       // The hub relays 2026-07-28 input requests (elicitation, sampling) to the agent, as for HTTP upstreams.
-      return await this.process(id).use(deadline, (client, d) => callInteractiveTool(client, d, name, args, opts));
+      // A 2025-era server's asks and log messages during the call reach its agent (`asks.ts`: the sole call in flight).
+      return await this.process(id).use(deadline, (client, d) =>
+        asSoleCall(client, { relay: opts.ask, onLog: opts.onLog, deadline: d }, () =>
+          callInteractiveTool(client, d, name, args, opts),
+        ),
+      );
     } finally {
       deadline.dispose();
     }

@@ -137,3 +137,32 @@ export function handleLogs(client: Client, soleCall?: () => AskingCall | undefin
     if (onLog) logRelay(onLog)?.(notification as unknown as Json);
   });
 }
+
+/** The calls in flight on each client whose channel ties no message to its call (stdio), for `relayToSoleCall`. */
+const inFlight = new WeakMap<Client, Set<AskingCall>>();
+
+/**
+ * Relays for a client over one shared channel (stdio), where nothing ties an ask or a log message to the
+ * call it belongs to: they go to the call in flight when there is exactly one (`asSoleCall`), and are
+ * refused (asks) or dropped (logs) when there are several. `declaredAsks`: the client declared
+ * `ASK_CAPABILITIES`.
+ */
+export function relayToSoleCall(client: Client, declaredAsks: boolean): void {
+  const calls = new Set<AskingCall>();
+  inFlight.set(client, calls);
+  const sole = () => (calls.size === 1 ? [...calls][0] : undefined);
+  if (declaredAsks) handleAsks(client, sole);
+  handleLogs(client, sole);
+}
+
+/** Runs `work` as a call in flight on `client` (see `relayToSoleCall`; other clients: `work` alone). */
+export async function asSoleCall<T>(client: Client, call: AskingCall, work: () => Promise<T>): Promise<T> {
+  const calls = inFlight.get(client);
+  if (!calls) return work();
+  calls.add(call);
+  try {
+    return await work();
+  } finally {
+    calls.delete(call);
+  }
+}
