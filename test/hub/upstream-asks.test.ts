@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
 import { startReferenceServer } from '../fixtures/reference-server.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
+import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
@@ -67,9 +68,12 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function setup(upstream: { url: string; close(): Promise<void> }): Promise<{ gw: TestGateway; base: string }> {
+  async function setup(
+    upstream: { url: string; close(): Promise<void> },
+    env: Record<string, string> = {},
+  ): Promise<{ gw: TestGateway; base: string }> {
     cleanups.push(() => upstream.close());
-    const gw = await startTestGateway(sqliteTarget);
+    const gw = await startTestGateway(sqliteTarget, env);
     cleanups.push(() => gw.close());
     expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
       201,
@@ -256,6 +260,52 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     const late = (await round(client)) as { structuredContent?: { error: { code: string } } };
     expect(late.structuredContent?.error.code).toBe('hub.round_expired');
     expect(upstream.log.count('tools/call')).toBe(2);
+  });
+
+  it("cancels a held call whose agent does not come back within the call's deadline", async () => {
+    let cancelled = false;
+    const upstream = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      register: (server) => {
+        server.registerTool(
+          'ask_late',
+          { description: 'Asks, then waits.', inputSchema: z.object({}) },
+          async (_a, ctx) => {
+            ctx.mcpReq.signal.addEventListener('abort', () => {
+              cancelled = true;
+            });
+            try {
+              return text(JSON.stringify(await ctx.mcpReq.send({ method: 'roots/list' })));
+            } catch (error) {
+              return { ...text(`refused: ${(error as Error).message}`), isError: true };
+            }
+          },
+        );
+      },
+    });
+    const { gw, base } = await setup(upstream, { GATEHOUSE_CALL_TIMEOUT_MS: '1500' });
+    const { client } = await agent(`${base}/mcp/s/up`, await token(gw), { roots: {} }, 'modern');
+    const first = (await client.callTool(
+      { name: 'ask_late', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      inputRequests: Record<string, unknown>;
+      requestState: string;
+    };
+    const [key] = Object.keys(first.inputRequests);
+    // The agent comes back after the deadline (counted from the first round): the upstream call is gone.
+    await eventually(() => expect(cancelled).toBe(true), 10_000);
+    const late = (await client.request({
+      method: 'tools/call',
+      params: {
+        name: 'ask_late',
+        arguments: {},
+        inputResponses: { [key as string]: { roots: [] } },
+        requestState: first.requestState,
+      },
+    })) as { structuredContent?: { error: { code: string } } };
+    expect(late.structuredContent?.error.code).toBe('hub.round_expired');
   });
 
   it('drives a dual-era upstream at 2025 for an agent that can be asked, so its in-call sampling works', async () => {
