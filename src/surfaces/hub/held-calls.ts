@@ -114,6 +114,11 @@ export class HeldCall<T> {
     return { done: false, asks: this.outstanding };
   }
 
+  /** Whether the upstream call has ended (answered, failed, or cancelled). */
+  get ended(): boolean {
+    return this.settled;
+  }
+
   /** Drops the held call: its upstream call is cancelled, its pending asks refused. */
   drop(reason: string): void {
     if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));
@@ -154,7 +159,8 @@ export class HeldCalls<T> {
 
   /** Puts a claimed call back, for its next round. */
   park(call: HeldCall<T>, owner: string): void {
-    this.held.set(call.id, { call, owner });
+    // One that ended meanwhile (its deadline passed) is not kept: its next round finds none.
+    if (!call.ended) this.held.set(call.id, { call, owner });
   }
 
   /** Drops every held call (the hub is closing). */
