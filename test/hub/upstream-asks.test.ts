@@ -6,7 +6,7 @@
  * `/mcp`; and a dual-era upstream is driven at 2025 for such an agent so it can ask at all. A real gateway on
  * loopback, SDK-built upstreams on 127.0.0.2, SDK v2 clients as agents.
  */
-import type { Client, ClientCapabilities } from '@modelcontextprotocol/client';
+import { type Client, type ClientCapabilities, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
 import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -260,6 +260,57 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     const late = (await round(client)) as { structuredContent?: { error: { code: string } } };
     expect(late.structuredContent?.error.code).toBe('hub.round_expired');
     expect(upstream.log.count('tools/call')).toBe(2);
+  });
+
+  it("relays a held call's log messages to the round that waits on it, at that round's level", async () => {
+    const upstream = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      serverOptions: { capabilities: { logging: {} } },
+      register: (server) => {
+        server.registerTool(
+          'ask_then_log',
+          { description: 'Asks, then logs.', inputSchema: z.object({}) },
+          async (_a, ctx) => {
+            await ctx.mcpReq.send({ method: 'roots/list' });
+            await ctx.mcpReq.log('debug', 'noise', 'held');
+            await ctx.mcpReq.log('warning', 'after the answer', 'held');
+            return text('done');
+          },
+        );
+      },
+    });
+    const { gw, base } = await setup(upstream);
+    const logs: unknown[] = [];
+    const client = await connectAgent(`${base}/mcp/s/up`, await token(gw), {
+      client: { capabilities: { roots: {} } },
+      prepare: (c) =>
+        c.setNotificationHandler('notifications/message', (n) => {
+          logs.push(n.params);
+        }),
+    });
+    cleanups.push(() => client.close());
+    // Round 1 asks for no logs; round 2 asks for warning and above.
+    const first = (await client.callTool(
+      { name: 'ask_then_log', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      inputRequests: Record<string, unknown>;
+      requestState: string;
+    };
+    const [key] = Object.keys(first.inputRequests);
+    const done = await client.request({
+      method: 'tools/call',
+      params: {
+        name: 'ask_then_log',
+        arguments: {},
+        inputResponses: { [key as string]: { roots: [] } },
+        requestState: first.requestState,
+        _meta: { [LOG_LEVEL_META_KEY]: 'warning' },
+      },
+    });
+    expect(textOf(done)).toBe('done');
+    expect(logs).toEqual([{ level: 'warning', logger: 'held', data: 'after the answer' }]);
   });
 
   it("cancels a held call whose agent does not come back within the call's deadline", async () => {

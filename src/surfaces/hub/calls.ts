@@ -476,20 +476,36 @@ export class HubCalls {
         // A 2026-07-28 agent that can be asked (it declared input capabilities; a 2025 session's agent is asked
         // directly, `ctx.ask`): a 2025-era upstream's asks are held for its rounds.
         if (!held && !ctx.ask && inputCapabilities) {
-          held = this.held.create(principal.id, inputCapabilities);
-          held?.start((signal, relay) =>
-            runUpstream(this.ports, snapshot, server, tool.name, args, {
-              ...upstreamOptions(signal, relay),
+          const call = this.held.create(principal.id, inputCapabilities);
+          call?.start((signal, relay) => {
+            const { onLog: _roundLog, onProgress, ...options } = upstreamOptions(signal, relay);
+            return runUpstream(this.ports, snapshot, server, tool.name, args, {
+              ...options,
+              // Log messages and progress go to whichever round waits on the call when they arrive (a later round
+              // may ask for logs the first did not).
+              onLog: (message: UpstreamLogMessage) => call.round?.onLog?.(message),
+              ...(onProgress
+                ? {
+                    onProgress: (p: { progress: number; total?: number; message?: string }) =>
+                      call.round?.onProgress?.(p),
+                  }
+                : {}),
               asksInRounds: true,
-            }),
-          );
+            });
+          });
+          held = call;
         }
         if (held) {
           // An agent that gives up on its round gives up the call: the upstream is cancelled.
           const call = held;
           const giveUp = () => call.drop('The agent went away.');
           ctx.signal.addEventListener('abort', giveUp, { once: true });
-          const step = await held.next().finally(() => ctx.signal.removeEventListener('abort', giveUp));
+          const { onLog, onProgress } = upstreamOptions(ctx.signal, undefined);
+          call.round = { onLog, onProgress };
+          const step = await held.next().finally(() => {
+            ctx.signal.removeEventListener('abort', giveUp);
+            call.round = undefined;
+          });
           if (!step.done) {
             this.held.park(held, principal.id);
             const inputRequests: Record<string, unknown> = {};

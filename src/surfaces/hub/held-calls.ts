@@ -19,6 +19,7 @@ import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '@modelcontextprotocol/server';
 import type { AskRecord } from '../../audit/calls.js';
 import type { Ask, AskRelay } from '../../upstream/asks.js';
+import type { UpstreamLogMessage } from '../../upstream/index.js';
 import type { Json } from '../../wire.js';
 import { canAnswer } from './input-requests.js';
 
@@ -31,6 +32,12 @@ interface PendingAsk {
   ask: Ask;
   resolve(answer: Record<string, unknown>): void;
   reject(error: unknown): void;
+}
+
+/** What a round relays of what the upstream sends while it waits (bound to that round's request). */
+export interface RoundSink {
+  onLog?: ((message: UpstreamLogMessage) => void) | undefined;
+  onProgress?: ((progress: { progress: number; total?: number; message?: string }) => void) | undefined;
 }
 
 /** The upstream's next move: its outcome (or failure), or asks for the agent. */
@@ -48,6 +55,11 @@ export class HeldCall<T> {
   private outstanding: PendingAsk[] = [];
   private wake: (() => void) | undefined;
   private count = 0;
+  /**
+   * Where the upstream's log messages and progress go now: the round waiting on the call (each round is its
+   * own request; what arrives between rounds has no request to ride and is dropped).
+   */
+  round: RoundSink | undefined;
 
   constructor(
     /** The input capabilities the agent declared: an ask beyond them is refused to the upstream at once. */
