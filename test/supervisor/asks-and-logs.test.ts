@@ -9,6 +9,7 @@ import type { Client } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanUp } from '../fixtures/stdio/index.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
+import { eventually } from '../helpers/eventually.js';
 import { sqliteTarget } from '../helpers/stores.js';
 import { type Harness, startHarness, textOf } from './helpers.js';
 
@@ -70,5 +71,28 @@ describe('a 2025-era stdio server asks and logs through the hub', { timeout: 180
     await client.setLoggingLevel('error');
     expect(textOf(await client.callTool({ name: 'chatty', arguments: {} }))).toBe('{"done":true}');
     expect(logs).toEqual([{ level: 'error', logger: 'chatty', data: 'something broke' }]);
+  });
+
+  it('subscribes a 2026-07-28 stdio server through its listen stream, and relays its updates', async () => {
+    await h.install('modern', ['--era=modern']);
+    const started = await h.gw.request('POST', '/api/mcp/servers/modern/start');
+    expect(started.statusCode, started.body).toBe(200);
+    const updates: string[] = [];
+    const client = await connectAgent(`${h.base}/mcp/s/modern`, h.agentToken, {
+      era: 'legacy',
+      prepare: (c) =>
+        c.setNotificationHandler('notifications/resources/updated', (n) => {
+          updates.push(n.params.uri);
+        }),
+    });
+    h.clients.push(client);
+    await expect(client.subscribeResource({ uri: 'file:///watched.txt' })).resolves.toEqual({});
+    await client.callTool({ name: 'touch', arguments: {} });
+    await eventually(() => expect(updates).toEqual(['file:///watched.txt']));
+    await expect(client.unsubscribeResource({ uri: 'file:///watched.txt' })).resolves.toEqual({});
+    await client.callTool({ name: 'touch', arguments: {} });
+    // A marker after any stray update: the call's own answer.
+    await client.callTool({ name: 'echo', arguments: { text: 'marker' } });
+    expect(updates).toEqual(['file:///watched.txt']);
   });
 });

@@ -28,6 +28,7 @@ import type {
   Continuation,
   InteractiveCallOptions,
   InteractiveCallResult,
+  UpstreamChannel,
   UpstreamInputRequired,
   UpstreamLogMessage,
   UpstreamPool,
@@ -83,6 +84,8 @@ export interface StdioUpstream {
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     opts?: { signal?: AbortSignal | undefined },
   ): Promise<T>;
+  /** The server's client for a long-lived stream (2026-07-28 resource subscriptions). */
+  openChannel(id: string, deadlineMs: number): Promise<UpstreamChannel>;
 }
 
 /** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */

@@ -139,6 +139,7 @@ export function createHub(deps: HubDeps): Hub {
 
   // A 2026-07-28 upstream's resource-update stream, on a channel of its own (`subscriptions.ts`).
   const openChannel = async (snapshot: Snapshot, server: HubServer, principal: Principal | undefined) => {
+    if (server.row.transport === 'stdio') return deps.stdio.openChannel(server.row.id, deps.config.listTimeoutMs);
     const upstream = await snapshot.upstreamFor(server, principal);
     if (!upstream) throw new GatehouseError('internal_error');
     return deps

@@ -133,7 +133,7 @@ export interface HubServerDeps {
   listPageSize: number;
   /** Agent sessions' resource subscriptions, relayed from the upstreams' updates. */
   subscriptions: ResourceSubscriptions;
-  /** A connection of its own to an HTTP upstream, for a 2026-07-28 listen stream (`subscriptions.ts`). */
+  /** A connection of its own to an upstream (a stdio server's one client), for a 2026-07-28 listen stream (`subscriptions.ts`). */
   openChannel(snapshot: Snapshot, server: HubServer, principal: Principal): Promise<UpstreamChannel>;
   /** How long an upstream may take to acknowledge a listen stream. */
   listTimeoutMs: number;
@@ -505,12 +505,6 @@ export function buildHubServer(
         ctx.mcpReq.signal,
       );
       if (era === 'modern') {
-        if (owner.row.transport === 'stdio') {
-          throw new ProtocolError(
-            ProtocolErrorCode.MethodNotFound,
-            `Server ${owner.row.id} is a 2026-07-28 stdio server: its resource subscriptions are not relayed yet`,
-          );
-        }
         // One stream per upstream and OAuth user (a per-user grant's updates are that user's).
         const key = `${owner.row.id}\n${principal.user?.id ?? ''}`;
         const opener = { open: () => deps.openChannel(snapshot, owner, principal), timeoutMs: deps.listTimeoutMs };
