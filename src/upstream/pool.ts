@@ -168,6 +168,7 @@ export class UpstreamPool {
             // What the upstream sends meanwhile (asks, log messages) is relayed to this call's agent.
             const relays = opts.ask || opts.onLog ? { relay: opts.ask, onLog: opts.onLog, deadline } : undefined;
             if (relays?.relay) connection.asking.add(relays);
+            if (relays) connection.relaying.add(relays);
             try {
               if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
                 return await traced(() =>
@@ -176,7 +177,10 @@ export class UpstreamPool {
               }
               return await this.callDirectly(exchange, connection, deadline, name, args, opts);
             } finally {
-              if (relays) connection.asking.delete(relays);
+              if (relays) {
+                connection.asking.delete(relays);
+                connection.relaying.delete(relays);
+              }
             }
           },
           opts.ask !== undefined && opts.asksInRounds !== true,
