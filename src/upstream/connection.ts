@@ -44,7 +44,7 @@ export class Connection {
   operations = 0;
   /** Calls in flight on it that relay asks (`asks.ts`): an ask on the session's stream goes to a sole one. */
   readonly asking = new Set<AskingCall>();
-  /** Calls in flight on it that relay anything (asks or log messages; `asks.ts`). */
+  /** Calls in flight on it that relay anything (asks or log messages; `asks.ts`), and on HTTP+SSE every call. */
   readonly relaying = new Set<AskingCall>();
   private ready = false;
   private closing: Promise<void> | undefined;

@@ -168,7 +168,10 @@ export class UpstreamPool {
             // What the upstream sends meanwhile (asks, log messages) is relayed to this call's agent.
             const relays = opts.ask || opts.onLog ? { relay: opts.ask, onLog: opts.onLog, deadline } : undefined;
             if (relays?.relay) connection.asking.add(relays);
-            if (relays) connection.relaying.add(relays);
+            // On HTTP+SSE every call counts, relaying or not: a log message is the sole call's only when it is
+            // the only call in flight at all.
+            const tracked = relays ?? (connection.directCalls ? undefined : { deadline });
+            if (tracked) connection.relaying.add(tracked);
             try {
               if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
                 return await traced(() =>
@@ -177,10 +180,8 @@ export class UpstreamPool {
               }
               return await this.callDirectly(exchange, connection, deadline, name, args, opts);
             } finally {
-              if (relays) {
-                connection.asking.delete(relays);
-                connection.relaying.delete(relays);
-              }
+              if (relays) connection.asking.delete(relays);
+              if (tracked) connection.relaying.delete(tracked);
             }
           },
           opts.ask !== undefined && opts.asksInRounds !== true,

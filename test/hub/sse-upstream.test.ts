@@ -87,6 +87,18 @@ describe('HTTP+SSE upstreams through the hub', { timeout: 60_000 }, () => {
     await agent.setLoggingLevel('error');
     expect((await agent.callTool({ name: 'chatty', arguments: {} })).content).toEqual([{ type: 'text', text: 'done' }]);
     expect(logs).toEqual([{ level: 'error', logger: 'chatty', data: 'something broke' }]);
+
+    // While another agent's call is in flight nothing says whose a message is: it reaches no one.
+    const other = await connectAgent(`${s.base}/mcp/s/up`, s.token, { era: 'legacy' });
+    clients.push(other);
+    const calls = s.upstream.log.count('tools/call');
+    const slow = other.callTool({ name: 'slow', arguments: { ms: 3000 } });
+    // The slow call is in the upstream's hands before the chatty one starts.
+    for (let i = 0; i < 200 && s.upstream.log.count('tools/call') === calls; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    await agent.callTool({ name: 'chatty', arguments: {} });
+    await slow;
+    expect(logs).toHaveLength(1);
   });
 
   it('takes transport "sse" from a manifest and sends its headers on the stream and on every POST', async () => {
