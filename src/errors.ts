@@ -106,6 +106,12 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'The requestState of this round belongs to a different call (token, tool or arguments).',
   },
+  'hub.round_expired': {
+    status: 409,
+    mcp: 'result',
+    message:
+      'The upstream call this round continues is no longer held (its deadline passed, or another replica holds it): call again without requestState.',
+  },
 
   // The admin surface
   'mcp.invalid_arg': { status: 400, mcp: 'result', message: 'A path argument is not allowed.' },

@@ -7,10 +7,11 @@ import type { StdioState } from '../registry/state.js';
 import type { SettingsService } from '../settings/service.js';
 import { parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
+import { asSoleCall } from '../upstream/asks.js';
 import { Deadline } from '../upstream/deadline.js';
 import { callInteractiveTool } from '../upstream/operations.js';
 import type { StdioChild } from '../upstream/stdio/index.js';
-import type { InteractiveCallOptions, InteractiveCallResult } from '../upstream/types.js';
+import type { InteractiveCallOptions, InteractiveCallResult, UpstreamChannel } from '../upstream/types.js';
 import { PidFile } from './pidfile.js';
 import type { SandboxPlanner, SandboxView } from './sandbox-plan.js';
 import { notStdio, ServerProcess } from './server-process.js';
@@ -198,6 +199,16 @@ export class StdioSupervisor {
     }
   }
 
+  /**
+   * The running server's client as a channel for a long-lived stream (the hub's 2026-07-28 resource
+   * subscriptions), the child started first as a call would start it. `ended` settles when that client closes
+   * (the child exited or was stopped); `close` leaves the client alone (it is the server's one client).
+   */
+  async openChannel(id: string, deadlineMs: number): Promise<UpstreamChannel> {
+    const client = await this.withClient(id, deadlineMs, async (c) => c);
+    return { client, ended: closedOf(client), close: async () => {} };
+  }
+
   /** Calls one tool within the call timeout; the result is bounded and `isError: true` is a normal result. */
   async callTool(
     id: string,
@@ -208,7 +219,12 @@ export class StdioSupervisor {
     const deadline = new Deadline(this.options.callTimeoutMs, opts.signal);
     try {
       // The hub relays 2026-07-28 input requests (elicitation, sampling) to the agent, as for HTTP upstreams.
-      return await this.process(id).use(deadline, (client, d) => callInteractiveTool(client, d, name, args, opts));
+      // A 2025-era server's asks and log messages during the call reach its agent (`asks.ts`: the sole call in flight).
+      return await this.process(id).use(deadline, (client, d) =>
+        asSoleCall(client, { relay: opts.ask, onLog: opts.onLog, deadline: d }, () =>
+          callInteractiveTool(client, d, name, args, opts),
+        ),
+      );
     } finally {
       deadline.dispose();
     }
@@ -372,4 +388,22 @@ export class StdioSupervisor {
       });
     this.reconciling.set(id, next);
   }
+}
+
+const closings = new WeakMap<Client, Promise<void>>();
+
+/** Settles when `client` closes (its `onclose`, chained after any the client already had). */
+function closedOf(client: Client): Promise<void> {
+  let closed = closings.get(client);
+  if (!closed) {
+    closed = new Promise<void>((resolve) => {
+      const previous = client.onclose;
+      client.onclose = () => {
+        previous?.();
+        resolve();
+      };
+    });
+    closings.set(client, closed);
+  }
+  return closed;
 }

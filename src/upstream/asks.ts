@@ -15,6 +15,9 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { type Client, type ClientCapabilities, ProtocolError } from '@modelcontextprotocol/client';
 import { boundStrings } from './bounds.js';
 import type { Deadline } from './deadline.js';
+import { logRelay } from './direct-call.js';
+import type { Json } from './direct-wire.js';
+import type { UpstreamLogMessage } from './types.js';
 
 /** The methods a 2025-era upstream may ask the client during a call. */
 export const ASK_METHODS = ['sampling/createMessage', 'elicitation/create', 'roots/list'] as const;
@@ -79,17 +82,29 @@ export function askError(error: unknown): { code: number; message: string } {
   return { code: -32603, message: 'The agent could not be asked.' };
 }
 
-/** A call in flight that relays asks. */
+/**
+ * A call in flight on the SDK client's path, and what it relays of what the upstream sends meanwhile: its
+ * asks (`relay`, absent when the agent can be asked nothing) and its log messages (`onLog`).
+ */
 export interface AskingCall {
-  relay: AskRelay;
+  relay?: AskRelay | undefined;
+  onLog?: ((message: UpstreamLogMessage) => void) | undefined;
   deadline: Deadline;
 }
 
 const relays = new AsyncLocalStorage<AskingCall>();
 
-/** Runs `work` (an SDK-client call) so the asks the upstream sends on its answer stream reach `relay`. */
+/**
+ * Runs `work` (an SDK-client call) so the asks and log messages the upstream sends on its answer stream
+ * reach `call` (the SDK dispatches them in the async scope of the request whose stream carried them).
+ */
+export function withCallRelays<T>(call: AskingCall | undefined, work: () => Promise<T>): Promise<T> {
+  return call ? relays.run(call, work) : work();
+}
+
+/** `withCallRelays` for a call that relays asks only. */
 export function withAskRelay<T>(relay: AskRelay | undefined, deadline: Deadline, work: () => Promise<T>): Promise<T> {
-  return relay ? relays.run({ relay, deadline }, work) : work();
+  return withCallRelays(relay ? { relay, deadline } : undefined, work);
 }
 
 /**
@@ -102,9 +117,52 @@ export function handleAsks(client: Client, soleCall: () => AskingCall | undefine
   for (const method of ASK_METHODS) {
     client.setRequestHandler(method, async (request) => {
       const scope = relays.getStore() ?? soleCall();
-      if (!scope) throw notRelayed(method);
+      // A call whose agent can be asked nothing refuses what its own stream carries.
+      if (!scope?.relay) throw notRelayed(method);
       // The SDK validates the result against the method's schema before it leaves.
       return (await relayAsk(scope.relay, method, (request as { params?: unknown }).params, scope.deadline)) as never;
     });
+  }
+}
+
+/**
+ * The SDK client's handler for `notifications/message`: a log message read off a call's own answer stream
+ * goes to that call's `onLog` (bounded), as on the direct path. One related to no call (a 2025 session's GET
+ * stream) is the session's, shared by every agent, and reaches none of them; `soleCall` (stdio, where every
+ * message shares one pipe) names the one call in flight that may take it.
+ */
+export function handleLogs(client: Client, soleCall?: () => AskingCall | undefined): void {
+  client.setNotificationHandler('notifications/message', (notification) => {
+    const onLog = (relays.getStore() ?? soleCall?.())?.onLog;
+    if (onLog) logRelay(onLog)?.(notification as unknown as Json);
+  });
+}
+
+/** The calls in flight on each client whose channel ties no message to its call (stdio), for `relayToSoleCall`. */
+const inFlight = new WeakMap<Client, Set<AskingCall>>();
+
+/**
+ * Relays for a client over one shared channel (stdio), where nothing ties an ask or a log message to the
+ * call it belongs to: they go to the call in flight when there is exactly one (`asSoleCall`), and are
+ * refused (asks) or dropped (logs) when there are several. `declaredAsks`: the client declared
+ * `ASK_CAPABILITIES`.
+ */
+export function relayToSoleCall(client: Client, declaredAsks: boolean): void {
+  const calls = new Set<AskingCall>();
+  inFlight.set(client, calls);
+  const sole = () => (calls.size === 1 ? [...calls][0] : undefined);
+  if (declaredAsks) handleAsks(client, sole);
+  handleLogs(client, sole);
+}
+
+/** Runs `work` as a call in flight on `client` (see `relayToSoleCall`; other clients: `work` alone). */
+export async function asSoleCall<T>(client: Client, call: AskingCall, work: () => Promise<T>): Promise<T> {
+  const calls = inFlight.get(client);
+  if (!calls) return work();
+  calls.add(call);
+  try {
+    return await work();
+  } finally {
+    calls.delete(call);
   }
 }

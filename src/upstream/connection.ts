@@ -4,7 +4,7 @@
  * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
-import { ASK_CAPABILITIES, type AskingCall, handleAsks } from './asks.js';
+import { ASK_CAPABILITIES, type AskingCall, handleAsks, handleLogs } from './asks.js';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
@@ -44,6 +44,8 @@ export class Connection {
   operations = 0;
   /** Calls in flight on it that relay asks (`asks.ts`): an ask on the session's stream goes to a sole one. */
   readonly asking = new Set<AskingCall>();
+  /** Calls in flight on it that relay anything (asks or log messages; `asks.ts`), and on HTTP+SSE every call. */
+  readonly relaying = new Set<AskingCall>();
   private ready = false;
   private closing: Promise<void> | undefined;
   private direct: DirectTarget | undefined;
@@ -82,6 +84,12 @@ export class Connection {
     const connection = new Connection(client, transport, target, options.logger);
     if (options.declareAsks)
       handleAsks(client, () => (connection.asking.size === 1 ? [...connection.asking][0] : undefined));
+    // Log messages on a call's own answer stream reach that call's agent (SDK path; `asks.ts`). HTTP+SSE has
+    // one stream for every answer, which ties no message to its call: the sole call in flight takes them.
+    handleLogs(
+      client,
+      sse ? () => (connection.relaying.size === 1 ? [...connection.relaying][0] : undefined) : undefined,
+    );
     client.onerror = (error) => connection.noteError(error);
     client.onclose = () => connection.retire();
     const abandon = () => void connection.close();

@@ -26,6 +26,7 @@ export type {
   PoolStats,
   Progress,
   Tool,
+  UpstreamChannel,
   UpstreamInputRequired,
   UpstreamLogger,
   UpstreamLogMessage,

@@ -2,7 +2,7 @@
  * The two operations the conduit needs, on an already connected client, both bounded.
  */
 import { createHash } from 'node:crypto';
-import { CLIENT_CAPABILITIES_META_KEY, type Client, type Tool } from '@modelcontextprotocol/client';
+import { CLIENT_CAPABILITIES_META_KEY, type Client, LOG_LEVEL_META_KEY, type Tool } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
@@ -142,16 +142,21 @@ export async function callInteractiveTool(
   args: Record<string, unknown> | undefined,
   options: Pick<
     InteractiveCallOptions,
-    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema'
+    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema' | 'onLog' | 'logLevel'
   >,
 ): Promise<InteractiveCallResult> {
   const { continuation, onProgress, inputCapabilities, extensions } = options;
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
   if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
-  // The per-request envelope declares what the agent can answer (the client merges the rest of it).
-  if ((inputCapabilities || extensions) && client.getProtocolEra() === 'modern') {
-    params._meta = { [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, extensions) };
+  if (client.getProtocolEra() === 'modern') {
+    params._meta = {
+      // The per-request envelope declares what the agent can answer, and no more (the client merges the rest
+      // of it; its own keys lose to these), with the extensions it declared that pass on.
+      [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, extensions),
+      // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
+      ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
+    };
   }
   // The trace context in `_meta` too (tracing on): MCP's own carrier, read by servers on any transport.
   const carrier = outgoingCarrier();

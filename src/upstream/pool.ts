@@ -12,7 +12,7 @@
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { inSpan } from '../telemetry/tracing.js';
-import { withAskRelay } from './asks.js';
+import { withCallRelays } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
@@ -34,6 +34,7 @@ import type {
   ListWatchHandle,
   OperationOptions,
   PoolStats,
+  UpstreamChannel,
   UpstreamLogger,
   UpstreamOptions,
   UpstreamTarget,
@@ -173,20 +174,26 @@ export class UpstreamPool {
           opts.signal,
           async (client, deadline, connection) => {
             const { era } = connection;
-            const asking = opts.ask && { relay: opts.ask, deadline };
-            if (asking) connection.asking.add(asking);
+            // What the upstream sends meanwhile (asks, log messages) is relayed to this call's agent.
+            const relays = opts.ask || opts.onLog ? { relay: opts.ask, onLog: opts.onLog, deadline } : undefined;
+            if (relays?.relay) connection.asking.add(relays);
+            // On HTTP+SSE every call counts, relaying or not: a log message is the sole call's only when it is
+            // the only call in flight at all.
+            const tracked = relays ?? (connection.directCalls ? undefined : { deadline });
+            if (tracked) connection.relaying.add(tracked);
             try {
               if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
                 return await traced(() =>
-                  withAskRelay(opts.ask, deadline, () => callInteractiveTool(client, deadline, name, args, opts)),
+                  withCallRelays(relays, () => callInteractiveTool(client, deadline, name, args, opts)),
                 );
               }
               return await this.callDirectly(exchange, connection, deadline, name, args, opts);
             } finally {
-              if (asking) connection.asking.delete(asking);
+              if (relays) connection.asking.delete(relays);
+              if (tracked) connection.relaying.delete(tracked);
             }
           },
-          opts.ask !== undefined,
+          opts.ask !== undefined && opts.asksInRounds !== true,
         ),
     );
   }
@@ -267,6 +274,34 @@ export class UpstreamPool {
       await close();
       throw toUpstreamError(error);
     }
+  }
+
+  /**
+   * A connected client of its own, outside the pool, for long-lived `subscriptions/listen` streams
+   * (2026-07-28 resource subscriptions relayed by the hub): the pool's idle and recycle rules would cut
+   * them. `ended` settles when the connection failed or closed. Connect errors leave as catalogue errors.
+   */
+  async openChannel(target: UpstreamTarget, signal: AbortSignal): Promise<UpstreamChannel> {
+    if (this.closed) throw poolClosed();
+    let connection: Connection;
+    try {
+      connection = await this.connect(
+        this.normalized(target),
+        this.options.listTimeoutMs,
+        AbortSignal.any([signal, this.lifetime.signal]),
+      );
+    } catch (error) {
+      throw toUpstreamError(error);
+    }
+    this.watches.add(connection);
+    return {
+      client: connection.client,
+      ended: connection.retired,
+      close: async () => {
+        this.watches.delete(connection);
+        await connection.close();
+      },
+    };
   }
 
   stats(): PoolStats {

@@ -1,5 +1,5 @@
 /** The public shapes of the upstream client side. */
-import type { FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+import type { Client, FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
 import type { Exchanged, ExchangeRequest } from '../egress/index.js';
 import type { AskRelay } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
@@ -134,6 +134,11 @@ export interface InteractiveCallOptions extends CallOptions {
    * path), which may then answer with a task (`UpstreamTask`) instead of a result.
    */
   tasks?: boolean | undefined;
+  /**
+   * `ask` relays to a 2026-07-28 agent in input-required rounds: a dual-era upstream stays at 2026-07-28 (where
+   * it asks in its results), and only a 2025-only upstream's asks reach `ask`.
+   */
+  asksInRounds?: boolean | undefined;
 }
 
 /** A running `UpstreamPool.watchLists`. */
@@ -146,6 +151,14 @@ export interface ListWatchHandle {
    * there the subscription's end is the sign.
    */
   ping?: () => Promise<void>;
+  close(): Promise<void>;
+}
+
+/** A connected client outside the pool (`UpstreamPool.openChannel`), for streams that outlive an operation. */
+export interface UpstreamChannel {
+  client: Client;
+  /** Settles once the connection is no good any more (failed or closed). */
+  ended: Promise<void>;
   close(): Promise<void>;
 }
 

@@ -44,7 +44,9 @@ describe('upstream notifications through the hub', { timeout: 60_000 }, () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function setup(upstreamEra: Era): Promise<{ gw: TestGateway; base: string; token: string }> {
+  async function setup(
+    upstreamEra: Era,
+  ): Promise<{ gw: TestGateway; base: string; token: string; upstream: McpFixture }> {
     const gw = await startTestGateway(sqliteTarget);
     cleanups.push(() => gw.close());
     const options = {
@@ -62,7 +64,7 @@ describe('upstream notifications through the hub', { timeout: 60_000 }, () => {
     await gw.request('PATCH', '/api/mcp/servers/up/tools', { body: { mode: 'all', defaultTier: 'allow' } });
     expect((await gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
     const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent' } })).json();
-    return { gw, base: await gw.listen(), token };
+    return { gw, base: await gw.listen(), token, upstream };
   }
 
   /** A 2025-era agent that records the log messages it receives. */
@@ -100,7 +102,90 @@ describe('upstream notifications through the hub', { timeout: 60_000 }, () => {
       // Neither session heard the other's call.
       expect(quiet.messages).toHaveLength(1);
     });
+
+    it(`relays them on the SDK client's path too (a call with a progress token), per session (${upstreamEra} upstream)`, async () => {
+      const s = await setup(upstreamEra);
+      const quiet = await logged(`${s.base}/mcp`, s.token);
+      const verbose = await logged(`${s.base}/mcp/s/up`, s.token);
+      const silent = await logged(`${s.base}/mcp/s/up`, s.token);
+      await quiet.agent.setLoggingLevel('error');
+      await verbose.agent.setLoggingLevel('info');
+      const progress = { onprogress: () => {} };
+
+      // Concurrent calls on the one shared upstream connection: each hears only its own call's messages.
+      const [a, b, c] = await Promise.all([
+        quiet.agent.callTool({ name: 'up__chatty', arguments: {} }, progress),
+        verbose.agent.callTool({ name: 'chatty', arguments: {} }, progress),
+        silent.agent.callTool({ name: 'chatty', arguments: {} }, progress),
+      ]);
+      for (const result of [a, b, c]) expect(result.content).toEqual([{ type: 'text', text: 'done' }]);
+      expect(quiet.messages).toEqual([{ level: 'error', logger: 'chatty', data: 'something broke' }]);
+      expect(verbose.messages).toEqual([
+        { level: 'info', logger: 'chatty', data: 'routine detail' },
+        { level: 'error', logger: 'chatty', data: 'something broke' },
+      ]);
+      // A session that set no level hears nothing.
+      expect(silent.messages).toEqual([]);
+    });
   }
+
+  it('subscribes a 2026-07-28 upstream through its listen stream, and relays its updates to the subscribed sessions', async () => {
+    const s = await setup('modern');
+    const other = 'file:///other.txt';
+    const updates: string[] = [];
+    const subscriber = await connectAgent(`${s.base}/mcp`, s.token, {
+      era: 'legacy',
+      prepare: (client) =>
+        client.setNotificationHandler('notifications/resources/updated', (n) => {
+          updates.push(n.params.uri);
+        }),
+    });
+    clients.push(subscriber);
+    const singleUpdates: string[] = [];
+    const single = await connectAgent(`${s.base}/mcp/s/up`, s.token, {
+      era: 'legacy',
+      prepare: (client) =>
+        client.setNotificationHandler('notifications/resources/updated', (n) => {
+          singleUpdates.push(n.params.uri);
+        }),
+    });
+    clients.push(single);
+    const upstream = s.upstream;
+    const listens = () => upstream.log.count('subscriptions/listen');
+
+    const wrapped = wrapResourceUri('up', WATCHED);
+    await expect(subscriber.subscribeResource({ uri: wrapped })).resolves.toEqual({});
+    // Acknowledged before the answer: an update sent right after reaches the session.
+    await upstream.resourceUpdated?.(WATCHED);
+    await eventually(() => expect(updates).toEqual([wrapped]));
+    expect(singleUpdates).toEqual([]);
+    expect(listens()).toBe(1);
+
+    // Another session, another URI: one stream naming both replaces the first.
+    await expect(single.subscribeResource({ uri: other })).resolves.toEqual({});
+    expect(listens()).toBe(2);
+    await upstream.resourceUpdated?.(other);
+    await upstream.resourceUpdated?.(WATCHED);
+    await eventually(() => expect(updates).toEqual([wrapped, wrapped]));
+    await eventually(() => expect(singleUpdates).toEqual([other]));
+    // The same URI again is already on the stream.
+    await expect(single.subscribeResource({ uri: WATCHED })).resolves.toEqual({});
+    expect(listens()).toBe(2);
+
+    // Unsubscribed, the URI leaves the stream once no session listens to it there.
+    await expect(subscriber.unsubscribeResource({ uri: wrapped })).resolves.toEqual({});
+    await expect(single.unsubscribeResource({ uri: WATCHED })).resolves.toEqual({});
+    await eventually(() => expect(listens()).toBe(3));
+    await upstream.resourceUpdated?.(WATCHED);
+    await upstream.resourceUpdated?.(other);
+    // The update of the URI left out does not come (the later one, on the same stream, does).
+    await eventually(() => expect(singleUpdates).toEqual([other, other]));
+    expect(updates).toEqual([wrapped, wrapped]);
+    // A session that closes takes its subscriptions along: no session listens, no stream stays open.
+    await (single.transport as unknown as { terminateSession(): Promise<void> }).terminateSession();
+    await eventually(() => expect(upstream.log.count('notifications/cancelled')).toBe(3));
+    expect(listens()).toBe(3);
+  });
 
   it('passes subscriptions to the upstream and its updates to the subscribed sessions, URIs rewritten', async () => {
     const s = await setup('legacy');

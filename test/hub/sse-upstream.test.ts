@@ -44,7 +44,12 @@ describe('HTTP+SSE upstreams through the hub', { timeout: 60_000 }, () => {
     expect(tested).toMatchObject({ ok: true });
     const detail = (await s.gw.request('GET', '/api/mcp/servers/up')).json();
     expect(detail).toMatchObject({ transport: 'sse', status: 'connected' });
-    expect(detail.discoveredTools.map((t: { name: string }) => t.name).sort()).toEqual(['add', 'echo', 'slow']);
+    expect(detail.discoveredTools.map((t: { name: string }) => t.name).sort()).toEqual([
+      'add',
+      'chatty',
+      'echo',
+      'slow',
+    ]);
 
     for (const era of ERAS) {
       const aggregate = await connectAgent(`${s.base}/mcp`, s.token, { era });
@@ -64,6 +69,36 @@ describe('HTTP+SSE upstreams through the hub', { timeout: 60_000 }, () => {
     // Everything the gateway sent went over the legacy transport: the upstream saw no 2026-07-28 probe.
     expect(s.upstream.log.count('server/discover')).toBe(0);
     expect(s.upstream.log.count('tools/call')).toBe(4);
+  });
+
+  it("relays a call's log messages to the 2025 session that made it, at its level (one stream carries them all)", async () => {
+    const s = await setup((upstream) => ({ url: upstream.url, id: 'up' }));
+    expect((await s.gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
+    await s.gw.request('PATCH', '/api/mcp/servers/up/tools', { body: { mode: 'all', defaultTier: 'allow' } });
+    const logs: unknown[] = [];
+    const agent = await connectAgent(`${s.base}/mcp/s/up`, s.token, {
+      era: 'legacy',
+      prepare: (client) =>
+        client.setNotificationHandler('notifications/message', (n) => {
+          logs.push(n.params);
+        }),
+    });
+    clients.push(agent);
+    await agent.setLoggingLevel('error');
+    expect((await agent.callTool({ name: 'chatty', arguments: {} })).content).toEqual([{ type: 'text', text: 'done' }]);
+    expect(logs).toEqual([{ level: 'error', logger: 'chatty', data: 'something broke' }]);
+
+    // While another agent's call is in flight nothing says whose a message is: it reaches no one.
+    const other = await connectAgent(`${s.base}/mcp/s/up`, s.token, { era: 'legacy' });
+    clients.push(other);
+    const calls = s.upstream.log.count('tools/call');
+    const slow = other.callTool({ name: 'slow', arguments: { ms: 3000 } });
+    // The slow call is in the upstream's hands before the chatty one starts.
+    for (let i = 0; i < 200 && s.upstream.log.count('tools/call') === calls; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    await agent.callTool({ name: 'chatty', arguments: {} });
+    await slow;
+    expect(logs).toHaveLength(1);
   });
 
   it('takes transport "sse" from a manifest and sends its headers on the stream and on every POST', async () => {

@@ -6,13 +6,14 @@
  * `/mcp`; and a dual-era upstream is driven at 2025 for such an agent so it can ask at all. A real gateway on
  * loopback, SDK-built upstreams on 127.0.0.2, SDK v2 clients as agents.
  */
-import type { Client, ClientCapabilities } from '@modelcontextprotocol/client';
+import { type Client, type ClientCapabilities, LOG_LEVEL_META_KEY } from '@modelcontextprotocol/client';
 import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
 import { startReferenceServer } from '../fixtures/reference-server.js';
-import { connectAgent } from '../helpers/agents.js';
+import { connectAgent, type Era } from '../helpers/agents.js';
+import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
@@ -67,9 +68,12 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  async function setup(upstream: { url: string; close(): Promise<void> }): Promise<{ gw: TestGateway; base: string }> {
+  async function setup(
+    upstream: { url: string; close(): Promise<void> },
+    env: Record<string, string> = {},
+  ): Promise<{ gw: TestGateway; base: string }> {
     cleanups.push(() => upstream.close());
-    const gw = await startTestGateway(sqliteTarget);
+    const gw = await startTestGateway(sqliteTarget, env);
     cleanups.push(() => gw.close());
     expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
       201,
@@ -80,10 +84,10 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
   }
 
   /** A 2025-era agent declaring `capabilities`, answering every ask, recording what it was asked. */
-  async function agent(url: string, token: string, capabilities: ClientCapabilities) {
+  async function agent(url: string, token: string, capabilities: ClientCapabilities, era: Era = 'legacy') {
     const asked: unknown[] = [];
     const client: Client = await connectAgent(url, token, {
-      era: 'legacy',
+      era,
       client: { capabilities },
       prepare: (c) => {
         if (capabilities.sampling)
@@ -174,6 +178,185 @@ describe('asks of a 2025-era upstream relayed to the agent', { timeout: 60_000 }
     const none = await plain.callTool({ name: 'ask_roots', arguments: {} });
     expect(none.isError).toBe(true);
     expect(textOf(none)).toMatch(/^refused: /);
+  });
+
+  it('relays them to a 2026-07-28 agent as input-required rounds, on both call paths, the upstream call held', async () => {
+    const upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: [], register });
+    const { gw, base } = await setup(upstream);
+    const { client, asked } = await agent(`${base}/mcp/s/up`, await token(gw), ALL, 'modern');
+
+    // The SDK v2 client answers each round with its own handlers and calls again, transparently.
+    expect(textOf(await client.callTool({ name: 'ask_llm', arguments: {} }))).toBe('{"type":"text","text":"Paris"}');
+    expect(textOf(await client.callTool({ name: 'ask_user', arguments: {} }))).toBe(
+      '{"action":"accept","content":{"name":"Ada"}}',
+    );
+    expect(textOf(await client.callTool({ name: 'ask_roots', arguments: {} }, { onprogress: () => {} }))).toBe(
+      '{"roots":[{"uri":"file:///work","name":"work"}]}',
+    );
+    expect(asked).toEqual([
+      [{ role: 'user', content: { type: 'text', text: 'Capital of France?' } }],
+      'Your name?',
+      'roots',
+    ]);
+    // One upstream call per tool: the rounds continued it, never ran it again.
+    expect(upstream.log.count('tools/call')).toBe(3);
+    // Each round is audited: the one that asked (input_required), the one that answered (with the ask).
+    let rows: (AuditEvent & { outcome: string })[] = [];
+    for (let i = 0; i < 50 && rows.filter((r) => r.tool === 'ask_llm').length < 2; i++) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 20));
+      rows = (await gw.request('GET', '/api/audit?kind=call&limit=500')).json().events;
+    }
+    const llm = rows.filter((row) => row.tool === 'ask_llm');
+    expect(llm.map((row) => row.outcome).sort()).toEqual(['input_required', 'ok']);
+    expect(llm.find((row) => row.outcome === 'ok')?.data).toEqual({
+      asks: [{ method: 'sampling/createMessage', answered: true }],
+    });
+
+    // Through the aggregate too.
+    const { client: aggregate } = await agent(`${base}/mcp`, await token(gw), ALL, 'modern');
+    expect(textOf(await aggregate.callTool({ name: 'up__ask_user', arguments: {} }))).toContain('"Ada"');
+  });
+
+  it('holds the call for its own token only, refuses what the agent did not declare, and says when a round came too late', async () => {
+    const upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: [], register });
+    const { gw, base } = await setup(upstream);
+    const agentToken = await token(gw);
+    const { client } = await agent(`${base}/mcp/s/up`, agentToken, { elicitation: { form: {} } }, 'modern');
+    // Not declared: refused to the upstream at once, no round.
+    const refused = await client.callTool({ name: 'ask_llm', arguments: {} });
+    expect(textOf(refused)).toMatch(/^refused: .*did not declare it can answer sampling\/createMessage/);
+
+    const first = (await client.callTool(
+      { name: 'ask_user', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      resultType: string;
+      inputRequests: Record<string, { method: string; params: { message: string } }>;
+      requestState: string;
+    };
+    expect(first.resultType).toBe('input_required');
+    const [key] = Object.keys(first.inputRequests);
+    expect(first.inputRequests[key as string]).toMatchObject({
+      method: 'elicitation/create',
+      params: { message: 'Your name?' },
+    });
+    const round = (who: Client) =>
+      who.request({
+        method: 'tools/call',
+        params: {
+          name: 'ask_user',
+          arguments: {},
+          inputResponses: { [key as string]: { action: 'accept', content: { name: 'Grace' } } },
+          requestState: first.requestState,
+        },
+      });
+    // Another token's round with this state is refused (the state is bound to the token).
+    const { client: other } = await agent(`${base}/mcp/s/up`, await token(gw), { elicitation: { form: {} } }, 'modern');
+    const foreign = (await round(other)) as { isError?: boolean; structuredContent?: { error: { code: string } } };
+    expect(foreign.structuredContent?.error.code).toBe('hub.request_state_mismatch');
+    // The owner's round continues the held call.
+    expect(textOf(await round(client))).toBe('{"action":"accept","content":{"name":"Grace"}}');
+    // The same round again: the call is no longer held.
+    const late = (await round(client)) as { structuredContent?: { error: { code: string } } };
+    expect(late.structuredContent?.error.code).toBe('hub.round_expired');
+    expect(upstream.log.count('tools/call')).toBe(2);
+  });
+
+  it("relays a held call's log messages to the round that waits on it, at that round's level", async () => {
+    const upstream = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      serverOptions: { capabilities: { logging: {} } },
+      register: (server) => {
+        server.registerTool(
+          'ask_then_log',
+          { description: 'Asks, then logs.', inputSchema: z.object({}) },
+          async (_a, ctx) => {
+            await ctx.mcpReq.send({ method: 'roots/list' });
+            await ctx.mcpReq.log('debug', 'noise', 'held');
+            await ctx.mcpReq.log('warning', 'after the answer', 'held');
+            return text('done');
+          },
+        );
+      },
+    });
+    const { gw, base } = await setup(upstream);
+    const logs: unknown[] = [];
+    const client = await connectAgent(`${base}/mcp/s/up`, await token(gw), {
+      client: { capabilities: { roots: {} } },
+      prepare: (c) =>
+        c.setNotificationHandler('notifications/message', (n) => {
+          logs.push(n.params);
+        }),
+    });
+    cleanups.push(() => client.close());
+    // Round 1 asks for no logs; round 2 asks for warning and above.
+    const first = (await client.callTool(
+      { name: 'ask_then_log', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      inputRequests: Record<string, unknown>;
+      requestState: string;
+    };
+    const [key] = Object.keys(first.inputRequests);
+    const done = await client.request({
+      method: 'tools/call',
+      params: {
+        name: 'ask_then_log',
+        arguments: {},
+        inputResponses: { [key as string]: { roots: [] } },
+        requestState: first.requestState,
+        _meta: { [LOG_LEVEL_META_KEY]: 'warning' },
+      },
+    });
+    expect(textOf(done)).toBe('done');
+    expect(logs).toEqual([{ level: 'warning', logger: 'held', data: 'after the answer' }]);
+  });
+
+  it("cancels a held call whose agent does not come back within the call's deadline", async () => {
+    let cancelled = false;
+    const upstream = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      register: (server) => {
+        server.registerTool(
+          'ask_late',
+          { description: 'Asks, then waits.', inputSchema: z.object({}) },
+          async (_a, ctx) => {
+            ctx.mcpReq.signal.addEventListener('abort', () => {
+              cancelled = true;
+            });
+            try {
+              return text(JSON.stringify(await ctx.mcpReq.send({ method: 'roots/list' })));
+            } catch (error) {
+              return { ...text(`refused: ${(error as Error).message}`), isError: true };
+            }
+          },
+        );
+      },
+    });
+    const { gw, base } = await setup(upstream, { GATEHOUSE_CALL_TIMEOUT_MS: '1500' });
+    const { client } = await agent(`${base}/mcp/s/up`, await token(gw), { roots: {} }, 'modern');
+    const first = (await client.callTool(
+      { name: 'ask_late', arguments: {} },
+      { allowInputRequired: true },
+    )) as unknown as {
+      inputRequests: Record<string, unknown>;
+      requestState: string;
+    };
+    const [key] = Object.keys(first.inputRequests);
+    // The agent comes back after the deadline (counted from the first round): the upstream call is gone.
+    await eventually(() => expect(cancelled).toBe(true), 10_000);
+    const late = (await client.request({
+      method: 'tools/call',
+      params: {
+        name: 'ask_late',
+        arguments: {},
+        inputResponses: { [key as string]: { roots: [] } },
+        requestState: first.requestState,
+      },
+    })) as { structuredContent?: { error: { code: string } } };
+    expect(late.structuredContent?.error.code).toBe('hub.round_expired');
   });
 
   it('drives a dual-era upstream at 2025 for an agent that can be asked, so its in-call sampling works', async () => {

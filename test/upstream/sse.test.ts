@@ -39,7 +39,7 @@ describe('HTTP+SSE upstreams', () => {
     const pool = guardedPool();
     const target = { url: fixture.url, transport: 'sse' as const, headers: { 'X-Tenant': 'alice' } };
     const { tools } = await pool.listTools(target);
-    expect(tools.map((t) => t.name).sort()).toEqual(['add', 'echo', 'slow']);
+    expect(tools.map((t) => t.name).sort()).toEqual(['add', 'chatty', 'echo', 'slow']);
     for (let i = 0; i < 5; i++) {
       expect((await pool.callTool(target, 'echo', { text: `${i}` })).content).toEqual([{ type: 'text', text: `${i}` }]);
     }

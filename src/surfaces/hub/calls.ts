@@ -31,6 +31,7 @@ import type {
   Continuation,
   InteractiveCallOptions,
   InteractiveCallResult,
+  UpstreamChannel,
   UpstreamInputRequired,
   UpstreamLogMessage,
   UpstreamPool,
@@ -40,6 +41,7 @@ import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
 import { createTaskResult, type DetailedTask, errorResult, isResultError } from '../results.js';
+import { HeldCalls } from './held-calls.js';
 import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { UI_EXTENSION, wrapResourceUri } from './names.js';
@@ -89,6 +91,8 @@ export interface StdioUpstream {
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     opts?: { signal?: AbortSignal | undefined },
   ): Promise<T>;
+  /** The server's client for a long-lived stream (2026-07-28 resource subscriptions). */
+  openChannel(id: string, deadlineMs: number): Promise<UpstreamChannel>;
 }
 
 /** Where a name was looked up: the aggregate (`/mcp`) or one server unprefixed (`/mcp/s/{server}`). */
@@ -221,6 +225,8 @@ export async function runTaskable(
     ask?: AskRelay | undefined;
     /** The agent declared the Tasks extension (declared to a 2026-07-28 upstream in turn). */
     tasks?: boolean | undefined;
+    /** `ask` relays to a 2026-07-28 agent in rounds (`held-calls.ts`): a dual-era upstream stays at 2026-07-28. */
+    asksInRounds?: boolean | undefined;
   },
 ): Promise<TaskableOutcome> {
   const interactive = {
@@ -233,6 +239,7 @@ export async function runTaskable(
     ...(options.extensions ? { extensions: options.extensions } : {}),
     ...(options.ask ? { ask: options.ask } : {}),
     ...(options.tasks ? { tasks: true } : {}),
+    ...(options.asksInRounds ? { asksInRounds: true } : {}),
   };
   if (server.row.transport === 'stdio') {
     // The supervisor's one long-lived client for this server (lazy start within the call's deadline).
@@ -451,9 +458,16 @@ function hubRefusal(error: GatehouseError): CallToolResult | undefined {
 
 export class HubCalls {
   private readonly gate: Gate;
+  /** Upstream calls held while a 2026-07-28 agent answers a 2025-era upstream's asks (`held-calls.ts`). */
+  readonly held = new HeldCalls<TaskableOutcome>();
 
   constructor(private readonly ports: CallPorts) {
     this.gate = new Gate(ports, { surface: 'hub', upstream: true, refusal: hubRefusal });
+  }
+
+  /** Drops every held call (the hub is closing). */
+  close(): void {
+    this.held.close();
   }
 
   /** `gatehouse__approval_status` on the hub, answered through `read` (the approved rounds). */
@@ -557,24 +571,81 @@ export class HubCalls {
           connectRound &&
           (ctx.inputResponses?.[CONNECT_INPUT_KEY] as { action?: unknown } | undefined)?.action !== 'accept';
         const taskable = ctx.tasks === true && this.ports.tasks !== undefined;
-        let result: Awaited<ReturnType<typeof runTaskable>>;
+        const upstreamOptions = (signal: AbortSignal, relay: AskRelay | undefined) => ({
+          principal,
+          tasks: taskable,
+          signal,
+          ask: relay,
+          ...(log
+            ? { onLog: (message: UpstreamLogMessage) => void log(message).catch(() => {}), logLevel: ctx.logLevel }
+            : {}),
+          continuation: connectRound ? undefined : continuationOf(ctx.inputResponses, ctx.state),
+          inputCapabilities,
+          extensions: ctx.extensions,
+          ...(progressToken !== undefined && notify
+            ? {
+                onProgress: (p: { progress: number; total?: number; message?: string }) =>
+                  void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
+              }
+            : {}),
+        });
+        let result: TaskableOutcome;
         try {
-          result = await runTaskable(this.ports, snapshot, server, tool.name, args, {
-            principal,
-            tasks: taskable,
-            signal: ctx.signal,
-            ask,
-            ...(log ? { onLog: (message) => void log(message).catch(() => {}), logLevel: ctx.logLevel } : {}),
-            continuation: connectRound ? undefined : continuationOf(ctx.inputResponses, ctx.state),
-            inputCapabilities,
-            extensions: ctx.extensions,
-            ...(progressToken !== undefined && notify
-              ? {
-                  onProgress: (p) =>
-                    void notify({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {}),
-                }
-              : {}),
-          });
+          // A later round of a held call (a 2025-era upstream asked this 2026-07-28 agent): its answers go to the
+          // waiting upstream, which goes on.
+          let held = ctx.state?.p !== undefined ? this.held.claim(ctx.state.p, principal.id) : undefined;
+          if (ctx.state?.p !== undefined && !held) throw new GatehouseError('hub.round_expired');
+          held?.answer(ctx.inputResponses, asks);
+          // A 2026-07-28 agent that can be asked (it declared input capabilities; a 2025 session's agent is asked
+          // directly, `ctx.ask`): a 2025-era upstream's asks are held for its rounds.
+          if (!held && !ctx.ask && inputCapabilities) {
+            const call = this.held.create(principal.id, inputCapabilities);
+            call?.start((signal, relay) => {
+              const { onLog: _roundLog, onProgress, ...options } = upstreamOptions(signal, relay);
+              return runTaskable(this.ports, snapshot, server, tool.name, args, {
+                ...options,
+                // Log messages and progress go to whichever round waits on the call when they arrive (a later
+                // round may ask for logs the first did not).
+                onLog: (message: UpstreamLogMessage) => call.round?.onLog?.(message),
+                ...(onProgress
+                  ? {
+                      onProgress: (p: { progress: number; total?: number; message?: string }) =>
+                        call.round?.onProgress?.(p),
+                    }
+                  : {}),
+                asksInRounds: true,
+              });
+            });
+            held = call;
+          }
+          if (held) {
+            // An agent that gives up on its round gives up the call: the upstream is cancelled.
+            const call = held;
+            const giveUp = () => call.drop('The agent went away.');
+            ctx.signal.addEventListener('abort', giveUp, { once: true });
+            const { onLog, onProgress } = upstreamOptions(ctx.signal, undefined);
+            call.round = { onLog, onProgress };
+            const step = await held.next().finally(() => {
+              ctx.signal.removeEventListener('abort', giveUp);
+              call.round = undefined;
+            });
+            if (!step.done) {
+              this.held.park(held, principal.id);
+              const inputRequests: Record<string, unknown> = {};
+              for (const { key, ask: asked } of step.asks) {
+                inputRequests[key] = { method: asked.method, ...(asked.params ? { params: asked.params } : {}) };
+              }
+              const minted = await this.ports.stateCodec.mint({ ...binding(), p: held.id });
+              return {
+                answer: inputRequiredResult(inputRequests, minted),
+                outcome: 'input_required',
+                audited: { inputRequests },
+              };
+            }
+            result = await step.outcome;
+          } else {
+            result = await runTaskable(this.ports, snapshot, server, tool.name, args, upstreamOptions(ctx.signal, ask));
+          }
         } catch (error) {
           const known = findGatehouseError(error);
           const connectUrl = known?.code === 'auth.connect_required' ? known.details?.connectUrl : undefined;

@@ -152,12 +152,24 @@ export function createHub(deps: HubDeps): Hub {
     return deps.poolFor(upstream.privateNetwork).withClient(upstream.target, deps.config.listTimeoutMs, fn, { signal });
   };
 
+  // A 2026-07-28 upstream's resource-update stream, on a channel of its own (`subscriptions.ts`).
+  const openChannel = async (snapshot: Snapshot, server: HubServer, principal: Principal | undefined) => {
+    if (server.row.transport === 'stdio') return deps.stdio.openChannel(server.row.id, deps.config.listTimeoutMs);
+    const upstream = await snapshot.upstreamFor(server, principal);
+    if (!upstream) throw new GatehouseError('internal_error');
+    return deps
+      .poolFor(upstream.privateNetwork)
+      .openChannel(upstream.target, AbortSignal.timeout(deps.config.listTimeoutMs));
+  };
+
   const buildServer = (principal: TokenPrincipal, scope: Parameters<typeof buildHubServer>[2]) =>
     buildHubServer(
       {
         registry,
         calls,
         withUpstream,
+        openChannel,
+        listTimeoutMs: deps.config.listTimeoutMs,
         approvedRounds,
         stateCodec: deps.stateCodec,
         listPageSize: deps.config.listPageSize,
@@ -307,6 +319,8 @@ export function createHub(deps: HubDeps): Hub {
     async close() {
       unsubscribe();
       await endpoint.close();
+      calls.close();
+      await subscriptions.close();
       await recent.close();
     },
   };

@@ -59,6 +59,12 @@ export function assertAnswerable(inputRequests: Json, declared: Json | undefined
   }
 }
 
+/** Whether an agent that declared `declared` can answer `ask` (a 2025-era upstream's server→client request). */
+export function canAnswer(ask: { method: string; params?: unknown }, declared: Json | undefined): boolean {
+  const requirement = requirementOf({ ...ask });
+  return requirement !== undefined && covered(requirement, declared);
+}
+
 /**
  * The relay of a 2025-era upstream's asks during one call (`upstream/asks.ts`) to the 2025-era agent
  * that made it: each ask the agent declared it can answer goes to it as a server→client request
@@ -67,8 +73,7 @@ export function assertAnswerable(inputRequests: Json, declared: Json | undefined
  */
 export function askAgent(ctx: ServerContext, declared: Json | undefined): AskRelay {
   return async (ask, limits) => {
-    const requirement = requirementOf({ ...ask });
-    if (!requirement || !covered(requirement, declared)) {
+    if (!canAnswer(ask, declared)) {
       throw new ProtocolError(-32601, `The agent did not declare it can answer ${ask.method}.`);
     }
     const request = { method: ask.method, ...(ask.params ? { params: ask.params } : {}) };

@@ -24,6 +24,8 @@ export interface HubRequestState {
   a?: string;
   /** 1: a round the hub started itself (a URL elicitation to connect the person's upstream account). */
   g?: 1;
+  /** The upstream call held for this flow (a 2025-era upstream's asks to a 2026-07-28 agent, `held-calls.ts`). */
+  p?: string;
 }
 
 /** Rounds are human-paced (someone answers a form): as long as an approval waits by default. */
@@ -44,14 +46,14 @@ export function stateBinding(
   serverId: string,
   tool: string,
   args: Record<string, unknown>,
-): Omit<HubRequestState, 'u' | 'a'> {
+): Omit<HubRequestState, 'u' | 'a' | 'p'> {
   return { v: 1, c: clientId, s: serverId, t: tool, h: argumentsHash(args) };
 }
 
 /** Whether a verified state belongs to this call (and, for an approval's rounds, to this approval). */
 export function stateMatches(
   state: HubRequestState,
-  expected: Omit<HubRequestState, 'u' | 'a'>,
+  expected: Omit<HubRequestState, 'u' | 'a' | 'p'>,
   approvalId?: string,
 ): boolean {
   return (

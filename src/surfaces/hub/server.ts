@@ -17,6 +17,7 @@ import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server 
 import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
+import type { UpstreamChannel } from '../../upstream/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
@@ -150,6 +151,10 @@ export interface HubServerDeps {
   listPageSize: number;
   /** Agent sessions' resource subscriptions, relayed from the upstreams' updates. */
   subscriptions: ResourceSubscriptions;
+  /** A connection of its own to an upstream (a stdio server's one client), for a 2026-07-28 listen stream (`subscriptions.ts`). */
+  openChannel(snapshot: Snapshot, server: HubServer, principal: Principal): Promise<UpstreamChannel>;
+  /** How long an upstream may take to acknowledge a listen stream. */
+  listTimeoutMs: number;
   /** The tool view and recent tools of an agent on this scope (`all` off the aggregate). */
   listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
   /** Search mode's index, rebuilt in the background when the catalog changes. */
@@ -587,28 +592,29 @@ export function buildHubServer(
   server.setRequestHandler('resources/subscribe', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
     const { owner, uri } = resourceOwner(snapshot, request.params.uri);
+    const full = () => invalidParams('This session holds the most resource subscriptions it may.');
     try {
-      await deps.withUpstream(
+      const era = await deps.withUpstream(
         snapshot,
         owner,
         async (client, signal) => {
           if (!client.getServerCapabilities()?.resources?.subscribe) {
             throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `Server ${owner.row.id} has no subscriptions`);
           }
-          // A 2026-07-28 upstream announces updates on `subscriptions/listen`, which the hub does not relay yet.
-          if (client.getProtocolEra() === 'modern') {
-            throw new ProtocolError(
-              ProtocolErrorCode.MethodNotFound,
-              `Server ${owner.row.id} speaks 2026-07-28: resource subscriptions to it are not relayed yet`,
-            );
-          }
+          // A 2026-07-28 upstream has no resources/subscribe: its updates come on a listen stream (below).
+          if (client.getProtocolEra() === 'modern') return 'modern';
           await client.subscribeResource({ uri }, { signal });
-          if (!deps.subscriptions.add(client, uri, server, request.params.uri)) {
-            throw invalidParams('This session holds the most resource subscriptions it may.');
-          }
+          if (!deps.subscriptions.add(client, uri, server, request.params.uri)) throw full();
+          return 'legacy';
         },
         ctx.mcpReq.signal,
       );
+      if (era === 'modern') {
+        // One stream per upstream and OAuth user (a per-user grant's updates are that user's).
+        const key = `${owner.row.id}\n${principal.user?.id ?? ''}`;
+        const opener = { open: () => deps.openChannel(snapshot, owner, principal), timeoutMs: deps.listTimeoutMs };
+        if (!(await deps.subscriptions.addListened(key, opener, uri, server, request.params.uri))) throw full();
+      }
     } catch (error) {
       throw asProtocolError(error);
     }

@@ -1,15 +1,26 @@
 /**
- * Resource subscriptions through the hub (2025 era): an agent session's `resources/subscribe` is passed to the
- * upstream that owns the URI (unwrapped from `gatehouse://` on `/mcp`), and the upstream's
+ * Resource subscriptions through the hub: an agent session's `resources/subscribe` is passed to the upstream
+ * that owns the URI (unwrapped from `gatehouse://` on `/mcp`), and the upstream's
  * `notifications/resources/updated` for that URI reach every agent session subscribed to it, with the URI the
  * agent used (wrapped again on `/mcp`).
  *
- * Upstream connections are shared by agents, so the relay keeps, per upstream client, which agent sessions
- * listen to which upstream URI; the upstream is unsubscribed when the last of them leaves. A session that
- * closes drops its subscriptions.
+ * - A 2025-era upstream is subscribed with `resources/subscribe` on the connection the request ran on, and
+ *   sends its updates unsolicited on that session.
+ * - A 2026-07-28 upstream has no `resources/subscribe`: a client names the URIs it wants updates for in the
+ *   `resourceSubscriptions` of a `subscriptions/listen` stream. The hub keeps one such stream per upstream
+ *   (and per OAuth user, for a server reached with per-user grants), on a connection of its own
+ *   (`UpstreamPool.openChannel`), naming every URI some agent session listens to there: when that set
+ *   changes, a new stream with the new set is opened (and acknowledged) before the old one is closed, so no
+ *   update is lost in between. A stream the upstream ends (a restart) is opened again, a few times, while
+ *   anyone listens.
+ *
+ * Upstream connections are shared by agents, so the relay keeps which agent sessions listen to which upstream
+ * URI; the upstream is unsubscribed (or the URI left out of the stream) when the last of them leaves. A
+ * session that closes drops its subscriptions.
  */
-import type { Client } from '@modelcontextprotocol/client';
+import type { Client, McpSubscription } from '@modelcontextprotocol/client';
 import type { Server } from '@modelcontextprotocol/server';
+import type { UpstreamChannel } from '../../upstream/index.js';
 
 /** One agent session's interest in one upstream URI. */
 interface Listener {
@@ -21,15 +32,46 @@ interface Listener {
 /** Most subscriptions one agent session may hold (a bound, like every list the hub keeps). */
 export const MAX_SUBSCRIPTIONS_PER_SESSION = 100;
 
+/** Most times a listen stream the upstream ended is opened again in a row, and the first pause between tries. */
+const MAX_RELISTENS = 5;
+const RELISTEN_DELAY_MS = 500;
+
+/** How a 2026-07-28 upstream's listen streams are reached: a channel of their own, and the ack's deadline. */
+export interface ListenOpener {
+  open(): Promise<UpstreamChannel>;
+  timeoutMs: number;
+}
+
+/** One 2026-07-28 upstream's stream of resource updates, for every URI some session listens to there. */
+interface Listened {
+  key: string;
+  opener: ListenOpener;
+  uris: Map<string, Set<Listener>>;
+  channel?: Promise<UpstreamChannel> | undefined;
+  subscription?: McpSubscription | undefined;
+  /** Changes to the stream, one at a time. */
+  queue: Promise<void>;
+  /** Streams the upstream ended in a row (reset by one that is acknowledged). */
+  failures: number;
+}
+
+interface Entry {
+  listener: Listener;
+  /** Forgets the listener; answers what to unsubscribe upstream (2025 era), if the upstream must be told. */
+  release(): { client: Client; uri: string } | undefined;
+}
+
 export class ResourceSubscriptions {
-  /** Upstream client → upstream URI → listeners. */
+  /** Upstream client → upstream URI → listeners (2025 era). */
   private readonly byClient = new WeakMap<Client, Map<string, Set<Listener>>>();
-  /** Agent session → its listeners, with the client and URI each is registered under. */
-  private readonly byAgent = new WeakMap<Server, Map<string, { client: Client; uri: string; listener: Listener }>>();
+  /** Upstream key → its listen stream (2026-07-28). */
+  private readonly listened = new Map<string, Listened>();
+  /** Agent session → its subscriptions, by the URI it used. */
+  private readonly byAgent = new WeakMap<Server, Map<string, Entry>>();
 
   /** Records `agent`'s subscription (after the upstream accepted it). Answers false when over the session's bound. */
   add(client: Client, uri: string, agent: Server, exposedUri: string): boolean {
-    const mine = this.byAgent.get(agent) ?? new Map();
+    const mine = this.mine(agent);
     if (mine.has(exposedUri)) return true;
     if (mine.size >= MAX_SUBSCRIPTIONS_PER_SESSION) return false;
     let uris = this.byClient.get(client);
@@ -42,33 +84,99 @@ export class ResourceSubscriptions {
     const listeners = uris.get(uri) ?? new Set();
     listeners.add(listener);
     uris.set(uri, listeners);
-    mine.set(exposedUri, { client, uri, listener });
-    if (!this.byAgent.has(agent)) {
-      this.byAgent.set(agent, mine);
-      // A session that ends takes its subscriptions with it.
-      const previous = agent.onclose;
-      agent.onclose = () => {
-        previous?.();
-        for (const key of [...mine.keys()]) this.remove(agent, key);
-      };
+    const known = uris;
+    mine.set(exposedUri, {
+      listener,
+      release: () => {
+        listeners.delete(listener);
+        if (listeners.size > 0) return undefined;
+        known.delete(uri);
+        return { client, uri };
+      },
+    });
+    return true;
+  }
+
+  /**
+   * Subscribes `agent` to `uri` of the 2026-07-28 upstream `key`: the upstream's listen stream is opened (or
+   * opened again with the URI added) and acknowledged before this resolves. Answers false when over the
+   * session's bound; rejects (holding nothing) when the upstream could not be reached.
+   */
+  async addListened(key: string, opener: ListenOpener, uri: string, agent: Server, exposedUri: string) {
+    const mine = this.mine(agent);
+    if (mine.has(exposedUri)) return true;
+    if (mine.size >= MAX_SUBSCRIPTIONS_PER_SESSION) return false;
+    let record = this.listened.get(key);
+    if (!record) {
+      record = { key, opener, uris: new Map(), queue: Promise.resolve(), failures: 0 };
+      this.listened.set(key, record);
+    }
+    const listener: Listener = { agent, exposedUri };
+    const listeners = record.uris.get(uri);
+    if (listeners) listeners.add(listener);
+    else record.uris.set(uri, new Set([listener]));
+    const target = record;
+    const release = () => {
+      const set = target.uris.get(uri);
+      set?.delete(listener);
+      if (set && set.size === 0) {
+        target.uris.delete(uri);
+        void this.relisten(target).catch(() => {});
+      }
+      return undefined;
+    };
+    mine.set(exposedUri, { listener, release });
+    // A URI the stream names already needs no new stream.
+    if (listeners) return true;
+    try {
+      await this.relisten(record);
+    } catch (error) {
+      mine.delete(exposedUri);
+      release();
+      throw error;
     }
     return true;
   }
 
   /**
    * Forgets `agent`'s subscription to `exposedUri`. Answers the upstream client and URI to unsubscribe when
-   * no other session listens there any more.
+   * no other session listens there any more (2025 era; a 2026-07-28 stream is changed here).
    */
   remove(agent: Server, exposedUri: string): { client: Client; uri: string } | undefined {
     const mine = this.byAgent.get(agent);
     const entry = mine?.get(exposedUri);
     if (!mine || !entry) return undefined;
     mine.delete(exposedUri);
-    const listeners = this.byClient.get(entry.client)?.get(entry.uri);
-    listeners?.delete(entry.listener);
-    if (listeners && listeners.size > 0) return undefined;
-    this.byClient.get(entry.client)?.delete(entry.uri);
-    return { client: entry.client, uri: entry.uri };
+    return entry.release();
+  }
+
+  /** Closes every listen stream and its channel (the hub is closing). */
+  async close(): Promise<void> {
+    const records = [...this.listened.values()];
+    this.listened.clear();
+    await Promise.all(
+      records.map(async (record) => {
+        record.uris.clear();
+        await record.queue.catch(() => {});
+        await this.drop(record);
+      }),
+    );
+  }
+
+  private mine(agent: Server): Map<string, Entry> {
+    let mine = this.byAgent.get(agent);
+    if (!mine) {
+      const entries = new Map<string, Entry>();
+      mine = entries;
+      this.byAgent.set(agent, entries);
+      // A session that ends takes its subscriptions with it.
+      const previous = agent.onclose;
+      agent.onclose = () => {
+        previous?.();
+        for (const key of [...entries.keys()]) this.remove(agent, key);
+      };
+    }
+    return mine;
   }
 
   private listen(client: Client, uris: Map<string, Set<Listener>>): void {
@@ -78,5 +186,76 @@ export class ResourceSubscriptions {
         void agent.sendResourceUpdated({ uri: exposedUri }).catch(() => {});
       }
     });
+  }
+
+  /** Brings `record`'s stream in line with its URIs (queued behind earlier changes); rejects when that failed. */
+  private relisten(record: Listened): Promise<void> {
+    const run = record.queue.then(() => this.applyListen(record));
+    record.queue = run.catch(() => {});
+    return run;
+  }
+
+  private async applyListen(record: Listened): Promise<void> {
+    const uris = [...record.uris.keys()];
+    if (uris.length === 0) {
+      await this.drop(record);
+      return;
+    }
+    if (!record.channel) {
+      const opening = record.opener.open();
+      record.channel = opening;
+      opening.then(
+        (channel) => {
+          channel.client.setNotificationHandler('notifications/resources/updated', (notification) => {
+            for (const { agent, exposedUri } of record.uris.get(notification.params.uri) ?? []) {
+              void agent.sendResourceUpdated({ uri: exposedUri }).catch(() => {});
+            }
+          });
+          // A channel that dies is replaced at the next change, or when its stream's end is noticed.
+          void channel.ended.then(() => {
+            if (record.channel === opening) record.channel = undefined;
+          });
+        },
+        () => {
+          if (record.channel === opening) record.channel = undefined;
+        },
+      );
+    }
+    const channel = await record.channel;
+    const previous = record.subscription;
+    const next = await channel.client.listen({ resourceSubscriptions: uris }, { timeout: record.opener.timeoutMs });
+    record.subscription = next;
+    record.failures = 0;
+    void next.closed.then((cause) => this.ended(record, next, cause));
+    await previous?.close().catch(() => {});
+  }
+
+  /** A stream ended: one the upstream ended while it is still the current one is opened again. */
+  private ended(record: Listened, subscription: McpSubscription, cause: string): void {
+    if (cause === 'local' || record.subscription !== subscription) return;
+    record.subscription = undefined;
+    this.retry(record);
+  }
+
+  /** Opens `record`'s stream again after a pause that doubles, while anyone listens, a few times in a row. */
+  private retry(record: Listened): void {
+    if (record.uris.size === 0 || this.listened.get(record.key) !== record) return;
+    record.failures += 1;
+    if (record.failures > MAX_RELISTENS) return;
+    const timer = setTimeout(
+      () => void this.relisten(record).catch(() => this.retry(record)),
+      RELISTEN_DELAY_MS * 2 ** (record.failures - 1),
+    );
+    timer.unref();
+  }
+
+  /** Ends `record`'s stream and channel and forgets it. */
+  private async drop(record: Listened): Promise<void> {
+    if (this.listened.get(record.key) === record) this.listened.delete(record.key);
+    const { subscription, channel } = record;
+    record.subscription = undefined;
+    record.channel = undefined;
+    await subscription?.close().catch(() => {});
+    if (channel) await (await channel.catch(() => undefined))?.close().catch(() => {});
   }
 }

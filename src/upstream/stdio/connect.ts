@@ -17,6 +17,7 @@
  */
 import { Client, type Implementation, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
+import { ASK_CAPABILITIES, relayToSoleCall } from '../asks.js';
 import { Deadline } from '../deadline.js';
 import { isEraMismatch, toUpstreamError } from '../map-error.js';
 import { type StdioChild, type StdioSpec, spawnStdio } from './spawn.js';
@@ -98,6 +99,9 @@ async function connectClient(
   options: ConnectStdioOptions,
 ): Promise<Client> {
   const probeTimeoutMs = Math.min(options.probeTimeoutMs ?? DEFAULT_PROBE_TIMEOUT_MS, options.timeoutMs);
+  // A 2025-era server may ask the calling agent (`asks.ts`): declared unless the server is known to be
+  // 2026-07-28, whose asks ride its results (and whose tools/call envelopes carry the agent's own capabilities).
+  const declareAsks = prior?.kind !== 'modern';
   const client = new Client(options.clientInfo ?? CLIENT_INFO, {
     versionNegotiation: {
       mode: 'auto',
@@ -105,7 +109,10 @@ async function connectClient(
     },
     // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
     inputRequired: { autoFulfill: false },
+    ...(declareAsks ? { capabilities: ASK_CAPABILITIES } : {}),
   });
+  // One pipe carries every call's messages: asks and log messages go to the sole call in flight.
+  relayToSoleCall(client, declareAsks);
   if (options.onError) client.onerror = options.onError;
   await deadline.race(
     client.connect(child.transport, {
