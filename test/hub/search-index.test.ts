@@ -234,16 +234,16 @@ describe('SearchIndexes: the index is rebuilt in the background', () => {
 });
 
 describe('RecentTools', () => {
-  it('remembers the most recent distinct tools, listed by name, and says when one enters the window', () => {
+  it('remembers the most recent distinct tools, listed by name, and says when one enters the window', async () => {
     const recent = new RecentTools();
     expect(recent.record('a', 'x__b', 2)).toBe(true);
     expect(recent.record('a', 'x__a', 2)).toBe(true);
     expect(recent.record('a', 'x__b', 2)).toBe(false);
-    expect(recent.recent('a', 2)).toEqual(['x__a', 'x__b']);
+    expect(await recent.recent('a', 2)).toEqual(['x__a', 'x__b']);
     expect(recent.record('a', 'x__c', 2)).toBe(true);
-    expect(recent.recent('a', 2)).toEqual(['x__b', 'x__c']);
-    expect(recent.recent('a', 0)).toEqual([]);
-    expect(recent.recent('other', 5)).toEqual([]);
+    expect(await recent.recent('a', 2)).toEqual(['x__b', 'x__c']);
+    expect(await recent.recent('a', 0)).toEqual([]);
+    expect(await recent.recent('other', 5)).toEqual([]);
     expect(recent.record('a', 'x__d', 0)).toBe(false);
   });
 });
