@@ -31,6 +31,12 @@ export type AuditRow = Omit<AuditEventTable, 'id'>;
 
 /** How long committed calls' `tool.called` announcements gather before one stream write. */
 const ANNOUNCE_EVERY_MS = 50;
+/**
+ * How long committed call rows gather before their Overview rollups are written (one upsert per key). Off the
+ * calls' commits: the rollups are a view of rows already kept, and a few upserts in every group commit cost each
+ * call more than the row itself. A crash loses at most this much of the day chart's counts, never a row.
+ */
+const ROLLUP_EVERY_MS = 1000;
 
 /** Where a flushed batch's stream events go (the `EventHub`). */
 export interface StreamSink {
@@ -75,6 +81,10 @@ export class AuditLog {
   /** Announcements waiting for the next publish (one stream write per `ANNOUNCE_EVERY_MS`, not one per group). */
   private toAnnounce: NewStreamEvent[] = [];
   private announceTimer: NodeJS.Timeout | undefined;
+  /** Committed rows whose Overview rollups are not written yet (`ROLLUP_EVERY_MS`). */
+  private toRoll: AuditRow[] = [];
+  private rollTimer: NodeJS.Timeout | undefined;
+  private rolling: Promise<void> = Promise.resolve();
   private events: StreamSink | undefined;
   private readonly maxBatch: number;
   private readonly maxPending: number;
@@ -141,6 +151,7 @@ export class AuditLog {
   async flush(): Promise<void> {
     await this.commitQueued();
     this.announceNow();
+    await this.rollNow();
     await this.publishing;
   }
 
@@ -201,9 +212,10 @@ export class AuditLog {
   private async write(batch: Queued[]): Promise<void> {
     try {
       // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
-      // The Overview's rollups of the call rows go in the same transaction: one upsert per key per batch.
-      const rows = batch.map((q) => q.row);
-      await this.store.relaxedInsert('audit_events', rows, rollupIncrements(rows));
+      await this.store.relaxedInsert(
+        'audit_events',
+        batch.map((q) => q.row),
+      );
     } catch (error) {
       // Put the rows back in front (bounded) and retry later: a store outage delays the trail (and the
       // answers waiting for it), never loses it.
@@ -216,12 +228,39 @@ export class AuditLog {
       throw error;
     }
     for (const q of batch) q.committed();
-    for (const q of batch) if (q.announce) this.toAnnounce.push(q.announce);
+    for (const q of batch) {
+      if (q.row.kind === 'call') this.toRoll.push(q.row);
+      if (q.announce) this.toAnnounce.push(q.announce);
+    }
+    if (this.toRoll.length > 0 && !this.rollTimer) {
+      this.rollTimer = setTimeout(() => void this.rollNow(), ROLLUP_EVERY_MS).unref();
+    }
     // Published in commit order, but off the commit's path and gathered over a short window: the live view
     // is a moment behind, and the calls never wait for (or pay a store write per call for) its rows.
     if (this.toAnnounce.length > 0 && !this.announceTimer) {
       this.announceTimer = setTimeout(() => this.announceNow(), ANNOUNCE_EVERY_MS).unref();
     }
+  }
+
+  /**
+   * Writes the Overview rollups of the rows committed since the last time (one upsert per key), in order
+   * behind any earlier write of them. A refused write keeps them for the next (bounded like the queue).
+   */
+  private rollNow(): Promise<void> {
+    if (this.rollTimer) clearTimeout(this.rollTimer);
+    this.rollTimer = undefined;
+    const rows = this.toRoll.splice(0);
+    if (rows.length === 0) return this.rolling;
+    this.rolling = this.rolling.then(async () => {
+      try {
+        await this.store.relaxedInsert('audit_events', [], rollupIncrements(rows));
+      } catch (error) {
+        this.toRoll = rows.concat(this.toRoll).slice(-this.maxPending);
+        this.onError(error, { rows: rows.length, requeued: true });
+        this.rollTimer ??= setTimeout(() => void this.rollNow(), this.retryMs).unref();
+      }
+    });
+    return this.rolling;
   }
 
   /** Hands the gathered announcements to the stream, in order, now. */

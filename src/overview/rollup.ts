@@ -7,8 +7,8 @@
  * - `audit_rollup_tools`: calls per server and tool, per ten minutes and per hour.
  * The day window reads whole hours from the hour rows and its two ragged ends from the ten-minute rows.
  *
- * They are kept by the audit's group commit, in the transaction that writes the rows (`rollupIncrements`:
- * each batch is summed in memory first, one upsert per key); by the migration, which counts the rows already
+ * They are kept by the audit log, which adds the rows it committed once a second (`rollupIncrements`: the
+ * rows are summed in memory first, one upsert per key; off the calls' own commits); by the migration, which counts the rows already
  * there (`backfillRollup`); and by retention, which deletes whole hours of both (`pruneRollup`).
  */
 import { type Kysely, sql } from 'kysely';
