@@ -37,6 +37,8 @@ const ANNOUNCE_EVERY_MS = 50;
  * call more than the row itself. A crash loses at most this much of the day chart's counts, never a row.
  */
 const ROLLUP_EVERY_MS = 1000;
+/** Failed rollup writes retried before their counts are let go. */
+const MAX_ROLLUP_RETRIES = 3;
 
 /** Where a flushed batch's stream events go (the `EventHub`). */
 export interface StreamSink {
@@ -85,6 +87,7 @@ export class AuditLog {
   private toRoll: AuditRow[] = [];
   private rollTimer: NodeJS.Timeout | undefined;
   private rolling: Promise<void> = Promise.resolve();
+  private rollFailures = 0;
   private events: StreamSink | undefined;
   private readonly maxBatch: number;
   private readonly maxPending: number;
@@ -254,10 +257,16 @@ export class AuditLog {
     this.rolling = this.rolling.then(async () => {
       try {
         await this.store.relaxedInsert('audit_events', [], rollupIncrements(rows));
+        this.rollFailures = 0;
       } catch (error) {
-        this.toRoll = rows.concat(this.toRoll).slice(-this.maxPending);
-        this.onError(error, { rows: rows.length, requeued: true });
-        this.rollTimer ??= setTimeout(() => void this.rollNow(), this.retryMs).unref();
+        // Kept for a few retries (a store that is down for a moment), then let go: the rows themselves are
+        // kept, and a store that is gone for good (closed) must not be retried forever.
+        const requeued = ++this.rollFailures <= MAX_ROLLUP_RETRIES;
+        this.onError(error, { rows: rows.length, requeued });
+        if (requeued) {
+          this.toRoll = rows.concat(this.toRoll).slice(-this.maxPending);
+          this.rollTimer ??= setTimeout(() => void this.rollNow(), this.retryMs).unref();
+        } else this.rollFailures = 0;
       }
     });
     return this.rolling;
