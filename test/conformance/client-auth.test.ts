@@ -5,7 +5,6 @@
  * Scenarios listed in `expected-client-failures.yaml` (with the reason) may fail; any other failure fails this test,
  * and so does a listed scenario that starts passing.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -13,7 +12,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { BIN, SHIM } from './suite.js';
+import { runSuite } from './suite.js';
 
 const require = createRequire(import.meta.url);
 const CLIENT = fileURLToPath(new URL('./gatehouse-client.ts', import.meta.url));
@@ -36,23 +35,10 @@ it('passes the suite’s client authorization scenarios with Gatehouse as the cl
   const out = await mkdtemp(path.join(tmpdir(), 'gatehouse-conformance-client-'));
   try {
     const command = `"${process.execPath}" --import ${TSX} "${CLIENT}"`;
-    const output = await new Promise<string>((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        ['--import', SHIM, BIN, 'client', '--command', command, '--suite', 'auth', '-o', out, '--timeout', '90000'],
-        { cwd: out, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let text = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.stderr.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.on('error', reject);
-      // The exit code is 1 whenever a scenario fails; the verdicts are read from the result files instead.
-      child.on('close', () => resolve(text));
-    });
+    const output = await runSuite(
+      ['client', '--command', command, '--suite', 'auth', '-o', out, '--timeout', '90000'],
+      out,
+    );
     const results = path.join(out, 'auth');
     const entries = await readdir(results).catch(() => [] as string[]);
     expect(entries.length, output.slice(-3000)).toBeGreaterThan(10);

@@ -54,6 +54,25 @@ async function slot<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * Runs the suite's command line (`args` after the binary) in `cwd`; answers everything it printed. The exit code
+ * is 1 whenever a scenario fails: callers read the verdicts from the result files instead.
+ */
+export function runSuite(args: readonly string[], cwd: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', SHIM, BIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let text = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      text += chunk.toString('utf8');
+    });
+    child.on('error', reject);
+    child.on('close', () => resolve(text));
+  });
+}
+
+/**
  * Runs every scenario `revision` names (scored and not) against `url`, or only `scenario` at that revision;
  * answers each scenario's outcome.
  */
@@ -68,35 +87,19 @@ export function runConformance(
 async function run(url: string, revision: Revision, scenario?: string): Promise<Map<string, ScenarioOutcome>> {
   const out = await mkdtemp(path.join(tmpdir(), 'gatehouse-conformance-'));
   try {
-    const output = await new Promise<string>((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          SHIM,
-          BIN,
-          'server',
-          '--url',
-          url,
-          ...(scenario ? ['--scenario', scenario, '--spec-version', revision] : ['--requirements', revision]),
-          '-o',
-          out,
-          '--timeout',
-          '60000',
-        ],
-        { cwd: out, stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let text = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.stderr.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.on('error', reject);
-      // The exit code is 1 whenever a scenario fails; the verdicts are read from the result files instead.
-      child.on('close', () => resolve(text));
-    });
+    const output = await runSuite(
+      [
+        'server',
+        '--url',
+        url,
+        ...(scenario ? ['--scenario', scenario, '--spec-version', revision] : ['--requirements', revision]),
+        '-o',
+        out,
+        '--timeout',
+        '60000',
+      ],
+      out,
+    );
     const outcomes = new Map<string, ScenarioOutcome>();
     for (const entry of await readdir(out)) {
       const scenario = RESULT_DIR.exec(entry)?.[1];
