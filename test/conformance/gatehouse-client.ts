@@ -19,8 +19,11 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { loadConfig } from '../../src/config.js';
 import { createGateway } from '../../src/gateway.js';
 
-/** Where the authorization server sends the person back; delivered to the gateway by this driver. */
-const PUBLIC_URL = 'http://127.0.0.1:7';
+/**
+ * Where the authorization server sends the person back; delivered to the gateway by this driver. https, so that
+ * Gatehouse publishes its Client ID Metadata Document and offers it where the authorization server takes one.
+ */
+const PUBLIC_URL = 'https://127.0.0.1:7';
 const ID = 'conformance';
 
 const serverUrl = process.argv.at(-1) ?? '';
