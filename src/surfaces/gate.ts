@@ -81,6 +81,11 @@ export interface SurfaceCall {
   name: string;
   /** The arguments as the agent sent them (audited; the digest is taken in every mode). */
   arguments: unknown;
+  /**
+   * What the audit keeps of them instead, when they carry secrets (an admin call installing a server with its
+   * token): the approval card's masked form, digest included, so no row (nor a digest of a short secret) holds one.
+   */
+  auditedArguments?: unknown;
   resolve(settings: Settings): Resolution;
   /** Checks before anything is queued or run (schema, path sandbox, a round's state); throw a GatehouseError. */
   check?(): void | Promise<void>;
@@ -346,7 +351,7 @@ export class Gate {
         verdict,
         outcome,
         latencyMs: Math.round(performance.now() - started),
-        arguments: call.arguments,
+        arguments: call.auditedArguments ?? call.arguments,
         upstream: verdict === 'allow' && this.profile.upstream === true,
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),

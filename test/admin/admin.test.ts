@@ -211,7 +211,8 @@ describe('admin surface', () => {
   });
 
   it('keeps the secrets of a gated install sealed: the card and the stored row show them masked, the run sends them', async () => {
-    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' });
+    // Payloads on: the audit keeps arguments, and must keep these masked too.
+    await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write', 'audit.payloads': 'data' });
     const client = await connect(agent.token);
     const secret = 'sk-literal-value-0123456789';
     const pending = (
@@ -248,6 +249,16 @@ describe('admin surface', () => {
     expect(done.status).toBe('executed');
     expect((await gw.request('POST', '/api/mcp/servers/keyed/test')).json().ok).toBe(true);
     expect(upstream.log.records.some((r) => r.headers['x-upstream-key'] === secret)).toBe(true);
+    // The call's and the execution's audit rows hold the masked arguments (their digest too), never the value.
+    await gw.gateway.audit.flush();
+    const rows = await gw.gateway.store.db
+      .selectFrom('audit_events')
+      .selectAll()
+      .where('tool', '=', 'mcp_server_install')
+      .execute();
+    expect(rows.filter((r) => r.kind === 'call').length).toBe(2);
+    expect(JSON.stringify(rows)).not.toContain(secret);
+    expect(JSON.stringify(rows)).toContain('X-Upstream-Key');
   });
 
   it('shows an import waiting for approval with its entries’ env and header values masked, the file unshown', async () => {

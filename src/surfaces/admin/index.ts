@@ -10,6 +10,7 @@ import { Server } from '@modelcontextprotocol/server';
 import type { FastifyInstance } from 'fastify';
 import type { SurfaceGrants } from '../../api/grants.js';
 import type { ApprovalExecutor, ApprovalQueue } from '../../approvals/queue.js';
+import type { ApprovalView } from '../../approvals/types.js';
 import type { CallOutcome } from '../../audit/calls.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError, isErrorCode } from '../../errors.js';
@@ -107,6 +108,9 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     return { ...args, ...mcp.shown(args) };
   };
 
+  const shown = (approval: ApprovalView) =>
+    shownArguments(catalog().tools.get(approval.tool), approval.arguments) ?? approval.arguments;
+
   // Every known refusal is a result the agent reads, in hal0's error envelope.
   const gate = new Gate(deps, { surface: 'admin', refusal: errorResult, wrappedArgs: true });
 
@@ -117,6 +121,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       principal,
       name,
       arguments: rawArgs,
+      auditedArguments: rawArgs && typeof rawArgs === 'object' ? shownArguments(tool, args) : undefined,
       resolve: (settings) =>
         tool && mayUse(tool, settings)
           ? { verdict: tierOfCall(tool, rawArgs) === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
@@ -199,7 +204,8 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     },
     execute: (approval) =>
       // Its call event carries the trace id of the call that waited, like the route's own audit rows.
-      auditedExecution(deps.audit, 'admin', approval, async () => {
+      // The row keeps what the card showed (secrets masked), not the literal arguments it runs with.
+      auditedExecution(deps.audit, 'admin', { ...approval, arguments: shown(approval) }, async () => {
         const tool = catalog().tools.get(approval.tool) as AdminTool;
         const outcome = await invokeTool(deps.app, deps.grants, tool, requesterOf(approval), approval.arguments, {
           level: 'write',
