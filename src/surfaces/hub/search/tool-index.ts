@@ -96,6 +96,41 @@ export function argumentNames(tool: IndexedTool): string[] {
 /** Fields and their weights (BM25F: a term's frequency counts this many times in that field). */
 const FIELD_WEIGHTS = { name: 3, title: 2, description: 1, args: 1.5, argText: 0.5 } as const;
 type Field = keyof typeof FIELD_WEIGHTS;
+
+/** A tool's indexed text, per field. */
+function fieldsOf(tool: IndexedTool): Record<Field, string> {
+  const { definition } = tool;
+  const args = argumentsOf(definition.inputSchema);
+  return {
+    name: tool.exposed,
+    title: definition.title ?? '',
+    description: (definition.description ?? '').slice(0, 4000),
+    args: args.names.join(' '),
+    argText: args.text,
+  };
+}
+
+/** The text BM25 indexes for a tool, as one document (what search mode's optional embeddings embed). */
+export function documentText(tool: IndexedTool): string {
+  const { name, title, description, args, argText } = fieldsOf(tool);
+  return [name, title, description, args && `Arguments: ${args}`, argText].filter(Boolean).join('\n');
+}
+
+/**
+ * The semantic half of a hybrid search (`ToolIndex.query`): unit vectors of the index's documents
+ * (in its order; absent for a document not embedded) and of the query.
+ */
+export interface SemanticQuery {
+  vectors: ReadonlyArray<Float32Array | undefined>;
+  query: Float32Array;
+  /** Least cosine similarity for a document to rank by meaning. */
+  minSimilarity: number;
+}
+
+/** How many documents, most similar first, the semantic ranking contributes to the fusion. */
+const SEMANTIC_DEPTH = 50;
+/** Reciprocal-rank fusion's constant: a document at rank r of a ranking adds 1/(RRF_K + r). */
+const RRF_K = 60;
 const K1 = 1.2;
 const B = 0.75;
 /** A word typed in part ("repo" for "repository") finds, weighted below a whole word. */
@@ -138,14 +173,7 @@ function* indexing<T extends IndexedTool>(input: Iterable<T>): Generator<void, I
   const groups = new Map<string, number>();
   for (const [doc, tool] of tools.entries()) {
     const { definition } = tool;
-    const args = argumentsOf(definition.inputSchema);
-    const fields: Record<Field, string> = {
-      name: tool.exposed,
-      title: definition.title ?? '',
-      description: (definition.description ?? '').slice(0, 4000),
-      args: args.names.join(' '),
-      argText: args.text,
-    };
+    const fields = fieldsOf(tool);
     const tf = new Map<string, number>();
     let length = 0;
     for (const [field, weight] of Object.entries(FIELD_WEIGHTS) as Array<[Field, number]>) {
@@ -261,13 +289,18 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
     return this.tools.length;
   }
 
+  /** The indexed tools, in document order (the order `SemanticQuery.vectors` follows). */
+  get documents(): readonly T[] {
+    return this.tools;
+  }
+
   /**
    * Every tool matching `query` that `visible` lets through, best first (score, then name). At most
    * `max` hits: the ranking is a prefix, so a page never depends on how many more there are. With
    * `distinct`, identical definitions (one tool on several servers) make one hit, its best-ranked copy,
    * carrying the others in `copies` (in name order): otherwise a tool carried by many servers fills every page.
    */
-  query(query: string, visible: Visibility<T>, max: number, distinct = false): ToolHit<T>[] {
+  query(query: string, visible: Visibility<T>, max: number, distinct = false, semantic?: SemanticQuery): ToolHit<T>[] {
     const scores = this.accumulator;
     const touched: number[] = [];
     const add = (posting: Posting, weight: number) => {
@@ -301,6 +334,7 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
         if (seen !== true) shown.set(doc, seen);
       } else scores[doc] = 0;
     }
+    if (semantic) this.fuse(semantic, touched, visibleDocs, shown, visible);
     // Name order (documents are numbered so), then best first: score, ties by name.
     const kept = Int32Array.from(visibleDocs).sort();
     const byRank = (x: number, y: number) => (scores[y] as number) - (scores[x] as number) || x - y;
@@ -334,6 +368,58 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
     }
     for (const doc of kept) scores[doc] = 0;
     return hits;
+  }
+
+  /**
+   * Hybrid ranking: the BM25 ranking of `visibleDocs` and the cosine ranking of the most similar visible
+   * documents (those at `minSimilarity` or above, at most SEMANTIC_DEPTH) fused by reciprocal rank, so
+   * neither scale dominates; a document only the vectors find joins `visibleDocs`. The fused score
+   * replaces the BM25 one in the accumulator (rounded the same way, ties still by name).
+   */
+  private fuse(
+    semantic: SemanticQuery,
+    touched: readonly number[],
+    visibleDocs: number[],
+    shown: Map<number, T>,
+    visible: Visibility<T>,
+  ): void {
+    const scores = this.accumulator;
+    const { vectors, query, minSimilarity } = semantic;
+    const similar: Array<{ doc: number; cosine: number }> = [];
+    for (let doc = 0; doc < this.tools.length; doc++) {
+      const vector = vectors[doc];
+      if (!vector || vector.length !== query.length) continue;
+      let dot = 0;
+      for (let i = 0; i < query.length; i++) dot += (vector[i] as number) * (query[i] as number);
+      if (dot >= minSimilarity) similar.push({ doc, cosine: dot });
+    }
+    similar.sort((x, y) => y.cosine - x.cosine || x.doc - y.doc);
+    const seenByBm25 = new Set(touched);
+    const isVisible = new Set(visibleDocs);
+    const semanticRank: number[] = [];
+    for (const { doc } of similar) {
+      if (semanticRank.length >= SEMANTIC_DEPTH) break;
+      if (!seenByBm25.has(doc)) {
+        const seen = visible(this.tools[doc] as T);
+        if (!seen) continue;
+        seenByBm25.add(doc);
+        isVisible.add(doc);
+        visibleDocs.push(doc);
+        if (seen !== true) shown.set(doc, seen);
+      } else if (!isVisible.has(doc)) continue;
+      semanticRank.push(doc);
+    }
+    const lexicalRank = visibleDocs
+      .filter((doc) => (scores[doc] as number) > 0)
+      .sort((x, y) => (scores[y] as number) - (scores[x] as number) || x - y);
+    const fused = new Map<number, number>();
+    const credit = (ranking: readonly number[]) => {
+      for (const [i, doc] of ranking.entries()) fused.set(doc, (fused.get(doc) ?? 0) + 1 / (RRF_K + i + 1));
+    };
+    credit(lexicalRank);
+    credit(semanticRank);
+    // Scaled so the rounding to 1e-6 (the cursor's precision) keeps rank differences far down the list.
+    for (const doc of visibleDocs) scores[doc] = Math.round((fused.get(doc) ?? 0) * 1e9) / 1e6;
   }
 }
 
