@@ -18,7 +18,7 @@ export interface IndexedTool {
 
 export interface ToolHit<T extends IndexedTool = IndexedTool> {
   tool: T;
-  /** BM25 score (higher first). */
+  /** BM25 score, or with embeddings the fused one (higher first). */
   score: number;
   /** With `distinct`: the other visible tools of the very same definition, in name order. */
   copies?: T[];
@@ -249,6 +249,8 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
   /** Every indexed term in code-unit order, for prefix matches. */
   private readonly terms: string[];
   private readonly accumulator: Float64Array;
+  /** Scratch of a hybrid query (`fuse`), all zeros between queries. */
+  private readonly marks: Uint8Array;
   private readonly copyGroup: Int32Array;
 
   private constructor(data: IndexData<T>) {
@@ -257,6 +259,7 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
     this.terms = data.terms;
     this.copyGroup = data.copyGroup;
     this.accumulator = new Float64Array(data.tools.length);
+    this.marks = new Uint8Array(data.tools.length);
   }
 
   /** Built at once (tests, the bench, small catalogs). */
@@ -389,38 +392,61 @@ export class ToolIndex<T extends IndexedTool = IndexedTool> {
     for (let doc = 0; doc < this.tools.length; doc++) {
       const vector = vectors[doc];
       if (!vector || vector.length !== query.length) continue;
-      let dot = 0;
-      for (let i = 0; i < query.length; i++) dot += (vector[i] as number) * (query[i] as number);
+      const dot = dotProduct(vector, query);
       if (dot >= minSimilarity) similar.push({ doc, cosine: dot });
     }
     similar.sort((x, y) => y.cosine - x.cosine || x.doc - y.doc);
-    const seenByBm25 = new Set(touched);
-    const isVisible = new Set(visibleDocs);
+    // Per document: 1 seen by BM25 but not visible, 2 visible (scratch, cleared before returning).
+    const marks = this.marks;
+    for (const doc of touched) marks[doc] = 1;
+    for (const doc of visibleDocs) marks[doc] = 2;
     const semanticRank: number[] = [];
     for (const { doc } of similar) {
       if (semanticRank.length >= SEMANTIC_DEPTH) break;
-      if (!seenByBm25.has(doc)) {
+      if (marks[doc] === 0) {
         const seen = visible(this.tools[doc] as T);
+        marks[doc] = seen ? 2 : 1;
         if (!seen) continue;
-        seenByBm25.add(doc);
-        isVisible.add(doc);
         visibleDocs.push(doc);
         if (seen !== true) shown.set(doc, seen);
-      } else if (!isVisible.has(doc)) continue;
+      } else if (marks[doc] !== 2) continue;
       semanticRank.push(doc);
     }
-    const lexicalRank = visibleDocs
-      .filter((doc) => (scores[doc] as number) > 0)
-      .sort((x, y) => (scores[y] as number) - (scores[x] as number) || x - y);
-    const fused = new Map<number, number>();
-    const credit = (ranking: readonly number[]) => {
-      for (const [i, doc] of ranking.entries()) fused.set(doc, (fused.get(doc) ?? 0) + 1 / (RRF_K + i + 1));
-    };
-    credit(lexicalRank);
-    credit(semanticRank);
+    const lexicalRank = Int32Array.from(visibleDocs.filter((doc) => (scores[doc] as number) > 0)).sort(
+      (x, y) => (scores[y] as number) - (scores[x] as number) || x - y,
+    );
+    for (const doc of visibleDocs) scores[doc] = 0;
+    for (let i = 0; i < lexicalRank.length; i++) scores[lexicalRank[i] as number] = 1 / (RRF_K + i + 1);
+    for (let i = 0; i < semanticRank.length; i++) {
+      const doc = semanticRank[i] as number;
+      scores[doc] = (scores[doc] as number) + 1 / (RRF_K + i + 1);
+    }
     // Scaled so the rounding to 1e-6 (the cursor's precision) keeps rank differences far down the list.
-    for (const doc of visibleDocs) scores[doc] = Math.round((fused.get(doc) ?? 0) * 1e9) / 1e6;
+    for (const doc of visibleDocs) scores[doc] = Math.round((scores[doc] as number) * 1e9) / 1e6;
+    for (const doc of touched) marks[doc] = 0;
+    for (const { doc } of similar) marks[doc] = 0;
   }
+}
+
+/**
+ * The dot product of two vectors of one length, four lanes at a time (about twice as fast as one: a
+ * hybrid search scans every document's vector, 10,000 × 1,536 dimensions at 10,000 tools).
+ */
+function dotProduct(a: Float32Array, b: Float32Array): number {
+  let s0 = 0;
+  let s1 = 0;
+  let s2 = 0;
+  let s3 = 0;
+  const end = a.length - (a.length % 4);
+  let i = 0;
+  for (; i < end; i += 4) {
+    s0 += (a[i] as number) * (b[i] as number);
+    s1 += (a[i + 1] as number) * (b[i + 1] as number);
+    s2 += (a[i + 2] as number) * (b[i + 2] as number);
+    s3 += (a[i + 3] as number) * (b[i + 3] as number);
+  }
+  for (; i < a.length; i++) s0 += (a[i] as number) * (b[i] as number);
+  return s0 + s1 + s2 + s3;
 }
 
 /** A text's index terms (tokenized, folded, stop words out). */
