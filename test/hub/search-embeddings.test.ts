@@ -173,6 +173,21 @@ describe('search mode with embeddings', () => {
       'shop__create_invoice',
       'shop__lookup_customer',
     ]);
+    // Pages of a hybrid search walk the same ranking (the query's vector is kept, the cursor is the fused rank).
+    const whole = (structured(first) as unknown as Page).tools.map((t) => t.name);
+    const paged: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = structured(
+        await client.callTool({
+          name: 'gatehouse__search_tools',
+          arguments: { query: 'customer receipt', limit: 1, ...(cursor ? { cursor } : {}) },
+        }),
+      ) as unknown as Page & { nextCursor?: string };
+      paged.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(paged).toEqual(whole);
 
     // The endpoint saw the configured model and the sealed key; the documents are the indexed text,
     // only usable tools', each once.
