@@ -371,6 +371,35 @@ export const SETTINGS = {
     default: false,
     description: 'Allow the language-model endpoint on a private or loopback address (a local model server).',
   },
+  searchEmbeddings: {
+    env: 'GATEHOUSE_SEARCH_EMBEDDINGS',
+    flag: 'search-embeddings',
+    schema: z.enum(['off', 'on']),
+    default: 'off',
+    description:
+      "Search mode ranks with BM25 and the language-model endpoint's embeddings (needs GATEHOUSE_LLM_URL); any failure falls back to BM25.",
+  },
+  embeddingsModel: {
+    env: 'GATEHOUSE_EMBEDDINGS_MODEL',
+    flag: 'embeddings-model',
+    schema: z.string().min(1).max(200),
+    default: 'text-embedding-3-small',
+    description: 'Embeddings model sent to the language-model endpoint (POST {GATEHOUSE_LLM_URL}/embeddings).',
+  },
+  embeddingsTimeoutMs: {
+    env: 'GATEHOUSE_EMBEDDINGS_TIMEOUT_MS',
+    flag: 'embeddings-timeout-ms',
+    schema: positiveInt(60_000),
+    default: 1_500,
+    description: "Deadline for embedding a search's query; past it that search ranks with BM25 alone.",
+  },
+  embeddingsMinSimilarity: {
+    env: 'GATEHOUSE_EMBEDDINGS_MIN_SIMILARITY',
+    flag: 'embeddings-min-similarity',
+    schema: z.coerce.number().min(-1).max(1),
+    default: 0.25,
+    description: 'Least cosine similarity for a tool to be found by meaning alone (with no query word in common).',
+  },
   drainS: {
     env: 'GATEHOUSE_DRAIN_S',
     flag: 'drain-s',
@@ -569,6 +598,10 @@ export interface Config {
   readonly llmKey: string | undefined;
   readonly llmTimeoutMs: number;
   readonly llmPrivateNetwork: boolean;
+  readonly searchEmbeddings: 'off' | 'on';
+  readonly embeddingsModel: string;
+  readonly embeddingsTimeoutMs: number;
+  readonly embeddingsMinSimilarity: number;
   readonly drainS: number;
   readonly publicUrl: string | undefined;
   readonly listPageSize: number;
@@ -683,6 +716,10 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   const nodeEnv = env.NODE_ENV ?? 'development';
   if (nodeEnv !== 'test' && Array.isArray(values.testPublicAddresses) && values.testPublicAddresses.length > 0) {
     problems.push('GATEHOUSE_TEST_PUBLIC_ADDRESSES is a test seam and is refused unless NODE_ENV=test');
+  }
+
+  if (values.searchEmbeddings === 'on' && values.llmUrl === undefined) {
+    problems.push('GATEHOUSE_SEARCH_EMBEDDINGS=on needs GATEHOUSE_LLM_URL (the endpoint that computes the embeddings)');
   }
 
   if (problems.length > 0) {

@@ -307,6 +307,11 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'No tool of that name is visible to this agent; find one with gatehouse__search_tools.',
   },
+  'search.embeddings_failed': {
+    status: 502,
+    mcp: 'result',
+    message: 'The embeddings endpoint failed or answered something unusable (search ranks with BM25 alone).',
+  },
   // Toolsets and overrides (issue 22)
   'toolset.not_found': { status: 404, mcp: 'result', message: 'No toolset has that name.' },
   'toolset.already_exists': { status: 409, mcp: 'result', message: 'A toolset with that name exists.' },

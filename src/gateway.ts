@@ -82,6 +82,7 @@ import { type AdminSurface, accessTo, createAdminSurface, mayUse } from './surfa
 import { corsHook } from './surfaces/cors.js';
 import { createHub, type Hub } from './surfaces/hub/index.js';
 import { createHubStateCodec } from './surfaces/hub/request-state.js';
+import { ToolEmbeddings } from './surfaces/hub/search/embeddings.js';
 import type { UpstreamAuthorizer } from './surfaces/hub/view.js';
 import { createMemorySurface, type MemorySurface } from './surfaces/memory/index.js';
 import { startTracing } from './telemetry/tracing.js';
@@ -285,20 +286,18 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       logger,
       defaultTtlMs: config.approvalTtlMs,
     });
-    const memory = new MemoryEngine({
-      store,
-      logger,
-      llm: config.llmUrl
-        ? new LlmClient({
-            url: config.llmUrl,
-            model: config.llmModel,
-            apiKey: config.llmKey,
-            sealKey: key,
-            timeoutMs: config.llmTimeoutMs,
-            fetch: guards.for(config.llmPrivateNetwork).fetch,
-          })
-        : undefined,
-    });
+    const llm = config.llmUrl
+      ? new LlmClient({
+          url: config.llmUrl,
+          model: config.llmModel,
+          embeddingsModel: config.embeddingsModel,
+          apiKey: config.llmKey,
+          sealKey: key,
+          timeoutMs: config.llmTimeoutMs,
+          fetch: guards.for(config.llmPrivateNetwork).fetch,
+        })
+      : undefined;
+    const memory = new MemoryEngine({ store, logger, llm });
     const metrics = new Metrics({
       poolConnections: () => [...pools.values()].reduce((n, p) => n + p.stats().open, 0),
       // Read at scrape time only (indexed by status).
@@ -380,6 +379,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       onFastRequest: () => metrics.hubFastRequests.inc(),
       onSessionEvicted: () => metrics.sessionEvictions.inc(),
       ...(deps.sharedSessions === false && { sharedSessions: false }),
+      searchEmbeddings:
+        llm && config.searchEmbeddings === 'on'
+          ? new ToolEmbeddings({
+              embedder: llm,
+              logger,
+              queryTimeoutMs: config.embeddingsTimeoutMs,
+              minSimilarity: config.embeddingsMinSimilarity,
+            })
+          : undefined,
     });
 
     const capabilities = async (): Promise<Capability[]> => [

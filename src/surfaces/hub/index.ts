@@ -25,6 +25,7 @@ import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.j
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
 import { paramHeaderRejection } from './param-check.js';
 import type { HubStateCodec } from './request-state.js';
+import type { ToolEmbeddings } from './search/embeddings.js';
 import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
@@ -65,6 +66,8 @@ export interface HubDeps {
   onSessionEvicted?: () => void;
   /** Bench seam: false keeps 2025-era sessions in this process even on PostgreSQL. */
   sharedSessions?: boolean;
+  /** Search mode's optional embeddings (`GATEHOUSE_SEARCH_EMBEDDINGS=on`). */
+  searchEmbeddings?: ToolEmbeddings | undefined;
 }
 
 export interface Hub {
@@ -101,7 +104,7 @@ export function createHub(deps: HubDeps): Hub {
       for (const id of agentIds) endpoint.notifyToolsChangedFor(id);
     },
   });
-  const searchIndexes = new SearchIndexes();
+  const searchIndexes = new SearchIndexes(undefined, undefined, deps.searchEmbeddings);
   /** The settings the endpoint's gate read for the request being served (servers are built synchronously). */
   let lastSettings: Settings = DEFAULT_SETTINGS;
   const listViewOf = async (principal: TokenPrincipal, scope: CallScope): Promise<ListView> => {

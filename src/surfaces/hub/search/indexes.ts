@@ -7,7 +7,8 @@
  */
 import { GatehouseError } from '../../../errors.js';
 import { type HubTool, isListed, type Snapshot } from '../view.js';
-import { ToolIndex, yieldToLoop } from './tool-index.js';
+import type { ToolEmbeddings } from './embeddings.js';
+import { type SemanticQuery, ToolIndex, yieldToLoop } from './tool-index.js';
 
 /** Every tool the index of `snapshot` covers: listed tools of enabled servers. */
 function toolsOf(snapshot: Snapshot): HubTool[] {
@@ -32,10 +33,14 @@ export class SearchIndexes {
   private current: IndexedSnapshot | undefined;
   private pending: { snapshot: Snapshot; done: Promise<void> } | undefined;
 
-  /** `pause` and `sliceMs` are the background build's (tests hold a build between two slices). */
+  /**
+   * `pause` and `sliceMs` are the background build's (tests hold a build between two slices);
+   * `embeddings`, when on, embeds each new index's tools in the background (`embeddings.ts`).
+   */
   constructor(
     private readonly pause: () => Promise<void> = yieldToLoop,
     private readonly sliceMs?: number,
+    private readonly embeddings?: ToolEmbeddings,
   ) {}
 
   /**
@@ -52,9 +57,18 @@ export class SearchIndexes {
     return this.current;
   }
 
-  /** Resolves once no build is under way (the bench and tests wait on it). */
+  /** Resolves once no build is under way, nor any embedding of one (the bench and tests wait on it). */
   async settled(): Promise<void> {
     while (this.pending) await this.pending.done.catch(() => undefined);
+    await this.embeddings?.settled();
+  }
+
+  /**
+   * The semantic half of a search with `indexed`, when embeddings are on and usable right now; else
+   * undefined and the search ranks with BM25 alone. Never throws.
+   */
+  async semantic(indexed: IndexedSnapshot, query: string): Promise<SemanticQuery | undefined> {
+    return this.embeddings?.semantic(indexed.index, query);
   }
 
   /** Whether search mode was used in this process (an index is built or building). */
@@ -77,6 +91,7 @@ export class SearchIndexes {
     const done = ToolIndex.build(toolsOf(snapshot), pause, this.sliceMs).then(
       (index) => {
         this.current = { snapshot, index };
+        this.embeddings?.prepare(index);
       },
       (error: unknown) => {
         if (!(error instanceof Superseded)) throw error;

@@ -1,6 +1,6 @@
 /**
  * Search mode's meta-tools on `/mcp`: `gatehouse__search_tools` (BM25 over the tools the agent may
- * use, paged with the one stable cursor format and bounded in bytes), `gatehouse__describe_tool` (a
+ * use, fused with embeddings when they are on, paged with the one stable cursor format and bounded in bytes), `gatehouse__describe_tool` (a
  * tool's full definition, as pinned) and `gatehouse__call_tool` (a call through the very same gate as
  * a direct one; `server.ts` runs it). Results state each tool's verdict, so a model knows a call will
  * wait for an approval.
@@ -175,7 +175,9 @@ export async function searchTools(
     if (!current || !isListed(current) || !visibleServers.has(current.serverId)) return false;
     return current === tool ? true : current;
   };
-  const hits = indexed.index.query(args.query, visible, MAX_MATCHES, true);
+  // With embeddings on and answering: BM25 fused with cosine similarity; otherwise BM25 alone.
+  const semantic = await indexes.semantic(indexed, args.query);
+  const hits = indexed.index.query(args.query, visible, MAX_MATCHES, true, semantic);
   // A cursor belongs to one search: its kind carries a digest of the query and the server filter.
   const kind = `search:${createHash('sha256')
     .update(`${args.query}\u0000${args.server ?? ''}`)
