@@ -27,10 +27,25 @@ const PUBLIC_URL = 'https://127.0.0.1:7';
 const ID = 'conformance';
 
 const serverUrl = process.argv.at(-1) ?? '';
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
+/** Only the authorization scenarios' servers want OAuth; the others are installed as they are. */
+const withOAuth = scenario.startsWith('auth/');
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}') as {
   client_id?: string;
   client_secret?: string;
 };
+/** Arguments a schema requires, each a plain value of its type (what a scenario's tool checks is their types). */
+function argumentsFor(inputSchema: object) {
+  const schema = inputSchema as { properties?: Record<string, { type?: unknown } | undefined>; required?: string[] };
+  const sample: Record<string, unknown> = { number: 1, integer: 1, string: 'conformance', boolean: true };
+  return Object.fromEntries(
+    (schema.required ?? []).map((name) => {
+      const type = schema.properties?.[name]?.type;
+      return [name, typeof type === 'string' && type in sample ? sample[type] : null];
+    }),
+  );
+}
+
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gatehouse-conformance-client-'));
 const admin = `gh_conf_${randomBytes(24).toString('hex')}`;
 const log = (line: string) => process.stderr.write(`gatehouse-client: ${line}\n`);
@@ -92,7 +107,14 @@ try {
     ...(context.client_secret ? { clientSecret: context.client_secret } : {}),
   };
   const installed = await rest('POST', '/api/mcp/install', {
-    manifest: { id: ID, name: ID, transport: 'streamable-http', url: serverUrl, privateNetwork: true, auth },
+    manifest: {
+      id: ID,
+      name: ID,
+      transport: 'streamable-http',
+      url: serverUrl,
+      privateNetwork: true,
+      ...(withOAuth ? { auth } : {}),
+    },
   });
   if (installed.status !== 201) throw new Error('install refused');
   await rest('PATCH', `/api/mcp/servers/${ID}/tools`, { mode: 'all', defaultTier: 'allow' });
@@ -103,7 +125,13 @@ try {
   }
 
   const agent = String((await rest('POST', '/api/tokens', { role: 'agent', name: 'conformance-agent' })).json().token);
-  const client = new Client({ name: 'conformance-agent', version: '1.0.0' });
+  // The agent answers a form elicitation the upstream relays through Gatehouse by accepting, with the form's
+  // defaults filled in (SEP-1034: the client applies them).
+  const client = new Client(
+    { name: 'conformance-agent', version: '1.0.0' },
+    { capabilities: { elicitation: { form: { applyDefaults: true } } } },
+  );
+  client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: {} }));
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${base}/mcp/s/${ID}`), {
       requestInit: { headers: { authorization: `Bearer ${agent}` } },
@@ -113,11 +141,12 @@ try {
     const { tools } = await client.listTools();
     log(`tools: ${tools.map((t) => t.name).join(', ')}`);
     for (const tool of tools.filter((t) => !t.name.startsWith('gatehouse__'))) {
-      let result = await client.callTool({ name: tool.name, arguments: {} });
+      const args = argumentsFor(tool.inputSchema);
+      let result = await client.callTool({ name: tool.name, arguments: args });
       // A step-up: the upstream wants a wider scope; Gatehouse asks for it on the next connect.
       if (result.isError && JSON.stringify(result).includes('auth')) {
         log(`call answered ${JSON.stringify(result).slice(0, 300)}; connecting again`);
-        if (await connect()) result = await client.callTool({ name: tool.name, arguments: {} });
+        if (await connect()) result = await client.callTool({ name: tool.name, arguments: args });
       }
       log(`${tool.name}: ${JSON.stringify(result).slice(0, 300)}`);
     }
