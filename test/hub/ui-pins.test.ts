@@ -115,6 +115,8 @@ describe('UI resources pinned like tools', { timeout: 60_000 }, () => {
         expect(error?.message).toContain('waits for an operator to review it');
         expect(error?.data).toMatchObject({ code: 'resource.quarantined', reason: 'changed' });
       }
+      // Waiting for review, it is no longer offered in resources/list (a quarantined tool is not listed either).
+      expect((await agents[0]!.listResources()).resources.map((r) => r.uri)).not.toContain(WRAPPED);
       // Refusing it again writes nothing more (no store round trip per read of a quarantined app).
       const version = gw.gateway.store.version('servers');
       expect((await refusal(agents[0]!.readResource({ uri: WRAPPED })))?.data).toMatchObject({ reason: 'changed' });
@@ -146,6 +148,7 @@ describe('UI resources pinned like tools', { timeout: 60_000 }, () => {
         ]);
       }
       expect((await single.readResource({ uri: APP_URI })).contents[0]).toMatchObject({ text: CHANGED });
+      expect((await agents[0]!.listResources()).resources.map((r) => r.uri)).toContain(WRAPPED);
     });
   }
 

@@ -496,6 +496,8 @@ export function buildHubServer(
     const resources: Resource[] = [];
     for (const hub of visible(snapshot)) {
       for (const resource of hub.resources) {
+        // A UI resource waiting for review is not offered (as a quarantined tool is not listed); reading it says why.
+        if (isUiUri(resource.uri) && hub.uiPins.get(resource.uri)?.state === 'quarantined') continue;
         resources.push(
           scope.kind === 'aggregate' ? { ...resource, uri: wrapResourceUri(hub.row.id, resource.uri) } : resource,
         );
