@@ -46,11 +46,16 @@ const PRUNE_EVERY = 500;
 /** Rows per INSERT: 3 parameters each, far below SQLite's and PostgreSQL's parameter limits. */
 const INSERT_CHUNK = 1000;
 const CATCH_UP_PAGE = 1000;
+/** How soon a catch-up whose read failed is tried again. */
+const CATCH_UP_RETRY_MS = 250;
 
 export class EventHub {
   private readonly listeners = new Set<(event: StreamEvent) => void>();
   private lastSeen = 0;
   private catchingUp: Promise<void> | undefined;
+  /** A catch-up whose read failed is tried again after `CATCH_UP_RETRY_MS`: the poke it answered is not lost. */
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
   private again = false;
   private published = 0;
   private readonly unsubscribe: () => void;
@@ -133,6 +138,8 @@ export class EventHub {
   }
 
   close(): void {
+    this.closed = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     this.unsubscribe();
     this.listeners.clear();
   }
@@ -146,7 +153,18 @@ export class EventHub {
     this.catchingUp = (async () => {
       do {
         this.again = false;
-        const events = await this.since(this.lastSeen, CATCH_UP_PAGE).catch(() => []);
+        const events = await this.since(this.lastSeen, CATCH_UP_PAGE).catch(() => undefined);
+        if (events === undefined) {
+          // A failed read (the store busy or briefly away) must not drop the events it was poked for: no other
+          // poke may come (a quiet stream), and a subscriber (the supervisor, say) would never act on them.
+          if (!this.closed && !this.retryTimer) {
+            this.retryTimer = setTimeout(() => {
+              this.retryTimer = undefined;
+              void this.catchUp();
+            }, CATCH_UP_RETRY_MS).unref();
+          }
+          break;
+        }
         for (const event of events) {
           this.lastSeen = event.id;
           for (const listener of this.listeners) {
