@@ -36,6 +36,7 @@ import { userRoutes } from './api/users.js';
 import { buildApp } from './app.js';
 import { ApprovalQueue } from './approvals/queue.js';
 import { CallAuditor } from './audit/calls.js';
+import { AuditJournal } from './audit/journal.js';
 import { AuditLog } from './audit/log.js';
 import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
@@ -186,6 +187,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const bootstrapToken = await tokens.bootstrapAdmin(config.adminToken);
     const settings = new SettingsService(store);
     const audit = new AuditLog(store);
+    // One machine, one disk: call rows are committed by an append to a local journal (`audit/journal.ts`).
+    if (store.kind === 'sqlite') {
+      audit.journalTo(await AuditJournal.open(store, config.dataDir, { onError: audit.onError }));
+    }
     const events = await EventHub.open(store);
     const guards = new Guards(config, deps.resolver);
     const pools = new Map<boolean, UpstreamPool>();
@@ -485,7 +490,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         ...streamRoutes(events),
         ...approvalRoutes({ queue: approvals }),
         ...pinRoutes({ store, audit, events, registry }),
-        ...auditRoutes({ store }),
+        ...auditRoutes({ store, settle: () => audit.settle() }),
         ...metricsRoutes({ metrics }),
         ...memoryRoutes({ engine: memory }),
         ...platformRoutes({
@@ -533,7 +538,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           settings,
           baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
         }),
-        ...overviewRoutes({ store }),
+        ...overviewRoutes({ store, settle: () => audit.settle() }),
         ...connectRoutes({
           tokens,
           audit,
@@ -607,7 +612,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       await approvals.close();
       await callAuditor.flush();
       events.close();
-      await audit.flush();
+      await audit.close();
       await Promise.all([...pools.values()].map((p) => p.close()));
       await guards.close();
       await oauth.close();

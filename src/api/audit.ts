@@ -28,8 +28,10 @@ const auditQuery = pageQuery.extend({
 
 const clientsQuery = pageQuery.extend({ since: isoTime.optional() });
 
-export function auditRoutes(deps: { store: Store }): RouteDeclaration[] {
+/** `settle` resolves once every call row this process answered is in the store (the audit's journal). */
+export function auditRoutes(deps: { store: Store; settle?: () => Promise<void> }): RouteDeclaration[] {
   const audit = new AuditQuery(deps.store);
+  const settle = deps.settle ?? (async () => {});
   return [
     defineRoute({
       method: 'GET',
@@ -43,6 +45,7 @@ export function auditRoutes(deps: { store: Store }): RouteDeclaration[] {
         const { limit, offset, ...filter } = query;
         // A member sees its own activity only.
         if (principal?.role === 'member') filter.user = principal.user?.id ?? principal.id;
+        await settle();
         const { events, total } = await audit.list(filter, { limit, offset });
         return listAnswer('events', events, total);
       },
@@ -56,6 +59,7 @@ export function auditRoutes(deps: { store: Store }): RouteDeclaration[] {
       mcp: { tool: 'mcp_client_list', tier: 'autonomousRead' },
       query: clientsQuery,
       async handler({ query }) {
+        await settle();
         const { clients, total } = await audit.clients(query);
         return listAnswer('clients', clients, total);
       },

@@ -6,7 +6,8 @@ import { defineRoute, type RouteDeclaration } from './route.js';
 
 const overviewQuery = z.strictObject({ window: z.enum(['hour', 'day']).default('hour') });
 
-export function overviewRoutes({ store }: { store: Store }): RouteDeclaration[] {
+/** `settle` resolves once every call row this process answered is in the store (the audit's journal). */
+export function overviewRoutes({ store, settle }: { store: Store; settle?: () => Promise<void> }): RouteDeclaration[] {
   return [
     defineRoute({
       method: 'GET',
@@ -17,7 +18,10 @@ export function overviewRoutes({ store }: { store: Store }): RouteDeclaration[] 
       access: ['admin', 'operator'],
       mcp: { tool: 'audit_overview', tier: 'autonomousRead' },
       query: overviewQuery,
-      handler: ({ query }) => overview(store.db, query.window),
+      handler: async ({ query }) => {
+        await settle?.();
+        return overview(store.db, query.window);
+      },
     }),
   ];
 }

@@ -2,18 +2,25 @@
  * The audit trail. Control-plane changes are written synchronously (they are
  * rare and must not be lost), in the caller's transaction when it has one.
  * Tool-call events arrive on the hot path and are written by group commit:
- * `enqueue` resolves once its row is committed, and every row queued while a
- * write is in flight goes in the next one, so concurrent calls share one
- * transaction. A call's answer waits for that promise, so a crash never leaves
- * an answered call without its row.
+ * `enqueue` resolves once its row is committed, and every row queued in a turn
+ * of the event loop (or while a write is in flight) goes in one group. A call's
+ * answer waits for that promise, so a crash never leaves an answered call
+ * without its row.
+ *
+ * With a journal (`journal.ts`; SQLite), a group is committed by one append to
+ * the process's journal file, and the rows move into the store in batches every
+ * `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
+ * so they see every row whose call was answered. Without one (PostgreSQL, whose
+ * replicas come and go with their disks), a group is one store transaction.
  */
 import type { Kysely } from 'kysely';
 import type { Principal } from '../identity/index.js';
 import { rollupIncrements } from '../overview/rollup.js';
-import type { Store } from '../store/db.js';
+import type { Increment, Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
 import type { AuditEventTable, Database } from '../store/schema.js';
 import { activeTraceId } from '../telemetry/tracing.js';
+import type { AuditJournal } from './journal.js';
 import type { NewStreamEvent } from './stream.js';
 
 export interface AdminEvent {
@@ -37,6 +44,11 @@ const ANNOUNCE_EVERY_MS = 50;
  * call more than the row itself. A crash loses at most this much of the day chart's counts, never a row.
  */
 const ROLLUP_EVERY_MS = 1000;
+/**
+ * How long journaled rows gather before they are stored (one transaction). Bounds how far the store (another
+ * process's view, the live stream) lags the calls; this process's readers `settle()` first.
+ */
+const STORE_EVERY_MS = 100;
 /** Failed rollup writes retried before their counts are let go. */
 const MAX_ROLLUP_RETRIES = 3;
 
@@ -56,6 +68,13 @@ export interface AuditLogOptions {
   events?: StreamSink;
   /** A failed background write (default: a process warning). The log never throws from its timer. */
   onError?: (error: unknown, context: { rows: number; requeued: boolean }) => void;
+}
+
+/** A journaled row waiting to be stored, with the length of its journal line. */
+interface Journaled {
+  row: AuditRow;
+  announce: NewStreamEvent | undefined;
+  bytes: number;
 }
 
 interface Queued {
@@ -89,6 +108,11 @@ export class AuditLog {
   private rolling: Promise<void> = Promise.resolve();
   private rollFailures = 0;
   private events: StreamSink | undefined;
+  private journal: AuditJournal | undefined;
+  /** Journaled rows not stored yet, in journal order (stored in that order: the stored part is a prefix). */
+  private journaled: Journaled[] = [];
+  private storeTimer: NodeJS.Timeout | undefined;
+  private storing: Promise<void> = Promise.resolve();
   private readonly maxBatch: number;
   private readonly maxPending: number;
   private readonly retryMs: number;
@@ -116,6 +140,29 @@ export class AuditLog {
   /** Sends the stream events queued with rows (`tool.called`) to `events` when their batch is written. */
   streamTo(events: StreamSink): void {
     this.events = events;
+  }
+
+  /** Commits call rows by appending them to `journal` from now on (see the top of this file). */
+  journalTo(journal: AuditJournal): void {
+    this.journal = journal;
+  }
+
+  /** Resolves once every row enqueued so far is in the store (rejects if storing failed): for readers of the trail. */
+  async settle(): Promise<void> {
+    await this.commitQueued();
+    await this.storeJournaled();
+  }
+
+  /** Flushes, then closes the journal (removed when every row is stored; else the next start replays it). */
+  async close(): Promise<void> {
+    let failure: unknown;
+    await this.flush().catch((error) => {
+      failure = error;
+    });
+    const journal = this.journal;
+    this.journal = undefined;
+    await journal?.close(failure === undefined && this.journaled.length === 0);
+    if (failure !== undefined) throw failure;
   }
 
   /**
@@ -153,6 +200,7 @@ export class AuditLog {
    */
   async flush(): Promise<void> {
     await this.commitQueued();
+    await this.storeJournaled();
     this.announceNow();
     await this.rollNow();
     await this.publishing;
@@ -213,6 +261,7 @@ export class AuditLog {
   }
 
   private async write(batch: Queued[]): Promise<void> {
+    if (this.journalGroup(batch)) return;
     try {
       // Off the disk's critical path: a batch commit never holds the event loop on an fsync.
       await this.store.relaxedInsert(
@@ -231,6 +280,70 @@ export class AuditLog {
       throw error;
     }
     for (const q of batch) q.committed();
+    this.afterStored(batch);
+  }
+
+  /**
+   * Commits `batch` by one append to the journal; answers false (the caller stores it) without a journal, when
+   * too many journaled rows wait for a store that keeps failing, or when the append failed.
+   */
+  private journalGroup(batch: Queued[]): boolean {
+    if (!this.journal || this.journaled.length >= this.maxPending) return false;
+    let sizes: number[];
+    try {
+      sizes = this.journal.append(batch.map((q) => q.row));
+    } catch (error) {
+      this.onError(error, { rows: batch.length, requeued: true });
+      return false;
+    }
+    batch.forEach((q, i) => {
+      this.journaled.push({ row: q.row, announce: q.announce, bytes: sizes[i] ?? 0 });
+    });
+    for (const q of batch) q.committed();
+    if (this.journaled.length >= this.maxBatch) void this.storeJournaled().catch(() => undefined);
+    else if (!this.storeTimer) {
+      // Unref'd: rows not stored when the process ends are in the journal, and the next start stores them.
+      this.storeTimer = setTimeout(() => void this.storeJournaled().catch(() => undefined), STORE_EVERY_MS).unref();
+    }
+    return true;
+  }
+
+  /**
+   * Stores the journaled rows, oldest first, a batch per transaction that also records how much of the journal
+   * is stored; one run at a time. A refused batch stays in front and is retried (the journal holds it meanwhile).
+   */
+  private storeJournaled(): Promise<void> {
+    if (this.storeTimer) clearTimeout(this.storeTimer);
+    this.storeTimer = undefined;
+    const run = this.storing.then(async () => {
+      const journal = this.journal;
+      if (!journal) return;
+      while (this.journaled.length > 0) {
+        const batch = this.journaled.slice(0, this.maxBatch);
+        const bytes = batch.reduce((sum, q) => sum + q.bytes, 0);
+        try {
+          await this.store.relaxedInsert(
+            'audit_events',
+            batch.map((q) => q.row),
+            [journal.stored(bytes)] satisfies Increment[],
+          );
+        } catch (error) {
+          this.onError(error, { rows: batch.length, requeued: true });
+          this.storeTimer ??= setTimeout(() => void this.storeJournaled().catch(() => undefined), this.retryMs);
+          this.storeTimer.unref();
+          throw error;
+        }
+        this.journaled.splice(0, batch.length);
+        this.afterStored(batch);
+      }
+      await journal.rotateIfDue();
+    });
+    this.storing = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Rows now in the store: their Overview rollups and stream announcements follow, each on its own timer. */
+  private afterStored(batch: ReadonlyArray<{ row: AuditRow; announce: NewStreamEvent | undefined }>): void {
     for (const q of batch) {
       if (q.row.kind === 'call') this.toRoll.push(q.row);
       if (q.announce) this.toAnnounce.push(q.announce);

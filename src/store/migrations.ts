@@ -580,6 +580,17 @@ const APPENDED: readonly Migration[] = [
       await backfillRollup(db);
     },
   },
+  {
+    version: 25,
+    name: 'audit: audit_journals (how much of each local audit journal is in the store; SQLite writes call rows through it)',
+    async up(db) {
+      await db.schema
+        .createTable('audit_journals')
+        .addColumn('name', 'text', (c) => c.primaryKey())
+        .addColumn('stored_bytes', 'bigint', (c) => c.notNull())
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

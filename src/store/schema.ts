@@ -267,6 +267,15 @@ export interface Database extends MemoryTables {
   oauth_client_documents: OAuthClientDocumentTable;
   recent_tools: RecentToolTable;
   hub_tasks: HubTaskTable;
+  audit_journals: AuditJournalTable;
+}
+
+/** How many bytes of one local audit journal file are already in `audit_events` (`audit/journal.ts`, migration 25). */
+export interface AuditJournalTable {
+  /** The journal's file name (unique per process that wrote it). */
+  name: string;
+  /** The length of the journal's prefix whose rows are stored; added to in the same transaction as the rows. */
+  stored_bytes: number;
 }
 
 /** The tools each agent called most recently, at most 50 per token (`surfaces/hub/search/recent.ts`, migration 22). */

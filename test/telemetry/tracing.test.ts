@@ -155,7 +155,8 @@ describe('tracing', () => {
         expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
         expect(c.meta).toBe(`00-${traceId}-${call.spanId}-01`);
       }
-      // The audit row leads to the trace.
+      // The audit row leads to the trace (stored from the journal: settled first, as the audit routes do).
+      await gw.gateway.audit.settle();
       const rows = await gw.gateway.store.db
         .selectFrom('audit_events')
         .select(['trace_id', 'tool'])
