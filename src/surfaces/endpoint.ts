@@ -9,7 +9,7 @@
  */
 
 import { toNodeHandler } from '@modelcontextprotocol/node';
-import type { AuthInfo, Server } from '@modelcontextprotocol/server';
+import type { AuthInfo, Server, ServerEventBus } from '@modelcontextprotocol/server';
 import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config.js';
@@ -90,6 +90,25 @@ export interface McpEndpointOptions {
    * replica serves any session (`shared-sessions.ts`). On SQLite (one process) they stay in memory.
    */
   sessionStore?: { store: Store; surface: string };
+  /** The stateless era's own `subscriptions/listen` streams, when this surface scopes what they receive (the hub). */
+  listens?: ListenStreams;
+}
+
+/**
+ * What a surface supplies for 2026-07-28 listen streams: the bus the SDK's handler takes its events from, the
+ * most streams it keeps open, and `serve`, which every 2026-07-28 request the SDK serves passes through (so a
+ * listen request can be prepared for its caller's grant, and its body narrowed, before `fetch` serves it).
+ */
+export interface ListenStreams {
+  bus: ServerEventBus;
+  maxStreams: number;
+  serve(
+    principal: TokenPrincipal,
+    scope: EndpointScope,
+    body: unknown,
+    signal: AbortSignal,
+    fetch: (body: unknown) => Promise<Response>,
+  ): Promise<Response>;
 }
 
 export interface FastAnswer {
@@ -149,7 +168,11 @@ export class McpEndpoint {
         if (!grant) throw new GatehouseError('unauthorized');
         return options.buildServer(grant.principal, grant.scope);
       },
-      { legacy: 'reject', maxRequestBodySize: options.maxBodySize },
+      {
+        legacy: 'reject',
+        maxRequestBodySize: options.maxBodySize,
+        ...(options.listens && { bus: options.listens.bus, maxSubscriptions: options.listens.maxStreams }),
+      },
     );
     // One fetch-shaped face for both eras; the Node adapter writes the Response (SSE included) back.
     this.node = toNodeHandler(
@@ -174,7 +197,12 @@ export class McpEndpoint {
               },
             );
           }
-          return this.modern.fetch(request, { authInfo, ...(parsedBody !== undefined ? { parsedBody } : {}) });
+          const modern = (body: unknown) =>
+            this.modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
+          const { listens } = options;
+          return listens
+            ? listens.serve(grant.principal, grant.scope, parsedBody, request.signal, modern)
+            : modern(parsedBody);
         },
       },
       { maxRequestBodySize: options.maxBodySize },

@@ -223,5 +223,16 @@ describe('upstream notifications through the hub', { timeout: 60_000 }, () => {
 
     // A URI of no server the caller sees is refused, as a read of it is.
     await expect(subscriber.subscribeResource({ uri: wrapResourceUri('nope', WATCHED) })).rejects.toThrow(/not found/);
+
+    // A session that closes takes its subscriptions along, and the upstream is told once no session listens.
+    expect(s.upstream.log.count('resources/unsubscribe')).toBe(1);
+    await expect(subscriber.subscribeResource({ uri: wrapped })).resolves.toEqual({});
+    await expect(bystander.subscribeResource({ uri: wrapped })).resolves.toEqual({});
+    await (subscriber.transport as unknown as { terminateSession(): Promise<void> }).terminateSession();
+    await bystander.callTool({ name: 'up__touch', arguments: {} });
+    await eventually(() => expect(bystanderUpdates).toEqual([wrapped]));
+    expect(s.upstream.log.count('resources/unsubscribe')).toBe(1);
+    await (bystander.transport as unknown as { terminateSession(): Promise<void> }).terminateSession();
+    await eventually(() => expect(s.upstream.log.count('resources/unsubscribe')).toBe(2));
   });
 });

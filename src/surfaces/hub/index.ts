@@ -23,6 +23,7 @@ import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
+import { HubListenStreams, MAX_LISTEN_STREAMS } from './listen-streams.js';
 import { paramHeaderRejection } from './param-check.js';
 import type { HubStateCodec } from './request-state.js';
 import type { ToolEmbeddings } from './search/embeddings.js';
@@ -165,18 +166,24 @@ export function createHub(deps: HubDeps): Hub {
       .openChannel(upstream.target, AbortSignal.timeout(deps.config.listTimeoutMs));
   };
 
+  const subscribeDeps = {
+    registry,
+    withUpstream,
+    openChannel,
+    subscriptions,
+    listTimeoutMs: deps.config.listTimeoutMs,
+  };
+  // A 2026-07-28 agent's own listen streams: its resource subscriptions, its updates only (`listen-streams.ts`).
+  const listens = new HubListenStreams(subscribeDeps, MAX_LISTEN_STREAMS);
+
   const buildServer = (principal: TokenPrincipal, scope: Parameters<typeof buildHubServer>[2]) =>
     buildHubServer(
       {
-        registry,
+        ...subscribeDeps,
         calls,
-        withUpstream,
-        openChannel,
-        listTimeoutMs: deps.config.listTimeoutMs,
         approvedRounds,
         stateCodec: deps.stateCodec,
         listPageSize: deps.config.listPageSize,
-        subscriptions,
         listViewOf,
         searchIndexes,
         uiPins,
@@ -213,6 +220,7 @@ export function createHub(deps: HubDeps): Hub {
       return snapshot.server(scope.serverId, principal.groups) !== undefined;
     },
     buildServer,
+    listens,
     // SEP-2243: a 2026-07-28 call's `Mcp-Param-*` headers against the tool's `x-mcp-header` arguments.
     precheck: (request, principal, scope) => paramHeaderRejection({ registry, listViewOf }, request, principal, scope),
     // Opening a session spends one call of the token's rate limit (it holds no concurrency slot).

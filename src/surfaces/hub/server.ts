@@ -16,8 +16,7 @@ import type {
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
-import type { Principal, TokenPrincipal, ToolView } from '../../identity/index.js';
-import type { UpstreamChannel } from '../../upstream/index.js';
+import type { TokenPrincipal, ToolView } from '../../identity/index.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
@@ -34,14 +33,7 @@ import {
   resolveTool,
 } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
-import {
-  GATEHOUSE_PREFIX,
-  isGatehouseUri,
-  UI_EXTENSION,
-  unwrapResourceUri,
-  wrapResourceTemplate,
-  wrapResourceUri,
-} from './names.js';
+import { GATEHOUSE_PREFIX, UI_EXTENSION, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
 import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
@@ -57,10 +49,10 @@ import {
   searchTools,
   VIA_CALL_TOOL,
 } from './search/meta-tools.js';
-import type { ResourceSubscriptions } from './subscriptions.js';
+import { resourceOwner as resourceOwnerIn, type SubscribeDeps, subscribeUpstream } from './subscribe-upstream.js';
 import type { HubTasks, TaskMethod } from './tasks.js';
 import { isUiUri, type UiPinGuard } from './ui-pins.js';
-import { advertised, type HubRegistry, type HubServer, isListed, type Snapshot } from './view.js';
+import { advertised, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
 const approvalStatusTool = approvalStatusToolOf();
@@ -132,29 +124,13 @@ export function hubToolPage(
   return { tools: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
 }
 
-export interface HubServerDeps {
-  registry: HubRegistry;
+export interface HubServerDeps extends SubscribeDeps {
   calls: HubCalls;
   approvedRounds: ApprovedRounds;
   /** Verifies the hub's signed `requestState` at the SDK seam, before any handler runs. */
   stateCodec: HubStateCodec;
-  /** Runs `fn` on a connected client of the server's upstream (prompts and resources). */
-  withUpstream<T>(
-    snapshot: Snapshot,
-    server: HubServer,
-    fn: (client: import('@modelcontextprotocol/client').Client, signal: AbortSignal) => Promise<T>,
-    signal: AbortSignal,
-    /** Whose OAuth grant a server with `auth: oauth` is contacted with. */
-    principal?: Principal,
-  ): Promise<T>;
   /** Most items in one page of tools/list, prompts/list or resources/list. */
   listPageSize: number;
-  /** Agent sessions' resource subscriptions, relayed from the upstreams' updates. */
-  subscriptions: ResourceSubscriptions;
-  /** A connection of its own to an upstream (a stdio server's one client), for a 2026-07-28 listen stream (`subscriptions.ts`). */
-  openChannel(snapshot: Snapshot, server: HubServer, principal: Principal): Promise<UpstreamChannel>;
-  /** How long an upstream may take to acknowledge a listen stream. */
-  listTimeoutMs: number;
   /** The tool view and recent tools of an agent on this scope (`all` off the aggregate). */
   listViewOf(principal: TokenPrincipal, scope: CallScope): Promise<ListView>;
   /** Search mode's index, rebuilt in the background when the catalog changes. */
@@ -575,70 +551,29 @@ export function buildHubServer(
 
   /** The server that owns a resource URI the agent gave, and the URI as that server knows it. */
   const resourceOwner = (snapshot: Snapshot, given: string): { owner: HubServer; uri: string } => {
-    let hub: HubServer | undefined;
-    let uri = given;
-    if (scope.kind === 'aggregate') {
-      const unwrapped = unwrapResourceUri(uri);
-      hub = unwrapped ? snapshot.server(unwrapped.serverId, principal.groups) : undefined;
-      if (unwrapped) uri = unwrapped.uri;
-    } else hub = single(snapshot);
-    // Any URI of a server the caller sees: listed resources, links a tool returned, templated ones; the
-    // upstream answers for what it does not have (its own error passes through).
-    // (A `gatehouse://` URI is the aggregate's, never an upstream's.)
-    if (!hub || uri.length === 0 || (scope.kind === 'single' && isGatehouseUri(uri))) {
-      throw invalidParams(`Resource ${given} not found`);
-    }
-    return { owner: hub, uri };
+    const found = resourceOwnerIn(snapshot, scope, principal.groups, given);
+    if (!found) throw invalidParams(`Resource ${given} not found`);
+    return found;
   };
 
   server.setRequestHandler('resources/subscribe', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
-    const { owner, uri } = resourceOwner(snapshot, request.params.uri);
-    const full = () => invalidParams('This session holds the most resource subscriptions it may.');
+    const target = resourceOwner(snapshot, request.params.uri);
+    let added: boolean;
     try {
-      const era = await deps.withUpstream(
-        snapshot,
-        owner,
-        async (client, signal) => {
-          if (!client.getServerCapabilities()?.resources?.subscribe) {
-            throw new ProtocolError(ProtocolErrorCode.MethodNotFound, `Server ${owner.row.id} has no subscriptions`);
-          }
-          // A 2026-07-28 upstream has no resources/subscribe: its updates come on a listen stream (below).
-          if (client.getProtocolEra() === 'modern') return 'modern';
-          await client.subscribeResource({ uri }, { signal });
-          if (!deps.subscriptions.add(client, uri, server, request.params.uri)) throw full();
-          return 'legacy';
-        },
-        ctx.mcpReq.signal,
-      );
-      if (era === 'modern') {
-        // One stream per upstream and OAuth user (a per-user grant's updates are that user's).
-        const key = `${owner.row.id}\n${principal.user?.id ?? ''}`;
-        const opener = { open: () => deps.openChannel(snapshot, owner, principal), timeoutMs: deps.listTimeoutMs };
-        if (!(await deps.subscriptions.addListened(key, opener, uri, server, request.params.uri))) throw full();
-      }
+      added = await subscribeUpstream(deps, snapshot, target, principal, server, request.params.uri, ctx.mcpReq.signal);
     } catch (error) {
       throw asProtocolError(error);
     }
+    if (!added) throw invalidParams('This session holds the most resource subscriptions it may.');
     return {};
   });
 
-  server.setRequestHandler('resources/unsubscribe', async (request, ctx: ServerContext) => {
+  server.setRequestHandler('resources/unsubscribe', async (request) => {
     const snapshot = await deps.registry.snapshot();
-    const { owner } = resourceOwner(snapshot, request.params.uri);
-    const last = deps.subscriptions.remove(server, request.params.uri);
+    resourceOwner(snapshot, request.params.uri);
     // The upstream is told when no other agent session listens to that URI there any more.
-    if (last) {
-      await deps
-        .withUpstream(
-          snapshot,
-          owner,
-          (client, signal) =>
-            client === last.client ? client.unsubscribeResource({ uri: last.uri }, { signal }) : Promise.resolve({}),
-          ctx.mcpReq.signal,
-        )
-        .catch(() => {});
-    }
+    await deps.subscriptions.remove(server, request.params.uri);
     return {};
   });
 

@@ -17,14 +17,23 @@
  * Upstream connections are shared by agents, so the relay keeps which agent sessions listen to which upstream
  * URI; the upstream is unsubscribed (or the URI left out of the stream) when the last of them leaves. A
  * session that closes drops its subscriptions.
+ *
+ * A subscriber is a 2025-era agent session (its `Server`), or a 2026-07-28 agent's own `subscriptions/listen`
+ * stream (`listen-streams.ts`): anything that can be sent an update and says when it closes.
  */
 import type { Client, McpSubscription } from '@modelcontextprotocol/client';
-import type { Server } from '@modelcontextprotocol/server';
 import type { UpstreamChannel } from '../../upstream/index.js';
+
+/** Who is told of updates: an agent session's `Server`, or an agent's listen stream. */
+export interface Subscriber {
+  sendResourceUpdated(params: { uri: string }): Promise<void>;
+  /** Set here: the subscriber calls it when it ends, and its subscriptions go with it. */
+  onclose?: (() => void) | undefined;
+}
 
 /** One agent session's interest in one upstream URI. */
 interface Listener {
-  agent: Server;
+  agent: Subscriber;
   /** The URI as the agent knows it (wrapped on `/mcp`). */
   exposedUri: string;
 }
@@ -53,12 +62,14 @@ interface Listened {
   queue: Promise<void>;
   /** Streams the upstream ended in a row (reset by one that is acknowledged). */
   failures: number;
+  /** The URIs the current stream names (sorted, joined): a change that leaves them as they are opens none. */
+  named?: string | undefined;
 }
 
 interface Entry {
   listener: Listener;
-  /** Forgets the listener; answers what to unsubscribe upstream (2025 era), if the upstream must be told. */
-  release(): { client: Client; uri: string } | undefined;
+  /** Forgets the listener; settles once the upstream was told, when it had to be (the last listener left). */
+  release(): Promise<void>;
 }
 
 export class ResourceSubscriptions {
@@ -67,10 +78,25 @@ export class ResourceSubscriptions {
   /** Upstream key → its listen stream (2026-07-28). */
   private readonly listened = new Map<string, Listened>();
   /** Agent session → its subscriptions, by the URI it used. */
-  private readonly byAgent = new WeakMap<Server, Map<string, Entry>>();
+  private readonly byAgent = new WeakMap<Subscriber, Map<string, Entry>>();
 
-  /** Records `agent`'s subscription (after the upstream accepted it). Answers false when over the session's bound. */
-  add(client: Client, uri: string, agent: Server, exposedUri: string): boolean {
+  /** Whether `agent` may hold one more subscription (or already holds this one). */
+  hasRoom(agent: Subscriber, exposedUri: string): boolean {
+    const mine = this.byAgent.get(agent);
+    return !mine || mine.has(exposedUri) || mine.size < MAX_SUBSCRIPTIONS_PER_SESSION;
+  }
+
+  /**
+   * Records `agent`'s subscription (after the upstream accepted it); `unsubscribe` tells the upstream when the
+   * last listener of `uri` there leaves. Answers false when over the session's bound.
+   */
+  add(
+    client: Client,
+    uri: string,
+    agent: Subscriber,
+    exposedUri: string,
+    unsubscribe: () => Promise<unknown>,
+  ): boolean {
     const mine = this.mine(agent);
     if (mine.has(exposedUri)) return true;
     if (mine.size >= MAX_SUBSCRIPTIONS_PER_SESSION) return false;
@@ -87,11 +113,12 @@ export class ResourceSubscriptions {
     const known = uris;
     mine.set(exposedUri, {
       listener,
-      release: () => {
+      release: async () => {
         listeners.delete(listener);
-        if (listeners.size > 0) return undefined;
+        // Another session may have subscribed again since: only the set still on record is the live one.
+        if (listeners.size > 0 || known.get(uri) !== listeners) return;
         known.delete(uri);
-        return { client, uri };
+        await unsubscribe().catch(() => {});
       },
     });
     return true;
@@ -102,7 +129,7 @@ export class ResourceSubscriptions {
    * opened again with the URI added) and acknowledged before this resolves. Answers false when over the
    * session's bound; rejects (holding nothing) when the upstream could not be reached.
    */
-  async addListened(key: string, opener: ListenOpener, uri: string, agent: Server, exposedUri: string) {
+  async addListened(key: string, opener: ListenOpener, uri: string, agent: Subscriber, exposedUri: string) {
     const mine = this.mine(agent);
     if (mine.has(exposedUri)) return true;
     if (mine.size >= MAX_SUBSCRIPTIONS_PER_SESSION) return false;
@@ -123,7 +150,7 @@ export class ResourceSubscriptions {
         target.uris.delete(uri);
         void this.relisten(target).catch(() => {});
       }
-      return undefined;
+      return Promise.resolve();
     };
     mine.set(exposedUri, { listener, release });
     // A URI the stream names already needs no new stream.
@@ -132,22 +159,22 @@ export class ResourceSubscriptions {
       await this.relisten(record);
     } catch (error) {
       mine.delete(exposedUri);
-      release();
+      void release();
       throw error;
     }
     return true;
   }
 
   /**
-   * Forgets `agent`'s subscription to `exposedUri`. Answers the upstream client and URI to unsubscribe when
-   * no other session listens there any more (2025 era; a 2026-07-28 stream is changed here).
+   * Forgets `agent`'s subscription to `exposedUri`. When no other session listens there any more, the
+   * upstream is told (2025 era: settles once it answered) or its stream narrowed (2026-07-28).
    */
-  remove(agent: Server, exposedUri: string): { client: Client; uri: string } | undefined {
+  async remove(agent: Subscriber, exposedUri: string): Promise<void> {
     const mine = this.byAgent.get(agent);
     const entry = mine?.get(exposedUri);
-    if (!mine || !entry) return undefined;
+    if (!mine || !entry) return;
     mine.delete(exposedUri);
-    return entry.release();
+    await entry.release();
   }
 
   /** Closes every listen stream and its channel (the hub is closing). */
@@ -163,7 +190,7 @@ export class ResourceSubscriptions {
     );
   }
 
-  private mine(agent: Server): Map<string, Entry> {
+  private mine(agent: Subscriber): Map<string, Entry> {
     let mine = this.byAgent.get(agent);
     if (!mine) {
       const entries = new Map<string, Entry>();
@@ -173,7 +200,7 @@ export class ResourceSubscriptions {
       const previous = agent.onclose;
       agent.onclose = () => {
         previous?.();
-        for (const key of [...entries.keys()]) this.remove(agent, key);
+        for (const key of [...entries.keys()]) void this.remove(agent, key);
       };
     }
     return mine;
@@ -201,6 +228,9 @@ export class ResourceSubscriptions {
       await this.drop(record);
       return;
     }
+    // Several URIs added at once queue one change each: the first stream already names them all.
+    const named = [...uris].sort().join('\n');
+    if (record.subscription && record.named === named) return;
     if (!record.channel) {
       const opening = record.opener.open();
       record.channel = opening;
@@ -225,6 +255,7 @@ export class ResourceSubscriptions {
     const previous = record.subscription;
     const next = await channel.client.listen({ resourceSubscriptions: uris }, { timeout: record.opener.timeoutMs });
     record.subscription = next;
+    record.named = named;
     record.failures = 0;
     void next.closed.then((cause) => this.ended(record, next, cause));
     await previous?.close().catch(() => {});
