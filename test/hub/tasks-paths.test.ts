@@ -40,7 +40,7 @@ describe('upstream tasks on every call path', { timeout: 60_000 }, () => {
     token: string,
     method: string,
     params: Json,
-    { declare = true, meta = {} }: { declare?: boolean; meta?: Json } = {},
+    { declare = true, meta = {}, capabilities = {} }: { declare?: boolean; meta?: Json; capabilities?: Json } = {},
   ): Promise<{ status: number; result?: Json; error?: { code: number; message: string } }> {
     const name = method === 'tools/call' ? params.name : method.startsWith('tasks/') ? params.taskId : undefined;
     const response = await fetch(url, {
@@ -63,7 +63,10 @@ describe('upstream tasks on every call path', { timeout: 60_000 }, () => {
             ...meta,
             'io.modelcontextprotocol/protocolVersion': '2026-07-28',
             'io.modelcontextprotocol/clientInfo': { name: 'tasks-paths-test', version: '1.0.0' },
-            'io.modelcontextprotocol/clientCapabilities': declare ? { extensions: { [TASKS_EXTENSION]: {} } } : {},
+            'io.modelcontextprotocol/clientCapabilities': {
+              ...capabilities,
+              ...(declare ? { extensions: { [TASKS_EXTENSION]: {} } } : {}),
+            },
           },
         },
       }),
@@ -159,6 +162,20 @@ describe('upstream tasks on every call path', { timeout: 60_000 }, () => {
       result: { content: [{ type: 'text', text: 'computed in 100 ms' }] },
     });
 
+    // An agent that can be asked for input: its call is held for input-required rounds (`held-calls.ts`), and a
+    // task still passes through.
+    const askable = await rpc(
+      url,
+      agent.token,
+      'tools/call',
+      { name: 'jobs__slow_compute', arguments: { ms: 0 } },
+      {
+        meta: progress,
+        capabilities: { elicitation: { form: {} } },
+      },
+    );
+    expect(askable.result).toMatchObject({ resultType: 'task', taskId: expect.stringMatching(/^jobs__task-/) });
+
     // Without the extension the upstream is not offered it, and answers synchronously on the same path.
     const sync = await rpc(
       url,
@@ -172,7 +189,7 @@ describe('upstream tasks on every call path', { timeout: 60_000 }, () => {
     );
     expect(sync.result).toMatchObject({ content: [{ type: 'text', text: 'computed in 0 ms' }] });
     expect(sync.result).not.toHaveProperty('taskId');
-    expect(jobs.tasks.size).toBe(1);
+    expect(jobs.tasks.size).toBe(2);
   });
 
   it("a stdio upstream's task passes through, bound to the token that created it", async () => {
@@ -234,7 +251,8 @@ describe('upstream tasks on every call path', { timeout: 60_000 }, () => {
     ] as const) {
       const declaring = await connectAgent(`${base}/mcp`, agent.token, {
         era: 'legacy',
-        client: { capabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+        // It can be asked for input too (its calls relay a 2025-era upstream's asks; this one is 2026-07-28 only).
+        client: { capabilities: { elicitation: { form: {} }, extensions: { [TASKS_EXTENSION]: {} } } },
       });
       clients.push(declaring);
       // With progress: the SDK client path for the HTTP upstream too.
