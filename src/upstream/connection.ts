@@ -31,9 +31,9 @@ export interface OpenOptions {
   signal?: AbortSignal;
   logger: UpstreamLogger;
   /**
-   * Declare `LEGACY_CLIENT_CAPABILITIES` (the asks, answered through the call's relay, `asks.ts`; MCP Apps). Only for a
-   * connection that will speak the 2025 era: on 2026-07-28 the client's capabilities would ride every
-   * request's envelope, claiming input no agent declared.
+   * Declare `LEGACY_CLIENT_CAPABILITIES` (the asks, answered through the call's relay, `asks.ts`; MCP Apps).
+   * Only for a connection that will speak the 2025 era: on 2026-07-28 the client's capabilities would ride
+   * every request's envelope, claiming input (and extensions) no agent declared.
    */
   declareAsks?: boolean;
 }
