@@ -4,7 +4,8 @@
  * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
 import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
-import { ASK_CAPABILITIES, type AskingCall, handleAsks, handleLogs } from './asks.js';
+import { type AskingCall, handleAsks, handleLogs } from './asks.js';
+import { LEGACY_CLIENT_CAPABILITIES } from './client-capabilities.js';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
 import { isTransportFailure } from './map-error.js';
@@ -30,9 +31,9 @@ export interface OpenOptions {
   signal?: AbortSignal;
   logger: UpstreamLogger;
   /**
-   * Declare `ASK_CAPABILITIES` (and answer asks through the call's relay, `asks.ts`). Only for a
-   * connection that will speak the 2025 era: on 2026-07-28 the client's capabilities would ride every
-   * request's envelope, claiming input no agent declared.
+   * Declare `LEGACY_CLIENT_CAPABILITIES` (the asks, answered through the call's relay, `asks.ts`; MCP Apps).
+   * Only for a connection that will speak the 2025 era: on 2026-07-28 the client's capabilities would ride
+   * every request's envelope, claiming input (and extensions) no agent declared.
    */
   declareAsks?: boolean;
 }
@@ -79,7 +80,7 @@ export class Connection {
       versionNegotiation: { mode: 'auto' },
       // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
       inputRequired: { autoFulfill: false },
-      ...(options.declareAsks ? { capabilities: ASK_CAPABILITIES } : {}),
+      ...(options.declareAsks ? { capabilities: LEGACY_CLIENT_CAPABILITIES } : {}),
     });
     const connection = new Connection(client, transport, target, options.logger);
     if (options.declareAsks)

@@ -7,8 +7,10 @@ import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
 import type { Deadline } from './deadline.js';
+import { TASKS_EXTENSION, taskOutcome } from './direct-result.js';
 import { rpcCodeOf } from './map-error.js';
 import { paramHeadersFor, scanParamHeaders } from './param-headers.js';
+import { withTaskAnswers } from './task-results.js';
 import {
   type CallOptions,
   type InteractiveCallOptions,
@@ -142,18 +144,25 @@ export async function callInteractiveTool(
   args: Record<string, unknown> | undefined,
   options: Pick<
     InteractiveCallOptions,
-    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema' | 'onLog' | 'logLevel'
+    'onProgress' | 'continuation' | 'inputCapabilities' | 'extensions' | 'inputSchema' | 'onLog' | 'logLevel' | 'tasks'
   >,
 ): Promise<InteractiveCallResult> {
   const { continuation, onProgress, inputCapabilities, extensions } = options;
   const params: Record<string, unknown> = args === undefined ? { name } : { name, arguments: args };
   if (continuation?.inputResponses) params.inputResponses = continuation.inputResponses;
   if (continuation?.requestState !== undefined) params.requestState = continuation.requestState;
-  if (client.getProtocolEra() === 'modern') {
+  const modern = client.getProtocolEra() === 'modern';
+  // The Tasks extension is a 2026-07-28 one, declared per request: a 2025 session's capabilities are its own.
+  const tasks = modern && options.tasks === true;
+  if (modern) {
     params._meta = {
       // The per-request envelope declares what the agent can answer, and no more (the client merges the rest
-      // of it; its own keys lose to these), with the extensions it declared that pass on.
-      [CLIENT_CAPABILITIES_META_KEY]: withExtensions(inputCapabilities, extensions),
+      // of it; its own keys lose to these), with the extensions it declared that pass on (and Tasks, as the
+      // direct path declares it: the agent can poll a task through the hub).
+      [CLIENT_CAPABILITIES_META_KEY]: withExtensions(
+        inputCapabilities,
+        tasks ? { ...extensions, [TASKS_EXTENSION]: {} } : extensions,
+      ),
       // Without it a 2026-07-28 upstream sends no log messages at all; with it, those the agent asked for.
       ...(options.onLog && options.logLevel !== undefined ? { [LOG_LEVEL_META_KEY]: options.logLevel } : {}),
     };
@@ -161,16 +170,20 @@ export async function callInteractiveTool(
   // The trace context in `_meta` too (tracing on): MCP's own carrier, read by servers on any transport.
   const carrier = outgoingCarrier();
   if (carrier) params._meta = { ...(params._meta as Record<string, unknown> | undefined), ...carrier };
-  const result = (await client.callTool(params as { name: string }, {
-    ...requestOptions(deadline),
-    ...modernParamHeaders(client, options.inputSchema, args),
-    allowInputRequired: true,
-    ...(onProgress && {
-      onprogress: (progress) =>
-        onProgress(typeof progress.message === 'string' ? boundStrings(progress).value : progress),
-    }),
-  })) as Record<string, unknown>;
-  return interactiveOutcome(result);
+  const call = async () =>
+    (await client.callTool(params as { name: string }, {
+      ...requestOptions(deadline),
+      ...modernParamHeaders(client, options.inputSchema, args),
+      allowInputRequired: true,
+      ...(onProgress && {
+        onprogress: (progress) =>
+          onProgress(typeof progress.message === 'string' ? boundStrings(progress).value : progress),
+      }),
+    })) as Record<string, unknown>;
+  if (!tasks) return interactiveOutcome(await call());
+  // The SDK client refuses a task answer: the transport keeps it for this call (`task-results.ts`).
+  const { value, task } = await withTaskAnswers(call);
+  return task ? taskOutcome(task) : interactiveOutcome(value);
 }
 
 /** A `tools/call` result (already shaped as one) bounded, or the upstream's input request, checked and bounded. */

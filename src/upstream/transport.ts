@@ -2,6 +2,7 @@
  * The SDK's Streamable HTTP client transport, plus per-request bookkeeping: each request is sent
  * in its own scope and stays "pending" until a response with its id passes through `onmessage`.
  * If its response stream ends first, the operation that sent it fails now instead of at its timeout.
+ * A task answering a call that declared the Tasks extension is kept for that call (`task-results.ts`).
  */
 import {
   isJSONRPCErrorResponse,
@@ -13,6 +14,7 @@ import {
   type StreamableHTTPClientTransportOptions,
 } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
+import { TaskAnswers } from './task-results.js';
 import { currentScope, runInScope, type Scope } from './trace.js';
 
 type MessageHandler = (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
@@ -26,6 +28,7 @@ type Tap = MessageHandler & { [WRAPPED]?: MessageHandler };
 export class TracedHttpTransport extends StreamableHTTPClientTransport {
   private readonly pending = new Map<RequestId, Scope>();
   private tap: Tap | undefined;
+  private readonly taskAnswers = new TaskAnswers();
 
   constructor(url: URL, options: StreamableHTTPClientTransportOptions) {
     super(url, options);
@@ -45,7 +48,7 @@ export class TracedHttpTransport extends StreamableHTTPClientTransport {
           if ((isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) && message.id != null) {
             this.pending.delete(message.id);
           }
-          inner(message, extra);
+          inner(this.taskAnswers.received(message), extra);
         };
         tap[WRAPPED] = inner;
         this.tap = tap;
@@ -54,6 +57,7 @@ export class TracedHttpTransport extends StreamableHTTPClientTransport {
   }
 
   override async send(message: JSONRPCMessage | JSONRPCMessage[], options?: SendOptions): Promise<void> {
+    this.taskAnswers.sent(message);
     const parent = currentScope();
     if (!parent || Array.isArray(message) || !isJSONRPCRequest(message)) return super.send(message, options);
     const id = message.id;

@@ -130,8 +130,8 @@ export interface InteractiveCallOptions extends CallOptions {
    */
   ask?: AskRelay | undefined;
   /**
-   * The agent declared the Tasks extension: declared to a 2026-07-28 upstream for this call (on the direct
-   * path), which may then answer with a task (`UpstreamTask`) instead of a result.
+   * The agent declared the Tasks extension: declared to a 2026-07-28 upstream for this call (on every path:
+   * direct, SDK client, stdio), which may then answer with a task (`UpstreamTask`) instead of a result.
    */
   tasks?: boolean | undefined;
   /**

@@ -30,6 +30,32 @@ function register(server: McpServer): void {
   }));
 }
 
+/**
+ * A 2025 server written as the MCP Apps SDK's are: its app (the tool and its `ui://` resource) exists on a session
+ * only when the host declared the extension with the app's MIME type at `initialize`.
+ */
+function registerGated(server: McpServer): void {
+  const tool = server.registerTool(
+    'chart',
+    { description: 'Draws a chart.', _meta: { ui: { resourceUri: APP_URI } } } as Parameters<
+      McpServer['registerTool']
+    >[1],
+    async () => ({ content: [{ type: 'text' as const, text: 'drawn' }] }),
+  );
+  const resource = server.registerResource('bar-chart', APP_URI, { mimeType: APP_MIME }, async () => ({
+    contents: [{ uri: APP_URI, mimeType: APP_MIME, text: APP_HTML }],
+  }));
+  tool.disable();
+  resource.disable();
+  server.server.oninitialized = () => {
+    const ui = server.server.getClientCapabilities()?.extensions?.[UI_EXTENSION] as { mimeTypes?: unknown } | undefined;
+    if (Array.isArray(ui?.mimeTypes) && ui.mimeTypes.includes(APP_MIME)) {
+      tool.enable();
+      resource.enable();
+    }
+  };
+}
+
 const ERAS: Era[] = ['modern', 'legacy'];
 
 describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
@@ -78,6 +104,53 @@ describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
       }
     });
   }
+
+  it('declares the extension to a 2025-era upstream, whose app offered only to hosts that declare it reaches agents', async () => {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: ['echo'], register: registerGated });
+    cleanups.push(() => upstream.close());
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'apps' } })).statusCode).toBe(
+      201,
+    );
+    const policy = await gw.request('PATCH', '/api/mcp/servers/apps/tools', {
+      body: { mode: 'all', defaultTier: 'allow' },
+    });
+    expect(policy.statusCode).toBe(200);
+    expect((await gw.request('POST', '/api/mcp/servers/apps/test')).json().ok).toBe(true);
+    // Every session Gatehouse opened declared it, with the app's MIME type.
+    const initializes = upstream.log.withMethod('initialize');
+    expect(initializes.length).toBeGreaterThan(0);
+    for (const request of initializes) {
+      expect(JSON.parse(request.body ?? '{}').params?.capabilities?.extensions).toEqual({
+        [UI_EXTENSION]: { mimeTypes: [APP_MIME] },
+      });
+    }
+    const detail = (await gw.request('GET', '/api/mcp/servers/apps')).json();
+    expect(JSON.stringify(detail)).toContain(APP_URI);
+
+    const { token } = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'host' } })).json();
+    const base = await gw.listen();
+    const host = { capabilities: { extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } } };
+    for (const era of ERAS) {
+      const aggregate = await connectAgent(`${base}/mcp`, token, { era, client: host });
+      clients.push(aggregate);
+      // The upstream offers Apps now, so the hub declares the extension to the agent.
+      expect(aggregate.getServerCapabilities()?.extensions?.[UI_EXTENSION], era).toBeDefined();
+      const wrapped = 'ui://apps/charts/bar.html';
+      const tool = (await aggregate.listTools()).tools.find((t) => t.name === 'apps__chart');
+      expect(tool?._meta, era).toEqual({ ui: { resourceUri: wrapped } });
+      const read = await aggregate.readResource({ uri: wrapped });
+      expect(read.contents).toEqual([{ uri: wrapped, mimeType: APP_MIME, text: APP_HTML }]);
+      const called = await aggregate.callTool({ name: 'apps__chart', arguments: {} });
+      expect(called.content).toEqual([{ type: 'text', text: 'drawn' }]);
+
+      const single = await connectAgent(`${base}/mcp/s/apps`, token, { era, client: host });
+      clients.push(single);
+      expect(single.getServerCapabilities()?.extensions?.[UI_EXTENSION], era).toBeDefined();
+      expect((await single.listResources()).resources.map((r) => r.uri)).toContain(APP_URI);
+    }
+  });
 
   it('negotiates the extension both ways: declared to agents where an upstream offers it, passed on per call', async () => {
     const gw = await startTestGateway(sqliteTarget);

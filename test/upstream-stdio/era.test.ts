@@ -65,6 +65,17 @@ describe('first contact negotiates in place', () => {
     expect(received).toEqual(['server/discover', 'initialize', 'notifications/initialized', 'tools/call']);
   });
 
+  it('a legacy session is declared the asks Gatehouse relays and MCP Apps, which it carries to agents', async () => {
+    const { client } = await connect(['--era=legacy', '--client-capabilities']);
+    const declared = await client.callTool({ name: 'client_capabilities', arguments: {} });
+    expect(JSON.parse((declared.content as Array<{ text: string }>)[0]!.text)).toEqual({
+      sampling: {},
+      elicitation: { form: {}, url: {} },
+      roots: {},
+      extensions: { 'io.modelcontextprotocol/ui': { mimeTypes: ['text/html;profile=mcp-app'] } },
+    });
+  });
+
   it('a legacy server that exits on the probe: a fresh child connects with the legacy verdict', async () => {
     const { client, child, era, received, attempts, exits } = await connect(['--era=strict-legacy']);
     expect(era).toEqual({ kind: 'legacy' });

@@ -90,7 +90,7 @@ export function grantDisplayNames<K>(taken: ReadonlySet<string>, wanted: Readonl
 const UI_SCHEME = 'ui://';
 
 /** MCP Apps' extension id (SEP-1865), negotiated both ways through the hub. */
-export const UI_EXTENSION = 'io.modelcontextprotocol/ui';
+export { UI_EXTENSION } from '../../upstream/client-capabilities.js';
 
 /**
  * Resources in the aggregate are wrapped so a read routes back to its server. An MCP Apps `ui://` resource

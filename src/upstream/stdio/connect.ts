@@ -17,7 +17,8 @@
  */
 import { Client, type Implementation, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
-import { ASK_CAPABILITIES, relayToSoleCall } from '../asks.js';
+import { relayToSoleCall } from '../asks.js';
+import { LEGACY_CLIENT_CAPABILITIES } from '../client-capabilities.js';
 import { Deadline } from '../deadline.js';
 import { isEraMismatch, toUpstreamError } from '../map-error.js';
 import { type StdioChild, type StdioSpec, spawnStdio } from './spawn.js';
@@ -109,7 +110,8 @@ async function connectClient(
     },
     // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
     inputRequired: { autoFulfill: false },
-    ...(declareAsks ? { capabilities: ASK_CAPABILITIES } : {}),
+    // What a 2025-era session declares: the asks Gatehouse relays, and MCP Apps (`client-capabilities.ts`).
+    ...(declareAsks ? { capabilities: LEGACY_CLIENT_CAPABILITIES } : {}),
   });
   // One pipe carries every call's messages: asks and log messages go to the sole call in flight.
   relayToSoleCall(client, declareAsks);

@@ -9,6 +9,7 @@
  * - Messages that arrive before `start()` are queued (bounded) and delivered on start.
  * - `onclose` fires once, when the child has exited or its stdout closed (or on `close()`).
  * - `close()` stops the child (its whole process group).
+ * - A task answering a call that declared the Tasks extension is kept for that call (`task-results.ts`).
  */
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
@@ -20,6 +21,7 @@ import {
   type Transport,
 } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../../errors.js';
+import { TaskAnswers } from '../task-results.js';
 
 /** Messages kept for a transport nobody has started yet; more is a misbehaving server. */
 const MAX_QUEUED = 1000;
@@ -40,6 +42,7 @@ export class StdioChildTransport implements Transport {
   private closeFired = false;
   private queue: JSONRPCMessage[] = [];
   private readonly halt = new AbortController();
+  private readonly taskAnswers = new TaskAnswers();
 
   constructor(
     readonly pid: number,
@@ -57,12 +60,13 @@ export class StdioChildTransport implements Transport {
     this.started = true;
     const queued = this.queue;
     this.queue = [];
-    for (const message of queued) this.onmessage?.(message);
+    for (const message of queued) this.onmessage?.(this.taskAnswers.received(message));
     if (this.ended) queueMicrotask(() => this.fireClose());
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.ended || !this.stdin.writable) throw new SdkError(SdkErrorCode.NotConnected, 'Not connected');
+    this.taskAnswers.sent(message);
     if (this.stdin.write(serializeMessage(message))) return;
     try {
       await once(this.stdin, 'drain', { signal: this.halt.signal });
@@ -82,7 +86,7 @@ export class StdioChildTransport implements Transport {
   deliver(message: JSONRPCMessage): void {
     if (this.ended) return;
     if (this.started) {
-      this.onmessage?.(message);
+      this.onmessage?.(this.taskAnswers.received(message));
       return;
     }
     if (this.queue.length < MAX_QUEUED) this.queue.push(message);
