@@ -294,6 +294,8 @@ export class AuditLog {
       sizes = this.journal.append(batch.map((q) => q.row));
     } catch (error) {
       this.onError(error, { rows: batch.length, requeued: true });
+      // A journal torn by a failed write is replaced once the rows before the tear are stored.
+      if (this.journal.broken) void this.storeJournaled().catch(() => undefined);
       return false;
     }
     batch.forEach((q, i) => {
