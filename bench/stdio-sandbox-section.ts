@@ -250,7 +250,7 @@ export async function stdioSandboxSection(): Promise<string> {
       `first call of a new server (start → answer, p50 of ${ROUNDS})`,
       `${num(sandboxedFirst, 0)} ms`,
       `${num(bareFirst, 0)} ms`,
-      `+${num(sandboxedFirst - bareFirst, 0)} ms`,
+      `${sandboxedFirst >= bareFirst ? '+' : ''}${num(sandboxedFirst - bareFirst, 0)} ms`,
     ],
   ];
   const ratios: Record<number, number> = {};
@@ -260,7 +260,7 @@ export async function stdioSandboxSection(): Promise<string> {
       median(cells.map((r) => pick(r[id])).filter((v): v is number => v !== undefined && Number.isFinite(v)));
     const perRound = cells.map((r) => r.sandboxed.report.callsPerS / (r.unsandboxed.report.callsPerS || 1));
     ratios[c] = median(perRound);
-    const errors = cells.reduce((sum, r) => sum + r.sandboxed.report.errors + r.unsandboxed.report.errors, 0);
+    const errors = cells.reduce((total, r) => total + r.sandboxed.report.errors + r.unsandboxed.report.errors, 0);
     const figures: Array<[string, (cell: SandboxCell) => number | undefined, number]> = [
       ['p50 ms', (cell) => cell.report.p50Ms, 2],
       ['gateway CPU ms/call', (cell) => cell.gatewayCpuMsPerCall, 3],
@@ -268,7 +268,7 @@ export async function stdioSandboxSection(): Promise<string> {
       ['bubblewrap CPU ms/call', (cell) => cell.wrapperCpuMsPerCall, 3],
       // The figure the machine's load moves least: what one call costs the CPU, all processes of the path.
       [
-        'all three CPU ms/call',
+        'gateway + server + bubblewrap CPU ms/call',
         (cell) => sum(cell.gatewayCpuMsPerCall, cell.serverCpuMsPerCall, cell.wrapperCpuMsPerCall),
         3,
       ],
