@@ -28,8 +28,11 @@ import { loadLine, machineLine, num, ratio, renderTable, verdict } from './table
 
 const PLAIN_SERVER = path.join(REPO_DIR, 'test/fixtures/stdio/plain-server.mjs');
 const ROUNDS = Number(process.env.BENCH_SANDBOX_ROUNDS ?? 6);
-/** Interleaved rounds of the load cells (3 × 2 concurrencies × 2 subjects × 6 s: about 2 minutes with the spawns). */
-const LOAD_ROUNDS = Number(process.env.BENCH_SANDBOX_LOAD_ROUNDS ?? 3);
+/**
+ * Interleaved rounds of the load cells: an even count, so each subject goes first as often as the
+ * other (4 × 2 concurrencies × 2 subjects × 6 s: about 2.5 minutes with the spawns).
+ */
+const LOAD_ROUNDS = Number(process.env.BENCH_SANDBOX_LOAD_ROUNDS ?? 4);
 const SUBJECTS = [
   { id: 'sandboxed', sandbox: { readOnlyPaths: FIXTURE_MODULES } },
   { id: 'unsandboxed', sandbox: { mode: 'off' } },
@@ -114,9 +117,14 @@ function sum(...values: Array<number | undefined>): number | undefined {
   return values.some((v) => v === undefined) ? undefined : values.reduce<number>((a, v) => a + (v as number), 0);
 }
 
+/** The median; of an even count, the mean of the middle two. */
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? Number.NaN : (sorted[Math.floor((sorted.length - 1) / 2)] as number);
+  if (sorted.length === 0) return Number.NaN;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
 export async function stdioSandboxSection(): Promise<string> {
