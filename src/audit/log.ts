@@ -288,14 +288,15 @@ export class AuditLog {
    * too many journaled rows wait for a store that keeps failing, or when the append failed.
    */
   private journalGroup(batch: Queued[]): boolean {
-    if (!this.journal || this.journaled.length >= this.maxPending) return false;
+    const journal = this.journal;
+    if (!journal || this.journaled.length >= this.maxPending) return false;
     let sizes: number[];
     try {
-      sizes = this.journal.append(batch.map((q) => q.row));
+      sizes = journal.append(batch.map((q) => q.row));
     } catch (error) {
       this.onError(error, { rows: batch.length, requeued: true });
       // A journal torn by a failed write is replaced once the rows before the tear are stored.
-      if (this.journal.broken) void this.storeJournaled().catch(() => undefined);
+      if (journal.broken) void this.storeJournaled().catch(() => undefined);
       return false;
     }
     batch.forEach((q, i) => {
