@@ -5,7 +5,7 @@
  * receive it (sealing is useless if the value cannot be opened).
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
@@ -85,9 +85,12 @@ describeEachStore('sealed secrets', (target) => {
     for (const line of gw.logs) expect(line).not.toContain(SENTINEL);
 
     if (target.kind === 'sqlite') {
-      for (const file of readdirSync(gw.dataDir)) {
-        expect(readFileSync(join(gw.dataDir, file)).includes(SENTINEL)).toBe(false);
-      }
+      // Every file of the data folder, the audit journal's included.
+      const files = readdirSync(gw.dataDir, { recursive: true, encoding: 'utf8' })
+        .map((file) => join(gw.dataDir, file))
+        .filter((file) => statSync(file).isFile());
+      expect(files.some((file) => file.includes('audit-journal'))).toBe(true);
+      for (const file of files) expect(readFileSync(file).includes(SENTINEL)).toBe(false);
     } else {
       const schema = new URL(gw.databaseUrl as string).searchParams.get('options')?.split('=')[1] as string;
       const dump = execFileSync('pg_dump', ['--dbname', TEST_DATABASE_URL, '--schema', schema, '--data-only'], {
