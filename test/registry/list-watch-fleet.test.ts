@@ -88,7 +88,15 @@ describe.skipIf(!POSTGRES_AVAILABLE)('list watch across replicas [postgres]', ()
 
   it('hands the watch over when the watching replica drains, and when it dies', async () => {
     const fleet = await startFleet(3);
+    // A takeover is what this tests: every replica must know the server and have found the lock taken at least
+    // once (a replica that takes a free lock on its very first try — it learned of the server after the
+    // watcher left — has heard of no change to catch up on, and does not refresh). Under load the third
+    // replica can learn of the install late; a few lock retries after they all know it, they have contended.
+    await eventually(() => {
+      for (const gw of fleet) expect(gw.gateway.listWatchers.watched()).toEqual(['files']);
+    });
     await eventually(() => expect(holders(fleet)).toHaveLength(1));
+    await new Promise((resolve) => setTimeout(resolve, 5 * TIMINGS.lockRetryMs));
     const [first] = holders(fleet);
     // A refresh that finds nothing changed leaves only its test time.
     const testedAt = async (gw: TestGateway) =>
