@@ -239,7 +239,12 @@ async function replayLeftovers(
     } catch {
       continue;
     }
-    await replay(store, claimed, name.endsWith(CLAIMED) ? name.slice(0, -CLAIMED.length) : name, options);
+    try {
+      await replay(store, claimed, name.endsWith(CLAIMED) ? name.slice(0, -CLAIMED.length) : name, options);
+    } catch (error) {
+      // Kept (claimed) for a later sweep to try again once it goes stale; one bad file never stops a start.
+      options.onError(error, { rows: 0, requeued: true });
+    }
   }
 }
 
