@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client, PriorDiscovery } from '@modelcontextprotocol/client';
 import type { EventHub } from '../audit/stream.js';
-import { GatehouseError } from '../errors.js';
+import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { Logger } from '../logging.js';
 import type { ServerOptions, ServerStore } from '../registry/records.js';
 import type { StdioState } from '../registry/state.js';
@@ -354,6 +355,32 @@ export class StdioSupervisor {
     if (row.transport !== 'stdio') throw notStdio(id);
   }
 
+  /**
+   * The record as it is now, for a reconcile; `undefined` once it is gone (its `uninstalled` event follows)
+   * or the supervisor closed. A failed read (the store busy, out of connections, briefly away) is tried
+   * again: a dropped change would leave a disabled server running, or an edited one on its old command.
+   */
+  private async currentRow(id: string): Promise<ServerTable | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.options.records.getRow(id);
+      } catch (error) {
+        if (findGatehouseError(error)?.code === 'mcp.not_found') return undefined;
+        if (this.closed) return undefined;
+        const delayMs = Math.min(RECONCILE_RETRY_MAX_MS, RECONCILE_RETRY_BASE_MS * 2 ** attempt);
+        // Said once per change, not on every try of a long outage.
+        if (attempt === 0) {
+          this.options.logger.warn(
+            { server: id, err: error },
+            'could not read a changed stdio server record; trying again until the store answers',
+          );
+        }
+        await sleep(delayMs, undefined, { ref: false });
+        if (this.closed) return undefined;
+      }
+    }
+  }
+
   private onRecordChanged(id: string, change: string): void {
     if (this.closed) return;
     const previous = this.reconciling.get(id) ?? Promise.resolve();
@@ -373,13 +400,8 @@ export class StdioSupervisor {
           }
           return;
         }
-        let row: ServerTable;
-        try {
-          row = await this.options.records.getRow(id);
-        } catch {
-          return;
-        }
-        if (row.transport !== 'stdio') return;
+        const row = await this.currentRow(id);
+        if (row?.transport !== 'stdio') return;
         await this.process(id).reconcile(row);
       })
       .catch((error) => this.options.logger.warn({ server: id, err: error }, 'stdio reconcile failed'))
@@ -389,6 +411,10 @@ export class StdioSupervisor {
     this.reconciling.set(id, next);
   }
 }
+
+/** A failed record read during a reconcile is tried again after 250 ms, doubling up to 5 s. */
+const RECONCILE_RETRY_BASE_MS = 250;
+const RECONCILE_RETRY_MAX_MS = 5_000;
 
 const closings = new WeakMap<Client, Promise<void>>();
 

@@ -110,7 +110,16 @@ export async function startHarness(target: StoreTarget, env: Record<string, stri
         last = gw.gateway.supervisor.stateOf(id);
         return last === state;
       }, ms);
-      expect(reached, `state of ${id} stayed ${last}, expected ${state}`).toBe(true);
+      if (!reached) {
+        // What the server's events and the gateway's warnings say, so a failure explains itself.
+        const events = (await gw.request('GET', `/api/mcp/servers/${id}/logs?limit=15`)).json().events ?? [];
+        const warnings = gw.logs.filter((line) => line.includes(`"server":"${id}"`) && /"level":(4|5)0/.test(line));
+        expect.fail(
+          `state of ${id} stayed ${last}, expected ${state}\nevents (newest first):\n${events
+            .map((e: { kind: string; message: string }) => `  ${e.kind}: ${e.message}`)
+            .join('\n')}\nwarnings:\n${warnings.slice(-5).join('')}`,
+        );
+      }
     },
     async close() {
       await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));

@@ -229,8 +229,10 @@ describeEachStore('stdio supervisor', (target) => {
       expect(processAlive(first.pid)).toBe(false);
 
       // A change that does not touch command, args or env keeps the child (checked below: one restart only).
-      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { trustNewTools: true } });
-      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { env: { MODE: 'b' } } });
+      for (const body of [{ trustNewTools: true }, { env: { MODE: 'b' } }]) {
+        const changed = await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body });
+        expect(changed.statusCode, changed.body).toBe(200);
+      }
       expect(
         await waitFor(() => {
           const view = h.gw.gateway.supervisor.view('cfg');
@@ -243,17 +245,51 @@ describeEachStore('stdio supervisor', (target) => {
       const restarts = logs.events.filter((e: { message: string }) => e.message.startsWith('Restarting: its command'));
       expect(restarts).toHaveLength(1);
 
-      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: false } });
+      const disabled = await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: false } });
+      expect(disabled.statusCode, disabled.body).toBe(200);
       await h.waitForState('cfg', 'stopped');
       expect(pidsWithMarker(marker)).toEqual([]);
       const refused = await h.gw.request('POST', '/api/mcp/servers/cfg/start');
       expect(refused.json().error.code).toBe('stdio.disabled');
 
       // Enabling starts it again (no lazyStart); uninstalling stops it.
-      await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: true } });
+      const enabled = await h.gw.request('PATCH', '/api/mcp/servers/cfg/config', { body: { enabled: true } });
+      expect(enabled.statusCode, enabled.body).toBe(200);
       await h.waitForState('cfg', 'running');
       expect((await h.gw.request('DELETE', '/api/mcp/servers/cfg')).statusCode).toBe(200);
       expect(await waitFor(() => pidsWithMarker(marker).length === 0, 10_000)).toBe(true);
+    },
+  );
+
+  it(
+    'a record read that fails while reconciling a change is tried again: a disable is never dropped',
+    SLOW,
+    async () => {
+      const marker = await h.install('flaky');
+      expect((await h.gw.request('POST', '/api/mcp/servers/flaky/start')).statusCode).toBe(200);
+      // The supervisor's view of the records fails its next two reads, as a store out of connections does.
+      const supervisor = h.gw.gateway.supervisor;
+      const records = supervisor.options.records;
+      let failures = 2;
+      supervisor.options.records = Object.assign(Object.create(records), {
+        getRow: async (id: string) => {
+          if (failures > 0) {
+            failures -= 1;
+            throw new Error('sorry, too many clients already');
+          }
+          return records.getRow(id);
+        },
+      });
+      try {
+        const disabled = await h.gw.request('PATCH', '/api/mcp/servers/flaky/config', { body: { enabled: false } });
+        expect(disabled.statusCode, disabled.body).toBe(200);
+        await h.waitForState('flaky', 'stopped');
+        expect(failures).toBe(0);
+        expect(pidsWithMarker(marker)).toEqual([]);
+        expect(h.gw.logs.join('')).toContain('could not read a changed stdio server record');
+      } finally {
+        supervisor.options.records = records;
+      }
     },
   );
 
