@@ -13,7 +13,8 @@
  * Across a fleet, one replica watches each upstream: a watch holds the store's lock
  * `list-watch:<id>` while it runs (`store/locks.ts`), so a change is refreshed and audited once.
  * The other replicas try for the lock every `lockRetryMs`; when the watching replica dies or
- * stops, one of them takes over, and refreshes once connected (a change may have gone unheard).
+ * stops, one of them takes over, and refreshes once connected (a change may have gone unheard); on a
+ * fleet's shared locks every watch refreshes once connected, since no replica can tell a takeover apart.
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -254,7 +255,10 @@ class ServerWatch {
 
   private async run(): Promise<void> {
     const { signal } = this.stopping;
-    let refreshOnConnect = this.owner.refreshOnConnect;
+    // Across a fleet, a watch refreshes once connected even when it was started by a handshake that had just
+    // seen the lists: a replica can hear of that handshake late (after the replica that watched meanwhile was
+    // drained), and a free lock taken on the first try says nothing of who held it before.
+    let refreshOnConnect = this.owner.refreshOnConnect || this.owner.locks.shared;
     while (!signal.aborted) {
       const lock = await this.owner.locks.acquire(`list-watch:${this.id}`).catch((error) => {
         this.owner.logger.debug({ server: this.id, err: error }, 'list watch lock unavailable');

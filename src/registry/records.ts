@@ -372,7 +372,15 @@ export class ServerStore {
     inTransaction?: (trx: Transaction<Database>, row: ServerTable) => Promise<void>,
   ): Promise<ServerDetail> {
     const updated = await this.store.db.transaction().execute(async (trx) => {
-      const row = await trx.selectFrom('servers').selectAll().where('id', '=', id).executeTakeFirst();
+      // The whole row is written back: on PostgreSQL it is locked as it is read, or a concurrent change (an
+      // operator's disable during a background refresh) would be overwritten with the stale values read here.
+      // SQLite's write transactions are serialized already (and it has no FOR UPDATE).
+      const row = await trx
+        .selectFrom('servers')
+        .selectAll()
+        .where('id', '=', id)
+        .$if(this.store.kind === 'postgres', (query) => query.forUpdate())
+        .executeTakeFirst();
       if (!row) throw new GatehouseError('mcp.not_found', `No MCP server "${id}" is installed.`, { id });
       change(row);
       row.updated_at = nowIso();

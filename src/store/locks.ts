@@ -23,6 +23,11 @@ export interface LockHandle {
 }
 
 export interface Locks {
+  /**
+   * Whether other processes take these locks too (PostgreSQL): a lock taken on the first try may have been
+   * another replica's a moment ago, so whatever it guarded may have changed unseen meanwhile.
+   */
+  readonly shared: boolean;
   /** Takes `key` if no one (in any process) holds it; `undefined` when someone does. Never waits. */
   acquire(key: string): Promise<LockHandle | undefined>;
   /**
@@ -40,6 +45,7 @@ interface Held {
 }
 
 abstract class BaseLocks implements Locks {
+  abstract readonly shared: boolean;
   protected readonly held = new Map<string, Held>();
   protected closed = false;
 
@@ -85,6 +91,8 @@ abstract class BaseLocks implements Locks {
 
 /** One process: a set of keys. */
 export class LocalLocks extends BaseLocks {
+  readonly shared = false;
+
   async acquire(key: string): Promise<LockHandle | undefined> {
     if (this.closed || this.held.has(key)) return undefined;
     return this.hold(key, async () => {});
@@ -98,6 +106,7 @@ export interface PostgresLocksOptions {
 
 /** Advisory locks on a connection of their own, opened on first use and again after it dies. */
 export class PostgresLocks extends BaseLocks {
+  readonly shared = true;
   private client: Promise<pg.Client> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly heartbeatMs: number;
