@@ -9,6 +9,7 @@ import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontext
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { type PinnableItem, uiResourceItem, uiResourceOf } from '../policy/pins.js';
 import type { ServerTable } from '../store/schema.js';
+import { catalogParams } from '../upstream/client-capabilities.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
 import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import { networkDeniedMessage, networkFailureIn } from '../upstream/stdio/network-denial.js';
@@ -84,13 +85,19 @@ export async function listExtras(
   const capabilities = client.getServerCapabilities() ?? {};
   const prompts = capabilities.prompts
     ? await drain(async (cursor) => {
-        const r = await client.listPrompts(cursor ? { cursor } : {}, { signal, cacheMode: 'bypass' });
+        const r = await client.listPrompts(catalogParams(client, cursor ? { cursor } : {}), {
+          signal,
+          cacheMode: 'bypass',
+        });
         return { items: r.prompts, nextCursor: r.nextCursor };
       })
     : [];
   const resources = capabilities.resources
     ? await drain(async (cursor) => {
-        const r = await client.listResources(cursor ? { cursor } : {}, { signal, cacheMode: 'bypass' });
+        const r = await client.listResources(catalogParams(client, cursor ? { cursor } : {}), {
+          signal,
+          cacheMode: 'bypass',
+        });
         return { items: r.resources, nextCursor: r.nextCursor };
       })
     : [];
@@ -124,7 +131,7 @@ export async function readUiResources(
   const items: PinnableItem[] = [];
   for (const uri of [...uris].slice(0, MAX_UI_RESOURCES)) {
     try {
-      const { contents } = await client.readResource({ uri }, { signal });
+      const { contents } = await client.readResource(catalogParams(client, { uri }), { signal });
       const item = uiResourceItem(uri, contents);
       if (item) items.push(item);
     } catch {
@@ -220,7 +227,7 @@ async function stdioHandshake(
   });
   try {
     const tools = await drain(async (cursor) => {
-      const r = await client.listTools(cursor ? { cursor } : {}, { signal: deadline });
+      const r = await client.listTools(catalogParams(client, cursor ? { cursor } : {}), { signal: deadline });
       return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
     });
     const extras = await listExtras(client, deadline);
@@ -260,7 +267,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
       if (connection.transport === 'stdio') {
         const running = options.supervised?.(row.id, async (client, signal, era) => {
           const tools = (await drain(async (cursor) => {
-            const r = await client.listTools(cursor ? { cursor } : {}, { signal });
+            const r = await client.listTools(catalogParams(client, cursor ? { cursor } : {}), { signal });
             return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
           })) as DiscoveredTool[];
           const extras = await listExtras(client, signal);
@@ -278,7 +285,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
       const pool = options.poolFor(connection.privateNetwork);
       const target = upstreamTargetOf(connection);
       const abandon = signal ? { signal } : {};
-      const { tools } = await pool.listTools(target, abandon).catch((error: unknown) => {
+      const { tools } = await pool.listTools(target, { ...abandon, catalog: true }).catch((error: unknown) => {
         throw connection.privateNetwork ? error : (withPrivateNetworkHint(error, row.id) ?? error);
       });
       return pool.withClient(

@@ -8,9 +8,10 @@
  *   pins them, and declares the extension to agents wherever an upstream offers it. An upstream that offers its
  *   app only to hosts declaring the extension (as the MCP Apps SDK's servers do) then lists it for the hub.
  *
- * A 2026-07-28 upstream is told per request instead: the calling agent's own capabilities and extensions.
+ * A 2026-07-28 upstream is told per request instead: on a call, the calling agent's own capabilities and
+ * extensions; on the hub's catalog requests, MCP Apps alone (`catalogParams`).
  */
-import type { ClientCapabilities } from '@modelcontextprotocol/client';
+import { CLIENT_CAPABILITIES_META_KEY, type Client, type ClientCapabilities } from '@modelcontextprotocol/client';
 import { ASK_CAPABILITIES } from './asks.js';
 
 /** MCP Apps' extension id (SEP-1865). */
@@ -22,3 +23,17 @@ export const LEGACY_CLIENT_CAPABILITIES: ClientCapabilities = {
   ...ASK_CAPABILITIES,
   extensions: { [UI_EXTENSION]: { mimeTypes: [MCP_APP_MIME_TYPE] } },
 };
+
+/**
+ * What a 2026-07-28 upstream is told with the hub's catalog requests (the handshake's lists and UI resource
+ * reads): no agent is calling, so none of the asks; MCP Apps, as to a 2025-era upstream, so an app offered
+ * only to hosts that declare the extension is listed (and pinned) for the agents that do.
+ */
+const CATALOG_CLIENT_CAPABILITIES: ClientCapabilities = { extensions: LEGACY_CLIENT_CAPABILITIES.extensions };
+
+/** `params` of a catalog request, with that declaration in its envelope when `client` speaks 2026-07-28. */
+export function catalogParams<P extends object>(client: Client, params: P): P {
+  if (client.getProtocolEra() !== 'modern') return params;
+  const meta = (params as { _meta?: Record<string, unknown> })._meta;
+  return { ...params, _meta: { ...meta, [CLIENT_CAPABILITIES_META_KEY]: CATALOG_CLIENT_CAPABILITIES } };
+}

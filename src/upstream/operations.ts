@@ -6,6 +6,7 @@ import { CLIENT_CAPABILITIES_META_KEY, type Client, LOG_LEVEL_META_KEY, type Too
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
+import { catalogParams } from './client-capabilities.js';
 import type { Deadline } from './deadline.js';
 import { TASKS_EXTENSION, taskOutcome } from './direct-result.js';
 import { rpcCodeOf } from './map-error.js';
@@ -30,7 +31,12 @@ const requestOptions = (deadline: Deadline) => ({ signal: deadline.signal, timeo
  * bounds): stops at 1000 tools, 50 pages or the serialized ceiling and says `truncated`; a cursor
  * seen before is a protocol error, so a looping upstream cannot keep us here.
  */
-export async function listAllTools(client: Client, deadline: Deadline): Promise<ListToolsResult> {
+/** `catalog`: the hub's own listing (a handshake), which declares MCP Apps to a 2026-07-28 upstream (`catalogParams`). */
+export async function listAllTools(
+  client: Client,
+  deadline: Deadline,
+  { catalog = false }: { catalog?: boolean } = {},
+): Promise<ListToolsResult> {
   const tools: Tool[] = [];
   // Cursors are opaque and upstream-sized; remember their hashes, not the strings.
   const seen = new Set<string>();
@@ -42,7 +48,14 @@ export async function listAllTools(client: Client, deadline: Deadline): Promise<
     let page: { tools: Tool[]; nextCursor?: string };
     try {
       page = await client.request(
-        { method: 'tools/list', params: cursor === undefined ? {} : { cursor } },
+        {
+          method: 'tools/list',
+          params: catalog
+            ? catalogParams(client, cursor === undefined ? {} : { cursor })
+            : cursor === undefined
+              ? {}
+              : { cursor },
+        },
         requestOptions(deadline),
       );
     } catch (error) {

@@ -103,9 +103,9 @@ export class UpstreamPool {
   }
 
   /** Lists the upstream's tools, every page drained within `listTimeoutMs`, bounded. */
-  listTools(target: UpstreamTarget, opts: OperationOptions = {}): Promise<ListToolsResult> {
+  listTools(target: UpstreamTarget, opts: OperationOptions & { catalog?: boolean } = {}): Promise<ListToolsResult> {
     return this.run(target, this.options.listTimeoutMs, opts.signal, (client, deadline) =>
-      traced(() => listAllTools(client, deadline)),
+      traced(() => listAllTools(client, deadline, { catalog: opts.catalog === true })),
     );
   }
 

@@ -152,6 +152,31 @@ describe('MCP Apps through the hub', { timeout: 60_000 }, () => {
     }
   });
 
+  it("declares the extension with a 2026-07-28 upstream's catalog requests (lists and UI resource reads), nothing else", async () => {
+    const gw = await startTestGateway(sqliteTarget);
+    cleanups.push(() => gw.close());
+    const upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'], register });
+    cleanups.push(() => upstream.close());
+    expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'apps' } })).statusCode).toBe(
+      201,
+    );
+    expect((await gw.request('POST', '/api/mcp/servers/apps/test')).json().ok).toBe(true);
+    const declared = (method: string) =>
+      upstream.log
+        .withMethod(method)
+        .map(
+          (request) => JSON.parse(request.body ?? '{}').params?._meta?.['io.modelcontextprotocol/clientCapabilities'],
+        );
+    for (const method of ['tools/list', 'resources/list', 'resources/read']) {
+      const envelopes = declared(method);
+      expect(envelopes.length, method).toBeGreaterThan(0);
+      // No agent is calling: no asks are claimed, only what Gatehouse hosts itself.
+      for (const capabilities of envelopes) {
+        expect(capabilities, method).toEqual({ extensions: { [UI_EXTENSION]: { mimeTypes: [APP_MIME] } } });
+      }
+    }
+  });
+
   it('negotiates the extension both ways: declared to agents where an upstream offers it, passed on per call', async () => {
     const gw = await startTestGateway(sqliteTarget);
     cleanups.push(() => gw.close());
