@@ -582,6 +582,19 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
       store,
     });
+    // A revoked token's open streams end at once on every surface and replica (each hears the event), rather
+    // than going on receiving notifications until the agent next calls and is refused.
+    const unrevoke = events.subscribe((event) => {
+      if (event.type !== 'token.changed' || event.data.change !== 'revoked' || typeof event.data.id !== 'string')
+        return;
+      const tokenId = event.data.id;
+      for (const endpoint of [hub.endpoint, admin.endpoint, memorySurface.endpoint]) {
+        endpoint
+          .closeToken(tokenId)
+          .catch((error) => logger.warn({ err: error }, "could not end a revoked token's sessions"));
+      }
+    });
+    app.addHook('onClose', async () => unrevoke());
     await approvals.start();
     await sessions.sweep();
     retention.start();

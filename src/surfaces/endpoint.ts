@@ -147,6 +147,8 @@ export class McpEndpoint {
   private readonly node;
 
   private readonly sharedSessions: SharedSessionStore | undefined;
+  /** Open 2026-07-28 `subscriptions/listen` streams by token, each with what ends it. */
+  private readonly listenStreams = new Map<string, Set<() => void>>();
 
   constructor(private readonly options: McpEndpointOptions) {
     const idleMs = options.sessionIdleMs ?? 30 * 60_000;
@@ -200,9 +202,12 @@ export class McpEndpoint {
           const modern = (body: unknown) =>
             this.modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
           const { listens } = options;
-          return listens
+          const answer = listens
             ? listens.serve(grant.principal, grant.scope, parsedBody, request.signal, modern)
             : modern(parsedBody);
+          return methodOf(parsedBody) === 'subscriptions/listen'
+            ? this.tracked(grant.principal.id, await answer)
+            : answer;
         },
       },
       { maxRequestBodySize: options.maxBodySize },
@@ -307,6 +312,57 @@ export class McpEndpoint {
     }
   }
 
+  /**
+   * Ends everything a token holds open here (it was revoked): its 2025-era sessions and their streams, and its
+   * 2026-07-28 listen streams. Its next request is refused anyway; this stops what it would still be told.
+   */
+  async closeToken(tokenId: string): Promise<void> {
+    for (const end of [...(this.listenStreams.get(tokenId) ?? [])]) end();
+    await this.sessions.closeToken(tokenId);
+  }
+
+  /** A listen stream's response, tracked by token until it ends (`closeToken` ends it early). */
+  private tracked(tokenId: string, response: Response): Response {
+    const source = response.body;
+    if (!source || !response.headers.get('content-type')?.startsWith('text/event-stream')) return response;
+    const reader = source.getReader();
+    let streams = this.listenStreams.get(tokenId);
+    if (!streams) {
+      streams = new Set();
+      this.listenStreams.set(tokenId, streams);
+    }
+    const mine = streams;
+    const untrack = () => {
+      mine.delete(end);
+      if (mine.size === 0 && this.listenStreams.get(tokenId) === mine) this.listenStreams.delete(tokenId);
+    };
+    // Cancelling the SDK's stream runs its teardown (the upstream subscriptions go) and ends the pending read.
+    const end = () => {
+      untrack();
+      void reader.cancel(new GatehouseError('unauthorized', 'The token was revoked.')).catch(() => {});
+    };
+    mine.add(end);
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) {
+            untrack();
+            controller.close();
+          } else controller.enqueue(value);
+        } catch (error) {
+          untrack();
+          controller.error(error);
+        }
+      },
+      cancel(reason) {
+        untrack();
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  }
+
   /** Tells one token's agents that their tool list changed (its 2025 sessions; the stateless era's listeners). */
   notifyToolsChangedFor(tokenId: string): void {
     this.modern.notify.toolsChanged();
@@ -359,6 +415,13 @@ const SSE_EVENT_OPENING = Buffer.from('event: message\ndata: ');
 const SSE_EVENT_CLOSING = Buffer.from('\n\n');
 
 /** Whose a 2025-era session is: the token and the scope that opened it. */
+/** The JSON-RPC method of a parsed request body, if it is one request. */
+function methodOf(body: unknown): unknown {
+  return body !== null && typeof body === 'object' && !Array.isArray(body)
+    ? (body as { method?: unknown }).method
+    : undefined;
+}
+
 function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
   if (scope.kind === 'toolset') return `${principal.id}|t:${scope.toolset}`;
   return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;

@@ -211,6 +211,15 @@ export class LegacySessions {
     return response;
   }
 
+  /**
+   * Ends every session a token opened (it was revoked): its streams close at once rather than when the agent
+   * next calls, and on a fleet their shared rows go (each replica ends the copies it holds on the same event).
+   */
+  async closeToken(tokenId: string): Promise<void> {
+    for (const id of [...(this.byToken.get(tokenId) ?? [])]) this.dropLocal(id);
+    await this.shared?.store.removeToken(tokenId);
+  }
+
   /** Tells every live session its lists changed. */
   notifyToolsChangedFor(tokenId: string): void {
     for (const id of this.byToken.get(tokenId) ?? []) {

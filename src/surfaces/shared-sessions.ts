@@ -183,6 +183,16 @@ export class SharedSessionStore {
     await this.announce([id]);
   }
 
+  /** Ends every session of a token everywhere (it was revoked): their rows go, and every replica drops its copies. */
+  async removeToken(tokenId: string): Promise<void> {
+    const gone = await this.store.db
+      .deleteFrom('mcp_sessions')
+      .where('token_id', '=', tokenId)
+      .returning('id')
+      .execute();
+    await this.announce(gone.map((row) => row.id));
+  }
+
   /** Deletes expired rows (any replica may; a row deleted twice is no harm). */
   async sweep(): Promise<number> {
     const result = await this.store.db

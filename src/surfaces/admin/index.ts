@@ -58,6 +58,7 @@ export interface AdminSurfaceDeps extends GatePorts {
 export interface AdminSurface {
   /** Built once the app is ready (the route table is complete). */
   catalog(): AdminCatalog;
+  endpoint: McpEndpoint;
   close(): Promise<void>;
 }
 
@@ -224,5 +225,5 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
   };
   deps.approvals.registerExecutor('admin', executor);
 
-  return { catalog, close: () => endpoint.close() };
+  return { catalog, endpoint, close: () => endpoint.close() };
 }
