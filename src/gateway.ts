@@ -44,6 +44,7 @@ import { type Config, isLoopbackHost, publicBaseUrl } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
+import { principalsEndedBy } from './identity/ended-access.js';
 import {
   combinedAuthenticator,
   eitherAuthenticator,
@@ -509,7 +510,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
-        ...oauth.restRoutes(approvals),
+        ...oauth.restRoutes(approvals, events),
         ...secretsRoutes({ store, key, audit }),
         ...dashboardRoutes(),
         ...userRoutes({
@@ -582,17 +583,19 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       limiter,
       store,
     });
-    // A revoked token's open streams end at once on every surface and replica (each hears the event), rather
-    // than going on receiving notifications until the agent next calls and is refused.
+    // Whoever loses access (a token revoked, a person disabled or deleted, an OAuth grant revoked) has what it
+    // holds open ended at once on every surface and replica (each hears the event), rather than going on
+    // receiving notifications until its next request is refused.
     const unrevoke = events.subscribe((event) => {
-      if (event.type !== 'token.changed' || event.data.change !== 'revoked' || typeof event.data.id !== 'string')
-        return;
-      const tokenId = event.data.id;
-      for (const endpoint of [hub.endpoint, admin.endpoint, memorySurface.endpoint]) {
-        endpoint
-          .closeToken(tokenId)
-          .catch((error) => logger.warn({ err: error }, "could not end a revoked token's sessions"));
-      }
+      if (event.type !== 'token.changed' && event.type !== 'user.changed') return;
+      void principalsEndedBy(store, event)
+        .then(async (ids) => {
+          for (const id of ids) {
+            for (const endpoint of [hub.endpoint, admin.endpoint, memorySurface.endpoint])
+              await endpoint.closeToken(id);
+          }
+        })
+        .catch((error) => logger.warn({ err: error }, 'could not end the open sessions of a revoked principal'));
     });
     app.addHook('onClose', async () => unrevoke());
     await approvals.start();

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { revokePrincipal } from '../approvals/principals.js';
 import type { ApprovalQueue } from '../approvals/queue.js';
 import type { AuditLog } from '../audit/log.js';
+import type { EventHub } from '../audit/stream.js';
 import { type Config, publicBaseUrl } from '../config.js';
 import { createEgressGuard, type Resolver } from '../egress/index.js';
 import { oauthAuthenticator } from '../identity/index.js';
@@ -79,11 +80,13 @@ export function createOAuth(parts: OAuthParts) {
     authenticate: verifier.authenticate,
     challenge: mcpChallenge(base),
     plugin: oauthPlugin(deps),
-    restRoutes: (approvals: ApprovalQueue) =>
+    restRoutes: (approvals: ApprovalQueue, events: Pick<EventHub, 'publish'>) =>
       oauthRestRoutes({
         ...deps,
         onGrantRevoked: async (id) => {
           await revokePrincipal({ approvals }, id, undefined, 'the OAuth grant was revoked');
+          // Its agents' open sessions and streams end on every replica (`identity/ended-access.ts`).
+          await events.publish('token.changed', { id, change: 'revoked', kind: 'oauth_grant' });
         },
       }),
     register: (app: FastifyInstance) => app.register(oauthPlugin(deps)),

@@ -1,5 +1,5 @@
 /**
- * Revoking a token ends what it holds open, at once: its 2025-era sessions (their streams close, and on
+ * Losing access (a token revoked, its owner disabled) ends what it holds open, at once: its 2025-era sessions (their streams close, and on
  * PostgreSQL their shared rows go) and its 2026-07-28 `subscriptions/listen` streams. Another token's stay.
  * A real gateway on loopback, SDK v2 agents of both eras.
  */
@@ -11,7 +11,7 @@ import { eventually } from '../helpers/eventually.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
 
-describeEachStore('revoking a token ends its open streams', (target) => {
+describeEachStore('losing access ends the open streams', (target) => {
   let gw: TestGateway | undefined;
   const clients: Client[] = [];
   afterEach(async () => {
@@ -66,5 +66,27 @@ describeEachStore('revoking a token ends its open streams', (target) => {
     gw.gateway.hub.endpoint.notifyListChanged();
     await eventually(() => expect(survivor.heard.listChanges).toBeGreaterThan(0));
     expect((await survivor.legacy.listTools()).tools).toBeDefined();
+  });
+
+  it('disabling a person ends the streams of the tokens they own', async () => {
+    gw = await startTestGateway(target);
+    const base = await gw.listen();
+    const user = (await gw.request('POST', '/api/users', { body: { name: 'dana', role: 'member' } })).json();
+    const owned = (
+      await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'dana-laptop', userId: user.id } })
+    ).json();
+    expect(owned.userId).toBe(user.id);
+    const modern = await connectAgent(`${base}/mcp`, owned.token, { era: 'modern' });
+    const legacy = await connectAgent(`${base}/mcp`, owned.token, { era: 'legacy' });
+    clients.push(modern, legacy);
+    const stream = await modern.listen({ toolsListChanged: true });
+    const sessions = gw.gateway.hub.endpoint.sessions;
+    expect(sessions.countOf(owned.id)).toBe(1);
+
+    const disabled = await gw.request('PATCH', `/api/users/${user.id}`, { body: { disabled: true } });
+    expect(disabled.statusCode, disabled.body).toBe(200);
+    const ended = await Promise.race([stream.closed, sleep(10_000, 'still open' as const)]);
+    expect(ended).not.toBe('still open');
+    await eventually(() => expect(sessions.countOf(owned.id)).toBe(0));
   });
 });
