@@ -147,7 +147,7 @@ export class McpEndpoint {
   private readonly node;
 
   private readonly sharedSessions: SharedSessionStore | undefined;
-  /** Open 2026-07-28 `subscriptions/listen` streams by token, each with what ends it. */
+  /** Open 2026-07-28 `subscriptions/listen` streams by principal id, each with what ends it. */
   private readonly listenStreams = new Map<string, Set<() => void>>();
 
   constructor(private readonly options: McpEndpointOptions) {
@@ -313,8 +313,9 @@ export class McpEndpoint {
   }
 
   /**
-   * Ends everything a token holds open here (it was revoked): its 2025-era sessions and their streams, and its
-   * 2026-07-28 listen streams. Its next request is refused anyway; this stops what it would still be told.
+   * Ends everything a principal (a token, an OAuth grant, a person: `identity/ended-access.ts`) holds open here
+   * once it has lost access: its 2025-era sessions and their streams, and its 2026-07-28 listen streams. Its
+   * next request is refused anyway; this stops what it would still be told.
    */
   async closeToken(tokenId: string): Promise<void> {
     for (const end of [...(this.listenStreams.get(tokenId) ?? [])]) end();

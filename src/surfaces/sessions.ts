@@ -212,8 +212,9 @@ export class LegacySessions {
   }
 
   /**
-   * Ends every session a token opened (it was revoked): its streams close at once rather than when the agent
-   * next calls, and on a fleet their shared rows go (each replica ends the copies it holds on the same event).
+   * Ends every session a principal opened once it has lost access (a token revoked, an OAuth grant revoked, a
+   * person disabled): their streams close at once rather than when the agent next calls, and on a fleet their
+   * shared rows go (each replica ends the copies it holds on the same event).
    */
   async closeToken(tokenId: string): Promise<void> {
     for (const id of [...(this.byToken.get(tokenId) ?? [])]) this.dropLocal(id);
