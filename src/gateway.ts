@@ -592,7 +592,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         .then(async (ids) => {
           for (const id of ids) {
             for (const endpoint of [hub.endpoint, admin.endpoint, memorySurface.endpoint])
-              await endpoint.closeToken(id);
+              await endpoint.endAccessOf(id);
           }
         })
         .catch((error) => logger.warn({ err: error }, 'could not end the open sessions of a revoked principal'));

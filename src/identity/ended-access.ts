@@ -1,6 +1,6 @@
 /**
  * Which principals an event takes access from, so that what they hold open (2025-era sessions, listen
- * streams: `McpEndpoint.closeToken`) ends at once instead of at their next request:
+ * streams: `McpEndpoint.endAccessOf`) ends at once instead of at their next request:
  *
  * - a revoked token, and the OAuth grants of people who signed in with it;
  * - a person disabled or deleted: their own id (dashboard sessions), the tokens they own, and the OAuth grants

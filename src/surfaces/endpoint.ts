@@ -317,30 +317,30 @@ export class McpEndpoint {
    * once it has lost access: its 2025-era sessions and their streams, and its 2026-07-28 listen streams. Its
    * next request is refused anyway; this stops what it would still be told.
    */
-  async closeToken(tokenId: string): Promise<void> {
-    for (const end of [...(this.listenStreams.get(tokenId) ?? [])]) end();
-    await this.sessions.closeToken(tokenId);
+  async endAccessOf(principalId: string): Promise<void> {
+    for (const end of [...(this.listenStreams.get(principalId) ?? [])]) end();
+    await this.sessions.endAccessOf(principalId);
   }
 
-  /** A listen stream's response, tracked by token until it ends (`closeToken` ends it early). */
-  private tracked(tokenId: string, response: Response): Response {
+  /** A listen stream's response, tracked by its principal until it ends (`endAccessOf` ends it early). */
+  private tracked(principalId: string, response: Response): Response {
     const source = response.body;
     if (!source || !response.headers.get('content-type')?.startsWith('text/event-stream')) return response;
     const reader = source.getReader();
-    let streams = this.listenStreams.get(tokenId);
+    let streams = this.listenStreams.get(principalId);
     if (!streams) {
       streams = new Set();
-      this.listenStreams.set(tokenId, streams);
+      this.listenStreams.set(principalId, streams);
     }
     const mine = streams;
     const untrack = () => {
       mine.delete(end);
-      if (mine.size === 0 && this.listenStreams.get(tokenId) === mine) this.listenStreams.delete(tokenId);
+      if (mine.size === 0 && this.listenStreams.get(principalId) === mine) this.listenStreams.delete(principalId);
     };
     // Cancelling the SDK's stream runs its teardown (the upstream subscriptions go) and ends the pending read.
     const end = () => {
       untrack();
-      void reader.cancel(new GatehouseError('unauthorized', 'The token was revoked.')).catch(() => {});
+      void reader.cancel(new GatehouseError('unauthorized', 'Access was revoked.')).catch(() => {});
     };
     mine.add(end);
     const body = new ReadableStream<Uint8Array>({
@@ -415,7 +415,6 @@ export class McpEndpoint {
 const SSE_EVENT_OPENING = Buffer.from('event: message\ndata: ');
 const SSE_EVENT_CLOSING = Buffer.from('\n\n');
 
-/** Whose a 2025-era session is: the token and the scope that opened it. */
 /** The JSON-RPC method of a parsed request body, if it is one request. */
 function methodOf(body: unknown): unknown {
   return body !== null && typeof body === 'object' && !Array.isArray(body)
@@ -423,6 +422,7 @@ function methodOf(body: unknown): unknown {
     : undefined;
 }
 
+/** Whose a 2025-era session is: the token and the scope that opened it. */
 function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
   if (scope.kind === 'toolset') return `${principal.id}|t:${scope.toolset}`;
   return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;

@@ -216,9 +216,9 @@ export class LegacySessions {
    * person disabled): their streams close at once rather than when the agent next calls, and on a fleet their
    * shared rows go (each replica ends the copies it holds on the same event).
    */
-  async closeToken(tokenId: string): Promise<void> {
-    for (const id of [...(this.byToken.get(tokenId) ?? [])]) this.dropLocal(id);
-    await this.shared?.store.removeToken(tokenId);
+  async endAccessOf(principalId: string): Promise<void> {
+    for (const id of [...(this.byToken.get(principalId) ?? [])]) this.dropLocal(id);
+    if (this.shared) await this.shared.store.removeToken(this.shared.surface, principalId);
   }
 
   /** Tells every live session its lists changed. */

@@ -183,10 +183,11 @@ export class SharedSessionStore {
     await this.announce([id]);
   }
 
-  /** Ends every session of a token everywhere (it was revoked): their rows go, and every replica drops its copies. */
-  async removeToken(tokenId: string): Promise<void> {
+  /** Ends every session of a token on `surface` everywhere (access lost): the rows go, every replica drops its copies. */
+  async removeToken(surface: string, tokenId: string): Promise<void> {
     const gone = await this.store.db
       .deleteFrom('mcp_sessions')
+      .where('surface', '=', surface)
       .where('token_id', '=', tokenId)
       .returning('id')
       .execute();

@@ -29,9 +29,9 @@ const requestOptions = (deadline: Deadline) => ({ signal: deadline.signal, timeo
 /**
  * Drains `tools/list` page by page with explicit cursors (the SDK's auto-aggregate would hide the
  * bounds): stops at 1000 tools, 50 pages or the serialized ceiling and says `truncated`; a cursor
- * seen before is a protocol error, so a looping upstream cannot keep us here.
+ * seen before is a protocol error, so a looping upstream cannot keep us here. `catalog`: the hub's own listing (a
+ * handshake), which declares MCP Apps to a 2026-07-28 upstream (`catalogParams`).
  */
-/** `catalog`: the hub's own listing (a handshake), which declares MCP Apps to a 2026-07-28 upstream (`catalogParams`). */
 export async function listAllTools(
   client: Client,
   deadline: Deadline,
@@ -47,15 +47,9 @@ export async function listAllTools(
   for (;;) {
     let page: { tools: Tool[]; nextCursor?: string };
     try {
+      const params = cursor === undefined ? {} : { cursor };
       page = await client.request(
-        {
-          method: 'tools/list',
-          params: catalog
-            ? catalogParams(client, cursor === undefined ? {} : { cursor })
-            : cursor === undefined
-              ? {}
-              : { cursor },
-        },
+        { method: 'tools/list', params: catalog ? catalogParams(client, params) : params },
         requestOptions(deadline),
       );
     } catch (error) {
