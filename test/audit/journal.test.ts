@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AuditJournal } from '../../src/audit/journal.js';
 import { AuditLog, type AuditRow } from '../../src/audit/log.js';
@@ -167,5 +168,31 @@ describe('audit journal [sqlite]', () => {
     expect(readdirSync(journalDir()).sort()).toEqual([path.basename(live), journal.name].sort());
     expect(errors.map(String)).toEqual([expect.stringContaining('2 unreadable lines')]);
     await journal.close(true);
+  });
+
+  it('keeps a leftover the store refuses, claimed, without stopping the start; a later replay stores it once', async () => {
+    const name = `${host()}.${deadPid()}.abcdef012346.ndjson`;
+    const setup = await AuditJournal.open(base.store, base.dataDir, { onError });
+    await setup.close(true);
+    writeFileSync(path.join(journalDir(), name), `${JSON.stringify(row(1))}\n${JSON.stringify(row(2))}\n`);
+    // The store refuses every audit row for now (a real SQLite trigger, as a full disk or a broken table would).
+    await sql`create trigger refuse_audit before insert on audit_events begin select raise(abort, 'refused'); end`.execute(
+      base.store.db,
+    );
+
+    const first = await AuditJournal.open(base.store, base.dataDir, { onError });
+    expect(errors.map(String)).toEqual([expect.stringContaining('refused')]);
+    expect(await storedTools(base.store)).toEqual([]);
+    expect(readdirSync(journalDir()).sort()).toEqual([first.name, `${name}.replaying`].sort());
+    await first.close(true);
+
+    // Once the store takes rows again, the claimed file is replayed when it has gone stale: both rows, once.
+    await sql`drop trigger refuse_audit`.execute(base.store.db);
+    const longAgo = (Date.now() - 10 * 60_000) / 1000;
+    utimesSync(path.join(journalDir(), `${name}.replaying`), longAgo, longAgo);
+    const second = await AuditJournal.open(base.store, base.dataDir, { onError });
+    expect(await storedTools(base.store)).toEqual(['tool-1', 'tool-2']);
+    expect(readdirSync(journalDir())).toEqual([second.name]);
+    await second.close(true);
   });
 });
