@@ -119,9 +119,6 @@ export interface CallAuditorDeps {
 export class CallAuditor {
   private readonly inFlight = new Set<Promise<void>>();
   private settingsRead: Promise<Settings> | undefined;
-  /** Calls recorded this turn of the event loop, turned into rows on the next (see `record`). */
-  private waiting: Array<{ event: CallEvent; at: string; committed: () => void }> = [];
-  private waitingTimer: NodeJS.Immediate | undefined;
 
   constructor(private readonly deps: CallAuditorDeps) {
     if (deps.events) deps.audit.streamTo(deps.events);
@@ -130,9 +127,9 @@ export class CallAuditor {
   /**
    * Records one call; resolves once its row is committed. Never throws or rejects: auditing must not
    * fail the call (a row that cannot be made or written is reported through the log's `onError`; a
-   * refused write is retried and the promise waits for it). The metrics count the call at once; the
-   * rows of every call recorded in one turn of the event loop are made together on the next and
-   * committed as one group. Callers await it before sending the answer.
+   * refused write is retried and the promise waits for it). The metrics count the call at once, and
+   * the row is made at once: the call's answer waits for its commit anyway, so deferring the row to a
+   * later turn would only add that turn to every call's latency. Callers await it before answering.
    */
   record(event: CallEvent): Promise<void> {
     const at = isoTime(event.at);
@@ -144,25 +141,13 @@ export class CallAuditor {
       latencyMs: event.latencyMs,
       upstream: event.upstream ?? event.verdict === 'allow',
     });
-    return new Promise<void>((committed) => {
-      this.waiting.push({ event, at, committed });
-      this.waitingTimer ??= setImmediate(() => this.makeRows());
-    });
+    return new Promise<void>((committed) => this.makeRow(event, at, committed));
   }
 
   /** Writes every call recorded so far (waiting for settings reads in progress); for shutdown and tests. */
   async flush(): Promise<void> {
-    this.makeRows();
     await Promise.all([...this.inFlight]);
     await this.deps.audit.flush();
-  }
-
-  private makeRows(): void {
-    if (this.waitingTimer) clearImmediate(this.waitingTimer);
-    this.waitingTimer = undefined;
-    const waiting = this.waiting;
-    this.waiting = [];
-    for (const { event, at, committed } of waiting) this.makeRow(event, at, committed);
   }
 
   private makeRow(event: CallEvent, atIso: string, committed: () => void): void {

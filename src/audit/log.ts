@@ -7,9 +7,10 @@
  * answer waits for that promise, so a crash never leaves an answered call
  * without its row.
  *
- * With a journal (`journal.ts`; SQLite), a group is committed by one append to
- * the process's journal file, and the rows move into the store in batches every
- * `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
+ * With a journal (`journal.ts`; SQLite), a row is committed by its own append to
+ * the process's journal file as it is enqueued (an append costs a couple of
+ * microseconds; waiting a turn to share one would cost the call more), and the
+ * rows move into the store in batches every `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
  * so they see every row whose call was answered. Without one (PostgreSQL, whose
  * replicas come and go with their disks), a group is one store transaction.
  */
@@ -182,6 +183,11 @@ export class AuditLog {
    * is counted in `dropped`. `announce`, if given, is published on the event stream after its group.
    */
   enqueue(row: AuditRow, announce?: NewStreamEvent): Promise<void> {
+    // Journaled at once when nothing queued is ahead of it (rows keep their order); a failed append (reported)
+    // leaves the row to the group path below, which stores it directly.
+    if (this.journal && !this.journal.broken && this.pending.length === 0 && !this.committing && !this.timer) {
+      if (this.journalGroup([{ row, announce, committed: () => {} }])) return Promise.resolve();
+    }
     return new Promise<void>((committed) => {
       this.pending.push({ row, announce, committed });
       this.dropExcess();
