@@ -558,8 +558,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       ],
     });
     // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
-    app.addHook('onSend', async (_request, reply) => {
+    // Callback style: on every answer's path, and an async hook costs each one a promise.
+    app.addHook('onSend', (_request, reply, payload, done) => {
       if (readiness.draining && !reply.sent) reply.header('connection', 'close');
+      done(null, payload);
     });
     hub.register(app);
     await oauth.register(app);

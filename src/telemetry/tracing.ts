@@ -110,15 +110,35 @@ export function withContext<T>(parent: Context, fn: () => T): T {
   return on ? context.with(parent, fn) : fn();
 }
 
-/** Runs `fn` inside a span (a child of the active context); the span ends when `fn` settles. */
-export async function inSpan<T>(
+/**
+ * Runs `fn` inside a span (a child of the active context); the span ends when `fn` settles. Not itself
+ * async, and `attributes` may be a function: with tracing off a call pays no promise and no attribute
+ * of its own (it is on every call's path).
+ */
+export function inSpan<T>(
+  name: string,
+  kind: 'server' | 'client' | 'internal',
+  attributes: Attributes | (() => Attributes),
+  fn: (span: Span | undefined) => Promise<T>,
+  links?: Link[],
+): Promise<T> {
+  if (!on) {
+    try {
+      return fn(undefined);
+    } catch (error) {
+      return Promise.reject(error); // as an async function would: a throw is a rejection
+    }
+  }
+  return recordSpan(name, kind, typeof attributes === 'function' ? attributes() : attributes, fn, links);
+}
+
+async function recordSpan<T>(
   name: string,
   kind: 'server' | 'client' | 'internal',
   attributes: Attributes,
   fn: (span: Span | undefined) => Promise<T>,
   links?: Link[],
 ): Promise<T> {
-  if (!on) return fn(undefined);
   const spanKind = kind === 'server' ? SpanKind.SERVER : kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL;
   return tracer().startActiveSpan(name, { kind: spanKind, attributes, ...(links && { links }) }, async (span) => {
     try {

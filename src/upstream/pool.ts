@@ -123,12 +123,12 @@ export class UpstreamPool {
     return inSpan(
       `tools/call ${name}`,
       'client',
-      {
+      () => ({
         'mcp.method.name': 'tools/call',
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': name,
         'server.address': hostOf(target.url),
-      },
+      }),
       () =>
         this.run(target, this.options.callTimeoutMs, opts.signal, (client, deadline, connection) => {
           if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, connection.era)) {
@@ -161,12 +161,12 @@ export class UpstreamPool {
     return inSpan(
       `tools/call ${name}`,
       'client',
-      {
+      () => ({
         'mcp.method.name': 'tools/call',
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': name,
         'server.address': hostOf(target.url),
-      },
+      }),
       () =>
         this.run(
           target,
