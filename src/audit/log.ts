@@ -7,10 +7,11 @@
  * answer waits for that promise, so a crash never leaves an answered call
  * without its row.
  *
- * With a journal (`journal.ts`; SQLite), a row is committed by its own append to
- * the process's journal file as it is enqueued (an append costs a couple of
- * microseconds; waiting a turn to share one would cost the call more), and the
- * rows move into the store in batches every `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
+ * With a journal (`journal.ts`; SQLite), the first row of a turn of the event
+ * loop is committed at once by its own append to the process's journal file (a
+ * lone call waits for no turn), the others of that turn by one shared append at
+ * its end (under load, one write per turn rather than per call); the rows move
+ * into the store in batches every `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
  * so they see every row whose call was answered. Without one (PostgreSQL, whose
  * replicas come and go with their disks), a group is one store transaction.
  */
@@ -97,6 +98,8 @@ export class AuditLog {
   private scheduled: NodeJS.Immediate | undefined;
   /** True while a group commit is writing: rows queued meanwhile wait for the next group. */
   private committing = false;
+  /** Set when this turn's first row was journaled on its own: the turn's later rows share the group's append. */
+  private appendedThisTurn: NodeJS.Immediate | undefined;
   private flushing: Promise<void> = Promise.resolve();
   /** Stream announcements of committed groups, published in order behind the commits (never holding one up). */
   private publishing: Promise<void> = Promise.resolve();
@@ -183,10 +186,16 @@ export class AuditLog {
    * is counted in `dropped`. `announce`, if given, is published on the event stream after its group.
    */
   enqueue(row: AuditRow, announce?: NewStreamEvent): Promise<void> {
-    // Journaled at once when nothing queued is ahead of it (rows keep their order); a failed append (reported)
-    // leaves the row to the group path below, which stores it directly.
-    if (this.journal && !this.journal.broken && this.pending.length === 0 && !this.committing && !this.timer) {
-      if (this.journalGroup([{ row, announce, committed: () => {} }])) return Promise.resolve();
+    // The turn's first row is journaled at once when nothing queued is ahead of it (rows keep their order); a
+    // failed append (reported) leaves the row to the group path below, which stores it directly.
+    const journal = this.journal;
+    if (journal && !journal.broken && !this.appendedThisTurn && this.pending.length === 0 && !this.committing) {
+      if (!this.timer && this.journalGroup([{ row, announce, committed: () => {} }])) {
+        this.appendedThisTurn = setImmediate(() => {
+          this.appendedThisTurn = undefined;
+        });
+        return Promise.resolve();
+      }
     }
     return new Promise<void>((committed) => {
       this.pending.push({ row, announce, committed });

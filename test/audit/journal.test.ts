@@ -88,9 +88,14 @@ describe('audit journal [sqlite]', () => {
     const journal = await AuditJournal.open(base.store, base.dataDir, { onError });
     const audit = new AuditLog(base.store, { onError });
     audit.journalTo(journal);
-    await Promise.all([audit.enqueue(row(1)), audit.enqueue(row(2)), audit.enqueue(row(3))]);
-    // Committed: every row is in the file (one append for the three), none necessarily in the store yet.
-    const lines = readFileSync(journal.location, 'utf8').trimEnd().split('\n');
+    const committed = [audit.enqueue(row(1)), audit.enqueue(row(2)), audit.enqueue(row(3))];
+    // The turn's first row is appended at once (a lone call waits for no turn); the others share one append
+    // at the end of the turn.
+    const fileNow = () => readFileSync(journal.location, 'utf8').trimEnd().split('\n').filter(Boolean);
+    expect(fileNow().map((line) => (JSON.parse(line) as AuditRow).tool)).toEqual(['tool-1']);
+    await Promise.all(committed);
+    // Committed: every row is in the file, none necessarily in the store yet.
+    const lines = fileNow();
     expect(lines.map((line) => (JSON.parse(line) as AuditRow).tool)).toEqual(['tool-1', 'tool-2', 'tool-3']);
 
     await audit.settle();
