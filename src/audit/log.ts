@@ -11,9 +11,10 @@
  * loop is committed at once by its own append to the process's journal file (a
  * lone call waits for no turn), the others of that turn by one shared append at
  * its end (under load, one write per turn rather than per call); the rows move
- * into the store in batches every `STORE_EVERY_MS`; readers of the trail in this process call `settle()` first,
- * so they see every row whose call was answered. Without one (PostgreSQL, whose
- * replicas come and go with their disks), a group is one store transaction.
+ * into the store in batches every `STORE_EVERY_MS`; readers of the trail in
+ * this process call `settle()` first, so they see every row whose call was
+ * answered. Without one (PostgreSQL, whose replicas come and go with their
+ * disks), a group is one store transaction.
  */
 import type { Kysely } from 'kysely';
 import type { Principal } from '../identity/index.js';
