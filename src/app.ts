@@ -4,6 +4,7 @@
  * envelope `{"error": {"code", "message", ...}}`.
  */
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,
@@ -134,6 +135,19 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       declaration: route.config?.gatehouse,
       mcpEndpoint: route.config?.mcpEndpoint === true,
     });
+  });
+
+  // A connection a client opened and never used (undici opens one ahead of need) counts as busy to Node's
+  // `server.close()`, which then waits until the client drops it (seconds) or the headers timeout ends it. It
+  // carries nothing: it goes at once. Connections that have sent a byte are left to finish their request.
+  const connections = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+  });
+  app.addHook('preClose', (done) => {
+    for (const socket of connections) if (socket.bytesRead === 0) socket.destroy();
+    done();
   });
 
   if (parts.cors) app.addHook('onRequest', parts.cors);
