@@ -1,8 +1,9 @@
 /**
  * The local audit journal (SQLite only). A call's row is appended to a file of this process before the
  * call is answered — the first of a turn of the event loop at once, the turn's others in one shared
- * `write` at its end — and moved into the store in batches a moment later (`AuditLog`). An SQLite commit per group (a transaction, its file locks,
- * a WAL frame per touched page) was most of what auditing cost a call; an append is a fraction of it.
+ * `write` at its end — and moved into the store in batches a moment later (`AuditLog`). An SQLite
+ * commit per group (a transaction, its file locks, a WAL frame per touched page) was most of what
+ * auditing cost a call; an append is a fraction of it.
  *
  * Durability is the commit's it replaces (WAL at `synchronous = NORMAL`): a written row survives a crash
  * of the process, and both sit in the OS page cache until the disk has them.
