@@ -187,22 +187,28 @@ export class AuditLog {
    * is counted in `dropped`. `announce`, if given, is published on the event stream after its group.
    */
   enqueue(row: AuditRow, announce?: NewStreamEvent): Promise<void> {
-    // The turn's first row is journaled at once when nothing queued is ahead of it (rows keep their order); a
-    // failed append (reported) leaves the row to the group path below, which stores it directly.
-    const journal = this.journal;
-    if (journal && !journal.broken && !this.appendedThisTurn && this.pending.length === 0 && !this.committing) {
-      if (!this.timer && this.journalGroup([{ row, announce, committed: () => {} }])) {
-        this.appendedThisTurn = setImmediate(() => {
-          this.appendedThisTurn = undefined;
-        });
-        return Promise.resolve();
-      }
+    // A failed append (reported) leaves the row to the group path below, which stores it directly.
+    if (this.appendsAtOnce && this.journalGroup([{ row, announce, committed: () => {} }])) {
+      this.appendedThisTurn = setImmediate(() => {
+        this.appendedThisTurn = undefined;
+      });
+      return Promise.resolve();
     }
     return new Promise<void>((committed) => {
       this.pending.push({ row, announce, committed });
       this.dropExcess();
       this.scheduleCommit();
     });
+  }
+
+  /**
+   * A new row is journaled on its own, at once: it is this turn's first, and nothing queued, being written or
+   * waiting for a retry is ahead of it (rows keep their order). The journal is not torn by a failed write.
+   */
+  private get appendsAtOnce(): boolean {
+    const journal = this.journal;
+    if (!journal || journal.broken || this.appendedThisTurn) return false;
+    return this.pending.length === 0 && !this.committing && !this.timer;
   }
 
   /** Events queued and not yet handed to the store. */

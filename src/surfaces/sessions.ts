@@ -218,7 +218,7 @@ export class LegacySessions {
    */
   async endAccessOf(principalId: string): Promise<void> {
     for (const id of [...(this.byToken.get(principalId) ?? [])]) this.dropLocal(id);
-    if (this.shared) await this.shared.store.removeToken(this.shared.surface, principalId);
+    if (this.shared) await this.shared.store.removeSessionsOf(this.shared.surface, principalId);
   }
 
   /** Tells every live session its lists changed. */

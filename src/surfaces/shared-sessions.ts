@@ -183,12 +183,12 @@ export class SharedSessionStore {
     await this.announce([id]);
   }
 
-  /** Ends every session of a token on `surface` everywhere (access lost): the rows go, every replica drops its copies. */
-  async removeToken(surface: string, tokenId: string): Promise<void> {
+  /** Ends every session a principal holds on `surface`, everywhere (access lost): the rows go, every replica drops its copies. */
+  async removeSessionsOf(surface: string, principalId: string): Promise<void> {
     const gone = await this.store.db
       .deleteFrom('mcp_sessions')
       .where('surface', '=', surface)
-      .where('token_id', '=', tokenId)
+      .where('token_id', '=', principalId)
       .returning('id')
       .execute();
     await this.announce(gone.map((row) => row.id));
