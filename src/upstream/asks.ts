@@ -11,8 +11,8 @@
  * Both call paths relay: the direct one (`direct-legacy.ts`) reads the ask off the call's answer
  * stream; the SDK client's handlers find the relay of the call they run under through an async scope.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { type Client, type ClientCapabilities, ProtocolError } from '@modelcontextprotocol/client';
+import { ScopedStorage } from '../async-scope.js';
 import { boundStrings } from './bounds.js';
 import type { Deadline } from './deadline.js';
 import { logRelay } from './direct-call.js';
@@ -92,7 +92,7 @@ export interface AskingCall {
   deadline: Deadline;
 }
 
-const relays = new AsyncLocalStorage<AskingCall>();
+const relays = new ScopedStorage<AskingCall>();
 
 /**
  * Runs `work` (an SDK-client call) so the asks and log messages the upstream sends on its answer stream

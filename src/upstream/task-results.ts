@@ -8,13 +8,13 @@
  * it, and when the answer to one is a task it keeps the task for the call and hands the SDK an empty error result
  * in its place (which no schema or output check refuses). The call then answers with the task, checked and bounded.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   isJSONRPCErrorResponse,
   isJSONRPCRequest,
   isJSONRPCResultResponse,
   type JSONRPCMessage,
 } from '@modelcontextprotocol/client';
+import { ScopedStorage } from '../async-scope.js';
 
 type RequestId = string | number;
 
@@ -25,7 +25,7 @@ interface TaskScope {
   readonly forget: Array<() => void>;
 }
 
-const scopes = new AsyncLocalStorage<TaskScope>();
+const scopes = new ScopedStorage<TaskScope>();
 
 /** Runs `call` (one `tools/call` on an SDK client) so that a task it is answered with is kept for it. */
 export async function withTaskAnswers<T>(

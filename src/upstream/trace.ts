@@ -4,13 +4,13 @@
  * its size cap) is never rejected — it waits for its timeout — and the error that killed the stream
  * reaches `onerror` only as a string.
  *
- * So each operation runs in an AsyncLocalStorage scope; the transport gives every request a child
+ * So each operation runs in an async scope (`ScopedStorage`); the transport gives every request a child
  * scope, the fetch wrapper records the error its response body died with, and when a request's
  * stream ends unanswered the whole operation fails at once with that error (or as unreachable).
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { setMaxListeners } from 'node:events';
 import type { FetchLike } from '@modelcontextprotocol/client';
+import { ScopedStorage } from '../async-scope.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 
 type RequestId = string | number;
@@ -59,13 +59,13 @@ export interface Scope {
   noted?: unknown;
 }
 
-const scopes = new AsyncLocalStorage<Scope>();
+const scopes = new ScopedStorage<Scope>();
 
 export function currentScope(): Scope | undefined {
   return scopes.getStore();
 }
 
-export function runInScope<T>(scope: Scope, fn: () => T): T {
+export function runInScope<T>(scope: Scope, fn: () => Promise<T>): Promise<T> {
   return scopes.run(scope, fn);
 }
 

@@ -6,6 +6,7 @@
  * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_requests_total` proves which
  * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
  */
+import { executionAsyncId } from 'node:async_hooks';
 import { inputRequired, type McpServer } from '@modelcontextprotocol/server';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -268,6 +269,19 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     expect(answer.body).toMatchObject({ jsonrpc: '2.0', id: 0, result: { content: [{ type: 'text', text: 'x' }] } });
     expect(resultOf(answer).resultType).toBe('complete');
     expect(resultOf(answer)._meta).toEqual({ 'io.modelcontextprotocol/serverInfo': SERVER_INFO });
+  });
+
+  it('calls leave no async context behind: after the upstreams’ handshakes and the calls, promises pay no hook', async () => {
+    // The SDK client's operations (the handshakes) open async scopes (`src/async-scope.ts`); once they are
+    // over, nothing on a call's path may keep Node's promise hook installed, which every promise would pay.
+    await differential(call({ name: 'up__echo', args: { text: 'y' } }), 1);
+    await Promise.resolve();
+    expect(
+      await (async () => {
+        await null;
+        return executionAsyncId();
+      })(),
+    ).toBe(0);
   });
 
   it('an allowed tool with structured output', async () => {

@@ -22,9 +22,9 @@
  * is the one that subscribed upstream, so updates arrive where the stream is and no cross-replica bus is
  * needed.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { setMaxListeners } from 'node:events';
 import type { ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
+import { ScopedStorage } from '../../async-scope.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import type { EndpointScope, ListenStreams } from '../endpoint.js';
 import { resourceOwner, type SubscribeDeps, subscribeUpstream } from './subscribe-upstream.js';
@@ -96,7 +96,7 @@ function narrowed(body: unknown, honored: string[]): unknown {
 export class HubListenStreams implements ListenStreams, ServerEventBus {
   readonly bus: ServerEventBus = this;
   /** The sink prepared for the listen request being served (read by `subscribe`). */
-  private readonly preparing = new AsyncLocalStorage<ListenSink>();
+  private readonly preparing = new ScopedStorage<ListenSink>();
   private readonly listeners = new Set<Listener>();
 
   constructor(
