@@ -133,12 +133,22 @@ interface Grant {
 /** A Host header as RFC 9110 allows it: a name or an IP literal, then an optional port; nothing else. */
 const HOST_SYNTAX = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%!$&'()*+,;=-]+)(?::\d{1,5})?$/;
 
+/** Host headers already parsed: a client sends the same one on every request, and a URL parse is most of the check. */
+const hostnames = new Map<string, string>();
+const MAX_REMEMBERED_HOSTS = 64;
+
 function hostnameOf(hostHeader: string): string {
+  let hostname = hostnames.get(hostHeader);
+  if (hostname !== undefined) return hostname;
   try {
-    return new URL(`http://${hostHeader}`).hostname.toLowerCase();
+    hostname = new URL(`http://${hostHeader}`).hostname.toLowerCase();
   } catch {
-    return '';
+    hostname = '';
   }
+  // Bounded whatever hosts callers make up.
+  if (hostnames.size >= MAX_REMEMBERED_HOSTS) hostnames.clear();
+  hostnames.set(hostHeader, hostname);
+  return hostname;
 }
 
 export class McpEndpoint {

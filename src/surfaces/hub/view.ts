@@ -212,7 +212,8 @@ export class Snapshot {
    */
   async upstreamFor(server: HubServer, principal: Principal | undefined): Promise<HttpUpstream | undefined> {
     const upstream = this.upstreamOf(server);
-    if (!upstream || !this.authorizer) return upstream;
+    // Only a record with `auth: oauth` has a grant to send (and its settings are parsed per call otherwise).
+    if (!upstream || !this.authorizer || server.detail.auth.type !== 'oauth') return upstream;
     const token = await this.authorizer(server.row, principal);
     if (token === undefined) return upstream;
     const key = `${server.row.id}\n${principal?.user?.id ?? ''}`;
