@@ -1,13 +1,7 @@
-import { executionAsyncId } from 'node:async_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ScopedStorage } from '../../src/async-scope.js';
-
-/** A promise continuation's async id: 0 unless a promise hook is installed (what async context costs every promise). */
-async function continuationAsyncId(): Promise<number> {
-  await null;
-  return executionAsyncId();
-}
+import { continuationAsyncId } from '../helpers/async-hooks.js';
 
 describe('ScopedStorage', () => {
   it('gives a scope its store across awaits, timers and the promises it starts; overlapping scopes keep their own', async () => {

@@ -6,12 +6,12 @@
  * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_requests_total` proves which
  * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
  */
-import { executionAsyncId } from 'node:async_hooks';
 import { inputRequired, type McpServer } from '@modelcontextprotocol/server';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { continuationAsyncId } from '../helpers/async-hooks.js';
 import { parseBody } from '../helpers/bodies.js';
 import { PUBLIC_TEST_HOST, startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore } from '../helpers/stores.js';
@@ -275,13 +275,7 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     // The SDK client's operations (the handshakes) open async scopes (`src/async-scope.ts`); once they are
     // over, nothing on a call's path may keep Node's promise hook installed, which every promise would pay.
     await differential(call({ name: 'up__echo', args: { text: 'y' } }), 1);
-    await Promise.resolve();
-    expect(
-      await (async () => {
-        await null;
-        return executionAsyncId();
-      })(),
-    ).toBe(0);
+    expect(await continuationAsyncId()).toBe(0);
   });
 
   it('an allowed tool with structured output', async () => {

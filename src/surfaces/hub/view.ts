@@ -212,7 +212,7 @@ export class Snapshot {
    */
   async upstreamFor(server: HubServer, principal: Principal | undefined): Promise<HttpUpstream | undefined> {
     const upstream = this.upstreamOf(server);
-    // Only a record with `auth: oauth` has a grant to send (and its settings are parsed per call otherwise).
+    // Only a record with `auth: oauth` has a grant to send: the others skip the authorizer (it parses the record).
     if (!upstream || !this.authorizer || server.detail.auth.type !== 'oauth') return upstream;
     const token = await this.authorizer(server.row, principal);
     if (token === undefined) return upstream;
