@@ -358,7 +358,8 @@ async function openPostgres(url: string): Promise<Store> {
   };
   const listen = async (): Promise<void> => {
     if (closed) return;
-    const client = new pgModule.Client({ connectionString: url });
+    // A connect that stalls is retried like one that fails, or this replica would stay deaf for good.
+    const client = new pgModule.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
     client.on('notification', (message) => {
       if (message.channel === CHANGE_CHANNEL) {
         const topic = message.payload as ChangeTopic;

@@ -102,6 +102,11 @@ export class LocalLocks extends BaseLocks {
 export interface PostgresLocksOptions {
   /** How often a connection holding locks is checked (a dead one loses them; default 5 s). */
   heartbeatMs?: number;
+  /**
+   * How long the connection may take to open, or to answer one query, before it counts as dead (default 10 s).
+   * Its queries never wait on a lock (`pg_try_…`), so one that takes this long is a stalled connection.
+   */
+  deadlineMs?: number;
 }
 
 /** Advisory locks on a connection of their own, opened on first use and again after it dies. */
@@ -110,6 +115,7 @@ export class PostgresLocks extends BaseLocks {
   private client: Promise<pg.Client> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly heartbeatMs: number;
+  private readonly deadlineMs: number;
 
   constructor(
     private readonly url: string,
@@ -117,12 +123,15 @@ export class PostgresLocks extends BaseLocks {
   ) {
     super();
     this.heartbeatMs = options.heartbeatMs ?? 5_000;
+    this.deadlineMs = options.deadlineMs ?? 10_000;
   }
 
   async acquire(key: string): Promise<LockHandle | undefined> {
     if (this.closed || this.held.has(key)) return undefined;
-    const client = await this.connection();
-    const { rows } = await client.query<{ ok: boolean }>(
+    const opened = this.connection();
+    const client = await opened;
+    const { rows } = await this.query<{ ok: boolean }>(
+      opened,
       'select pg_try_advisory_lock(hashtextextended(current_schema() || $1, 0)) as ok',
       [`:${key}`],
     );
@@ -145,8 +154,27 @@ export class PostgresLocks extends BaseLocks {
 
   private async unlock(client: pg.Client, key: string): Promise<void> {
     // A lock on a connection that is gone was released with it.
-    if (this.client === undefined || (await this.client.catch(() => undefined)) !== client) return;
-    await client.query('select pg_advisory_unlock(hashtextextended(current_schema() || $1, 0))', [`:${key}`]);
+    const opened = this.client;
+    if (opened === undefined || (await opened.catch(() => undefined)) !== client) return;
+    await this.query(opened, 'select pg_advisory_unlock(hashtextextended(current_schema() || $1, 0))', [`:${key}`]);
+  }
+
+  /**
+   * A query on the lock connection. One that fails or times out leaves the connection's locks unknown (a
+   * timed-out `pg_try_advisory_lock` may have taken its key after all), so the connection is dropped, which
+   * releases all of them in the server, and their holders are told.
+   */
+  private async query<R extends pg.QueryResultRow>(
+    opened: Promise<pg.Client>,
+    text: string,
+    values: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      return await (await opened).query<R>(text, values);
+    } catch (error) {
+      this.lost(opened);
+      throw error;
+    }
   }
 
   private connection(): Promise<pg.Client> {
@@ -159,6 +187,8 @@ export class PostgresLocks extends BaseLocks {
           connectionString: this.url,
           keepAlive: true,
           application_name: 'gatehouse-locks',
+          connectionTimeoutMillis: this.deadlineMs,
+          query_timeout: this.deadlineMs,
         });
         client.on('error', lost);
         client.on('end', lost);

@@ -5,6 +5,7 @@
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import type { LightMyRequestResponse } from 'fastify';
+import { onTestFailed } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createGateway, type Gateway, type GatewayDeps } from '../../src/gateway.js';
 import { createLogger } from '../../src/logging.js';
@@ -63,6 +64,7 @@ export async function startTestGateway(
     },
   });
   const gateway = await createGateway(config, { ...deps, logger: createLogger(config, sink) });
+  reportLogsOnFailure(logs);
   return {
     gateway,
     logs,
@@ -86,4 +88,18 @@ export async function startTestGateway(
       if (!shared) await place.cleanup();
     },
   };
+}
+
+/** Log lines a failed test shows, the last ones: a test that times out in CI says nothing else of what the gateway did. */
+const LOG_LINES_ON_FAILURE = 40;
+
+function reportLogsOnFailure(logs: string[]): void {
+  try {
+    onTestFailed(() => {
+      const last = logs.slice(-LOG_LINES_ON_FAILURE).map((line) => line.trimEnd().slice(0, 600));
+      process.stderr.write(`[test gateway] its last ${last.length} of ${logs.length} log lines:\n${last.join('\n')}\n`);
+    });
+  } catch {
+    // Started outside a test (a beforeAll): there is no one test to report to.
+  }
 }

@@ -2,10 +2,12 @@
  * The store's named locks: one holder per key; released on release or close; on PostgreSQL, across
  * stores (replicas) on one schema, with hand-over when the holder's connection dies.
  */
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/store/db.js';
+import { PostgresLocks } from '../../src/store/locks.js';
 import { eventually } from '../helpers/eventually.js';
 import { POSTGRES_AVAILABLE, postgresTarget, sqliteTarget, TEST_DATABASE_URL } from '../helpers/stores.js';
 
@@ -103,5 +105,50 @@ describe.skipIf(!POSTGRES_AVAILABLE)('locks [postgres]', () => {
     const [b] = await storesOnOnePlace(postgresTarget, 1);
     expect(await a!.locks.acquire('same')).toBeDefined();
     expect(await b!.locks.acquire('same')).toBeDefined();
+  });
+
+  it('gives up on a lock connection that stalls, within its deadline, drops its locks, and opens another', async () => {
+    const place = await postgresTarget.fresh();
+    cleanups.push(() => place.cleanup());
+    // A TCP relay to PostgreSQL that can go silent (a stalled network path or server), or refuse to answer at all.
+    const database = new URL(TEST_DATABASE_URL);
+    let mode: 'relay' | 'silent' = 'relay';
+    const sockets = new Set<Socket>();
+    const relay = createServer((client) => {
+      sockets.add(client);
+      if (mode === 'silent') return; // accepts, then never says a word
+      const server = connect(Number(database.port || 5432), database.hostname);
+      sockets.add(server);
+      client.on('data', (chunk) => mode === 'relay' && server.write(chunk));
+      server.on('data', (chunk) => mode === 'relay' && client.write(chunk));
+      for (const [a, b] of [
+        [client, server],
+        [server, client],
+      ] as const) {
+        a.on('error', () => b.destroy());
+        a.on('close', () => b.destroy());
+      }
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    cleanups.push(async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    });
+    const url = new URL(place.databaseUrl as string);
+    url.host = `127.0.0.1:${(relay.address() as AddressInfo).port}`;
+    const locks = new PostgresLocks(url.toString(), { deadlineMs: 300 });
+    cleanups.push(() => locks.close());
+
+    const held = await locks.acquire('stalls');
+    expect(held).toBeDefined();
+    // The connection goes silent mid-life: the next query fails at its deadline, and the locks on it are dropped.
+    mode = 'silent';
+    await expect(locks.acquire('another')).rejects.toThrow(/timeout/i);
+    expect(held!.signal.aborted).toBe(true);
+    // A new connection that never answers its startup fails at the deadline too, instead of waiting for ever.
+    await expect(locks.acquire('another')).rejects.toThrow(/timeout/i);
+    // The path is back: a fresh connection, and the key dropped with the stalled one is free again.
+    mode = 'relay';
+    expect(await locks.acquire('stalls')).toBeDefined();
   });
 });
