@@ -4,9 +4,10 @@
  * SQLite file and a pg_dump of the PostgreSQL schema. The upstream must still
  * receive it (sealing is useless if the value cannot be opened).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -93,10 +94,12 @@ describeEachStore('sealed secrets', (target) => {
       for (const file of files) expect(readFileSync(file).includes(SENTINEL)).toBe(false);
     } else {
       const schema = new URL(gw.databaseUrl as string).searchParams.get('options')?.split('=')[1] as string;
-      const dump = execFileSync('pg_dump', ['--dbname', TEST_DATABASE_URL, '--schema', schema, '--data-only'], {
-        encoding: 'utf8',
-        maxBuffer: 64 * 1024 * 1024,
-      });
+      // Not execFileSync: the gateway's event loop keeps running meanwhile, and a dump that hangs fails as such.
+      const { stdout: dump } = await promisify(execFile)(
+        'pg_dump',
+        ['--dbname', TEST_DATABASE_URL, '--schema', schema, '--data-only'],
+        { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, timeout: 20_000 },
+      );
       expect(dump).toContain('secretive'); // the dump is of the right schema
       expect(dump).not.toContain(SENTINEL);
     }
