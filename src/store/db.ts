@@ -325,12 +325,15 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** How long opening a PostgreSQL connection may take (the pool's and the LISTEN connection's). */
+const POSTGRES_CONNECT_MS = 10_000;
+
 async function openPostgres(url: string): Promise<Store> {
   // Loaded only for PostgreSQL: a SQLite gateway (the default) starts without it.
   const { default: pgModule } = await import('pg');
   // int8 (counts, bigserial ids) as numbers: every value Gatehouse stores there is far below 2^53.
   pgModule.types.setTypeParser(20, (value: string) => Number(value));
-  const pool = new pgModule.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000 });
+  const pool = new pgModule.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: POSTGRES_CONNECT_MS });
   pool.on('error', () => {}); // an idle client's failure surfaces on the next query instead of crashing
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   try {
@@ -359,7 +362,7 @@ async function openPostgres(url: string): Promise<Store> {
   const listen = async (): Promise<void> => {
     if (closed) return;
     // A connect that stalls is retried like one that fails, or this replica would stay deaf for good.
-    const client = new pgModule.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+    const client = new pgModule.Client({ connectionString: url, connectionTimeoutMillis: POSTGRES_CONNECT_MS });
     client.on('notification', (message) => {
       if (message.channel === CHANGE_CHANNEL) {
         const topic = message.payload as ChangeTopic;

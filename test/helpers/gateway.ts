@@ -90,7 +90,7 @@ export async function startTestGateway(
   };
 }
 
-/** Log lines a failed test shows, the last ones: a test that times out in CI says nothing else of what the gateway did. */
+/** How many of the gateway's last log lines a failed test prints: a CI timeout says nothing else of what it did. */
 const LOG_LINES_ON_FAILURE = 40;
 
 function reportLogsOnFailure(logs: string[]): void {
