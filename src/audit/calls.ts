@@ -11,12 +11,13 @@
  * `metadata` (the default) nothing of the arguments or the result is stored
  * (only the digest); with `data` both are stored, redacted (`redact.ts`).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import canonicalize from 'canonicalize';
 import type { ErrorCode } from '../errors.js';
 import type { CallSurface, Metrics } from '../metrics/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
 import type { Settings } from '../settings/keys.js';
+import { nowIso } from '../store/json.js';
 import type { AuditLog, AuditRow } from './log.js';
 import { redact } from './redact.js';
 import type { NewStreamEvent } from './stream.js';
@@ -75,15 +76,19 @@ export interface AskRecord {
   answered: boolean;
 }
 
+/** The RFC 8785 canonical JSON of the arguments; undefined if they are not JSON (a lone surrogate, NaN). */
+function canonicalArguments(args: unknown): string | undefined {
+  try {
+    return canonicalize(args === undefined ? {} : args);
+  } catch {
+    return undefined;
+  }
+}
+
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
 export function argsDigest(args: unknown): string | null {
-  try {
-    const canonical = canonicalize(args === undefined ? {} : args);
-    if (canonical === undefined) return null;
-    return createHash('sha256').update(canonical, 'utf8').digest('hex');
-  } catch {
-    return null;
-  }
+  const canonical = canonicalArguments(args);
+  return canonical === undefined ? null : hash('sha256', canonical, 'hex');
 }
 
 /** The size of a value as JSON text, in bytes (0 for nothing, or for what cannot be serialized). */
@@ -103,8 +108,9 @@ function count(value: number): number | null {
 
 /** Stored times are ISO-8601 UTC, so they sort and compare as text in both databases. */
 function isoTime(at: Date | string | undefined): string {
-  const date = at === undefined ? new Date() : at instanceof Date ? at : new Date(at);
-  return Number.isNaN(date.getTime()) ? new Date().toISOString() : date.toISOString();
+  if (at === undefined) return nowIso();
+  const date = at instanceof Date ? at : new Date(at);
+  return Number.isNaN(date.getTime()) ? nowIso() : date.toISOString();
 }
 
 export interface CallAuditorDeps {
@@ -191,6 +197,15 @@ export class CallAuditor {
       }
     } else if (kept !== via || event.via !== undefined) data = JSON.stringify(kept);
     const latencyMs = count(event.latencyMs);
+    // One canonical text gives both the digest and the size: JSON as RFC 8785 writes it has the length
+    // `JSON.stringify` gives (the same strings and numbers; only the key order differs).
+    const canonical =
+      event.argsDigest === undefined || event.requestBytes === undefined
+        ? canonicalArguments(event.arguments)
+        : undefined;
+    const requestBytes =
+      event.requestBytes ??
+      (canonical === undefined ? sizeOf(event.arguments ?? {}) : Buffer.byteLength(canonical, 'utf8'));
     const row: AuditRow = {
       at,
       kind: 'call',
@@ -205,9 +220,9 @@ export class CallAuditor {
       approval_id: event.approvalId ?? null,
       outcome: event.outcome,
       latency_ms: latencyMs,
-      request_bytes: count(event.requestBytes ?? sizeOf(event.arguments ?? {})),
+      request_bytes: count(requestBytes),
       response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
-      args_digest: event.argsDigest ?? argsDigest(event.arguments),
+      args_digest: event.argsDigest ?? (canonical === undefined ? null : hash('sha256', canonical, 'hex')),
       data,
       ...(event.traceId ? { trace_id: event.traceId } : {}),
     };

@@ -146,6 +146,51 @@ export async function* cappedChunks(source: Readable, limit: number, host: strin
   }
 }
 
+/**
+ * A whole Node stream body as UTF-8 text, capped like `cappedChunks` (errors mapped the same way). Read
+ * with the stream's own events: an async iterator costs promises per chunk, and a direct call reads one
+ * small body per tool call.
+ */
+export function cappedText(source: Readable, limit: number, host: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let total = 0;
+    const settle = (error?: unknown) => {
+      source.off('data', onData);
+      source.off('end', onEnd);
+      source.off('error', onError);
+      source.off('close', onClose);
+      if (error === undefined) {
+        resolve(Buffer.concat(parts, total).toString('utf8'));
+        return;
+      }
+      discard(source);
+      reject(error instanceof GatehouseError ? error : toEgressError(error, host, 'body'));
+    };
+    const onData = (chunk: Buffer) => {
+      total += chunk.byteLength;
+      if (total > limit) settle(responseTooLarge(limit));
+      else parts.push(chunk);
+    };
+    const onEnd = () => settle();
+    const onError = (error: unknown) => settle(error);
+    // Closed before its end with no error of its own: cut short, as the stream's iterator reports it.
+    const onClose = () => settle(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    if (source.readableEnded) {
+      resolve('');
+      return;
+    }
+    if (source.destroyed) {
+      onClose();
+      return;
+    }
+    source.on('data', onData);
+    source.once('end', onEnd);
+    source.once('error', onError);
+    source.once('close', onClose);
+  });
+}
+
 /** How much of an unneeded body `release` reads, and for how long, before it drops the connection instead. */
 const RELEASE_LIMIT_BYTES = 64 * 1024;
 const RELEASE_MS = 1_000;

@@ -3,7 +3,7 @@ import { connect as netConnect } from 'node:net';
 import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import { capBody, capNodeBody, cappedChunks, discard, isEventStream, responseTooLarge } from './body.js';
+import { capBody, capNodeBody, cappedChunks, cappedText, discard, isEventStream, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
 import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
@@ -73,6 +73,8 @@ export interface EgressGuard {
 
 const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** Parsed exchange URLs kept (`exchangeTarget`): far more than the upstreams of any gateway. */
+const MAX_EXCHANGE_TARGETS = 1024;
 
 export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
   const policy = options.policy ?? 'public';
@@ -152,8 +154,23 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     return respond(body && capBody(body, maxBytes, host, perEvent), { status: response.status, headers }, response.url);
   }
 
+  /**
+   * Exchanges go to a few upstream URLs over and over (a direct call per tool call): each is parsed once.
+   * The URLs stay private to `exchange`, which only reads them. Bounded; a full cache starts over.
+   */
+  const exchangeTargets = new Map<string, URL>();
+  function exchangeTarget(input: string): URL {
+    let url = exchangeTargets.get(input);
+    if (url === undefined) {
+      url = parseTarget(input);
+      if (exchangeTargets.size >= MAX_EXCHANGE_TARGETS) exchangeTargets.clear();
+      exchangeTargets.set(input, url);
+    }
+    return url;
+  }
+
   async function exchange(input: string, request: ExchangeRequest): Promise<Exchanged> {
-    const url = parseTarget(input);
+    const url = exchangeTarget(input);
     await admit(url, false);
     const host = bareHost(url);
     const lean = leanRequest(url, request);
@@ -164,11 +181,7 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
       status,
       header: (name) => headerOf(headers, name),
       chunks,
-      async text() {
-        const parts: Buffer[] = [];
-        for await (const chunk of chunks()) parts.push(chunk);
-        return Buffer.concat(parts).toString('utf8');
-      },
+      text: () => (source ? cappedText(source, maxBytes, host) : Promise.resolve('')),
       discard: () => {
         if (source) discard(source);
       },

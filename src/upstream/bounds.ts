@@ -117,6 +117,8 @@ export function boundStrings<T>(value: T, limits?: Partial<BoundLimits>): { valu
 }
 
 const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+/** What `"truncated":true` adds to a serialized result (the ceiling counts it whether or not it is set). */
+const TRUNCATED_MARK_BYTES = Buffer.byteLength(',"truncated":true');
 
 /**
  * Bounds a `tools/call` result: at most `maxBlocks` blocks, every string anywhere cut at
@@ -137,6 +139,11 @@ export function boundCallResult(result: CallToolResultLike, limits?: Partial<Bou
     out._meta = boundValue(result._meta, 1, walk) as Record<string, unknown>;
   }
 
+  // Most results are far below the ceiling, and one serialization (with room for the mark) says so.
+  if (jsonBytes(out) + TRUNCATED_MARK_BYTES <= maxSerializedBytes) {
+    if (walk.truncated) out.truncated = true;
+    return out;
+  }
   // Sizes are computed once and kept as arithmetic: `{...,"content":[b1,b2]}` is base + blocks + commas.
   const sizes = out.content.map(jsonBytes);
   const baseSize = () => jsonBytes({ ...out, content: [], truncated: true });

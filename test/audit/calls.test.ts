@@ -27,17 +27,27 @@ describeEachStore('call audit', (target) => {
   it('measures the sizes of arguments and result as JSON when the caller gives none', async () => {
     const args = { text: 'héllo' }; // 2 bytes for é: sizes are UTF-8 bytes, not characters
     const result = { content: [{ type: 'text', text: 'héllo' }] };
+    // The size comes from the digest's canonical text: keys out of order, escapes, numbers JSON writes long.
+    const mixed = { z: [1e21, 9e20, -0, 0.1, 'a"\\\n\u0001/'], a: { ü: '😀', n: null } };
+    const notJson = { s: 'lone \ud800' }; // no canonical form (no digest); still measured
     rig.auditor.record(callEvent({ arguments: args, result, requestBytes: undefined, responseBytes: undefined }));
     rig.auditor.record(
       callEvent({ arguments: undefined, result: undefined, requestBytes: undefined, responseBytes: undefined }),
     );
+    rig.auditor.record(callEvent({ arguments: mixed, requestBytes: undefined }));
+    rig.auditor.record(callEvent({ arguments: notJson, requestBytes: undefined }));
     await rig.auditor.flush();
 
     const rows = await auditRows(rig.store);
-    expect(rows.map((row) => [Number(row.request_bytes), Number(row.response_bytes)])).toEqual([
+    expect(rows.slice(0, 2).map((row) => [Number(row.request_bytes), Number(row.response_bytes)])).toEqual([
       [Buffer.byteLength(JSON.stringify(args)), Buffer.byteLength(JSON.stringify(result))],
       [2, 0], // missing arguments are `{}`, a missing result nothing
     ]);
+    expect(rows.slice(2).map((row) => [Number(row.request_bytes), row.args_digest])).toEqual([
+      [Buffer.byteLength(JSON.stringify(mixed)), argsDigest(mixed)],
+      [Buffer.byteLength(JSON.stringify(notJson)), null],
+    ]);
+    expect(argsDigest(mixed)).toMatch(/^[0-9a-f]{64}$/);
   });
 
   it('reports a row it cannot make (after the call has returned) and still writes the others', async () => {

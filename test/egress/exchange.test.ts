@@ -75,6 +75,29 @@ describe('exchange', () => {
     expect(late.details).toMatchObject({ reason: 'response_too_large' });
   });
 
+  it('fails a body cut short, or whose request is cancelled while it streams, as a read failure', async () => {
+    const cut = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"partial":');
+      setImmediate(() => res.socket?.destroy());
+    });
+    const answer = await guard().exchange(cut.origin, { method: 'GET', headers: {} });
+    const failed = await rejection(answer.text());
+    expect(failed.code).toBe('upstream_unreachable');
+    expect(failed.message).toContain('while reading the response');
+
+    const slow = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"partial":');
+    });
+    const controller = new AbortController();
+    const pending = await guard().exchange(slow.origin, { method: 'GET', headers: {}, signal: controller.signal });
+    const text = pending.text();
+    controller.abort(new Error('the caller gave up'));
+    // The read ends at once (the caller's own deadline says why); the stream's error is a read failure.
+    expect((await rejection(text)).code).toBe('upstream_unreachable');
+  });
+
   describe('a reader that stops once it has what it needs', () => {
     /** An SSE answer whose first event is all the reader wants; `rest` decides what the server does next. */
     async function streamThenNext(rest: (res: import('node:http').ServerResponse) => void) {

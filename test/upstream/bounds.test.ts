@@ -95,6 +95,12 @@ describe('boundCallResult', () => {
     const tighter = boundCallResult({ content: [block, block, block, block] }, { maxSerializedBytes: limit - 1 });
     expect(tighter.content).toHaveLength(2);
     expect(one).toBeGreaterThan(1_000);
+    // A whole result fits when it fits with room for the mark, as it would be counted when cut.
+    const whole = boundCallResult({ content: [block, block, block] }, { maxSerializedBytes: limit });
+    expect(whole.content).toHaveLength(3);
+    expect(whole.truncated).toBeUndefined();
+    const over = boundCallResult({ content: [block, block, block] }, { maxSerializedBytes: limit - 1 });
+    expect(over).toMatchObject({ truncated: true, content: [block, block] });
   });
 
   it('drops structuredContent, then _meta, when blocks alone cannot meet the ceiling', () => {

@@ -303,11 +303,16 @@ function asciiJson(text: string): string {
 
 /** The SDK's 2026-07-28 result encoding: `resultType` defaults to complete; serverInfo joins `_meta`. */
 function encodeResult(result: Json, serverInfo: FastPathDeps['serverInfo']): Json {
-  const typed = result.resultType === undefined ? { ...result, resultType: 'complete' } : result;
-  const meta = typed._meta;
-  if (meta === undefined) return { ...typed, _meta: { [SERVER_INFO_META_KEY]: serverInfo } };
-  if (!isPlainObject(meta) || meta[SERVER_INFO_META_KEY] !== undefined) return typed;
-  return { ...typed, _meta: { ...meta, [SERVER_INFO_META_KEY]: serverInfo } };
+  const meta = result._meta;
+  const stamped =
+    meta === undefined
+      ? { [SERVER_INFO_META_KEY]: serverInfo }
+      : isPlainObject(meta) && meta[SERVER_INFO_META_KEY] === undefined
+        ? { ...meta, [SERVER_INFO_META_KEY]: serverInfo }
+        : meta;
+  // One copy of the result at most (every call's answer goes through here); keys keep their places.
+  if (result.resultType !== undefined) return stamped === meta ? result : { ...result, _meta: stamped };
+  return { ...result, resultType: 'complete', _meta: stamped };
 }
 
 /** A thrown error as the SDK's protocol layer answers it: its numeric code (else internal error), message and data. */
