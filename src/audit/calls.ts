@@ -85,10 +85,13 @@ function canonicalArguments(args: unknown): string | undefined {
   }
 }
 
+/** SHA-256 (hex) of a canonical text; null for arguments that had none. */
+const digestOf = (canonical: string | undefined): string | null =>
+  canonical === undefined ? null : hash('sha256', canonical, 'hex');
+
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
 export function argsDigest(args: unknown): string | null {
-  const canonical = canonicalArguments(args);
-  return canonical === undefined ? null : hash('sha256', canonical, 'hex');
+  return digestOf(canonicalArguments(args));
 }
 
 /** The size of a value as JSON text, in bytes (0 for nothing, or for what cannot be serialized). */
@@ -222,7 +225,7 @@ export class CallAuditor {
       latency_ms: latencyMs,
       request_bytes: count(requestBytes),
       response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
-      args_digest: event.argsDigest ?? (canonical === undefined ? null : hash('sha256', canonical, 'hex')),
+      args_digest: event.argsDigest ?? digestOf(canonical),
       data,
       ...(event.traceId ? { trace_id: event.traceId } : {}),
     };
