@@ -49,8 +49,8 @@ export interface CallEvent {
    * stored (redacted) only under `audit.payloads=data`. Missing arguments digest like `{}`.
    */
   arguments?: unknown;
-  /** A digest already computed with `argsDigest` (e.g. for the approval), to skip computing it again. */
-  argsDigest?: string | undefined;
+  /** The arguments' digest and size, when the caller had them computed early (`ArgumentFacts.warm`). */
+  argumentFacts?: ArgumentFacts | undefined;
   /** The result the caller received; stored (redacted) only under `audit.payloads=data`. */
   result?: unknown;
   /** The call's OpenTelemetry trace id (tracing on). */
@@ -92,6 +92,37 @@ const digestOf = (canonical: string | undefined): string | null =>
 /** SHA-256 (hex) of the RFC 8785 canonical JSON of the arguments; null if they are not JSON (a lone surrogate, NaN). */
 export function argsDigest(args: unknown): string | null {
   return digestOf(canonicalArguments(args));
+}
+
+/**
+ * What a call's audit row keeps of its arguments — the digest and the size of their canonical text — computed
+ * once: by `warmSoon`, or when the row is made. The gate warms them while an upstream works on the call, so the
+ * answer no longer waits for them when the machine has that time to spare (the CPU is the same either way).
+ */
+export class ArgumentFacts {
+  private facts: { digest: string | null; bytes: number } | undefined;
+
+  constructor(private readonly args: unknown) {}
+
+  /**
+   * Computes them two checks of the event loop from now: after the upstream request of a call started now has
+   * been written, which on a reused keep-alive socket undici does itself at the next check (it first reads
+   * what the idle socket may have received).
+   */
+  warmSoon(): void {
+    setImmediate(() => setImmediate(() => this.compute()));
+  }
+
+  compute(): { digest: string | null; bytes: number } {
+    if (!this.facts) {
+      // One canonical text gives both the digest and the size: JSON as RFC 8785 writes it has the length
+      // `JSON.stringify` gives (the same strings and numbers; only the key order differs).
+      const canonical = canonicalArguments(this.args);
+      const bytes = canonical === undefined ? sizeOf(this.args ?? {}) : Buffer.byteLength(canonical, 'utf8');
+      this.facts = { digest: digestOf(canonical), bytes };
+    }
+    return this.facts;
+  }
 }
 
 /** The size of a value as JSON text, in bytes (0 for nothing, or for what cannot be serialized). */
@@ -200,15 +231,7 @@ export class CallAuditor {
       }
     } else if (kept !== via || event.via !== undefined) data = JSON.stringify(kept);
     const latencyMs = count(event.latencyMs);
-    // One canonical text gives both the digest and the size: JSON as RFC 8785 writes it has the length
-    // `JSON.stringify` gives (the same strings and numbers; only the key order differs).
-    const canonical =
-      event.argsDigest === undefined || event.requestBytes === undefined
-        ? canonicalArguments(event.arguments)
-        : undefined;
-    const requestBytes =
-      event.requestBytes ??
-      (canonical === undefined ? sizeOf(event.arguments ?? {}) : Buffer.byteLength(canonical, 'utf8'));
+    const facts = (event.argumentFacts ?? new ArgumentFacts(event.arguments)).compute();
     const row: AuditRow = {
       at,
       kind: 'call',
@@ -223,9 +246,9 @@ export class CallAuditor {
       approval_id: event.approvalId ?? null,
       outcome: event.outcome,
       latency_ms: latencyMs,
-      request_bytes: count(requestBytes),
+      request_bytes: count(event.requestBytes ?? facts.bytes),
       response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
-      args_digest: event.argsDigest ?? digestOf(canonical),
+      args_digest: facts.digest,
       data,
       ...(event.traceId ? { trace_id: event.traceId } : {}),
     };

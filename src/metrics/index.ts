@@ -78,6 +78,9 @@ export class Metrics {
     approvalsPending?: GaugeSource | undefined;
     auditRows?: GaugeSource | undefined;
   };
+  /** Calls noted since the counters were last updated (`observeCall`). */
+  private readonly observed: ObservedCall[] = [];
+  private counting: NodeJS.Immediate | undefined;
 
   constructor(options: MetricsOptions = {}) {
     this.sources = {
@@ -160,8 +163,23 @@ export class Metrics {
     this.sources = { ...this.sources, ...sources };
   }
 
-  /** Counts one call; cheap (a few map lookups), safe on the hot path. */
+  /**
+   * Counts one call. Called on the call's path, so it only notes the call: the counters are updated once per
+   * turn of the event loop, after the turn's answers have been written (and before any scrape).
+   */
   observeCall(call: ObservedCall): void {
+    this.observed.push(call);
+    this.counting ??= setImmediate(this.countObserved);
+  }
+
+  /** Updates the counters for every noted call (a callback: `setImmediate`). */
+  private readonly countObserved = (): void => {
+    if (this.counting) clearImmediate(this.counting);
+    this.counting = undefined;
+    for (const call of this.observed.splice(0)) this.count(call);
+  };
+
+  private count(call: ObservedCall): void {
     this.toolCalls.inc({
       surface: bounded(call.surface, KNOWN_SURFACES),
       verdict: bounded(call.verdict, KNOWN_VERDICTS),
@@ -174,6 +192,7 @@ export class Metrics {
 
   /** The Prometheus text exposition of every metric in this registry. */
   text(): Promise<string> {
+    this.countObserved();
     return this.registry.metrics();
   }
 

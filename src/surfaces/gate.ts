@@ -14,7 +14,7 @@
 import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server';
 import type { ApprovalQueue, NewApproval } from '../approvals/queue.js';
 import type { ApprovalSurface, ApprovalView } from '../approvals/types.js';
-import type { AskRecord, CallEvent, CallOutcome } from '../audit/calls.js';
+import { ArgumentFacts, type AskRecord, type CallEvent, type CallOutcome } from '../audit/calls.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import type { Principal, TokenPrincipal } from '../identity/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
@@ -337,6 +337,7 @@ export class Gate {
     const settings = await this.ports.settings.current();
     const resolution = call.resolve(settings);
     const traceId = activeTraceId();
+    let argumentFacts: ArgumentFacts | undefined;
     const audit = (
       verdict: CallVerdict,
       outcome: CallOutcome,
@@ -352,6 +353,7 @@ export class Gate {
         outcome,
         latencyMs: Math.round(performance.now() - started),
         arguments: call.auditedArguments ?? call.arguments,
+        ...(argumentFacts ? { argumentFacts } : {}),
         upstream: verdict === 'allow' && this.profile.upstream === true,
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
@@ -385,6 +387,12 @@ export class Gate {
         const card = await call.approval?.();
         if (!card) throw new GatehouseError('internal_error', `${call.name} is gated but has no approval card.`);
         return await this.queue(call, resolution, card, `${call.name} needs an operator's approval.`, audit);
+      }
+      if (this.profile.upstream) {
+        // The row's facts about the arguments are computed while the upstream works on the call (at low load
+        // that time is idle): the answer then waits only for the row's append.
+        argumentFacts = new ArgumentFacts(call.auditedArguments ?? call.arguments);
+        argumentFacts.warmSoon();
       }
       const ran = await call.run();
       if ('approval' in ran) return await this.queue(call, resolution, ran.approval, ran.message, audit);

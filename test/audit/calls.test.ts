@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { afterEach, beforeEach, expect, it } from 'vitest';
-import { argsDigest } from '../../src/audit/calls.js';
+import { ArgumentFacts, argsDigest } from '../../src/audit/calls.js';
 import type { StreamEvent } from '../../src/audit/stream.js';
 import type { Store } from '../../src/store/db.js';
 import { describeEachStore, freshStore } from '../helpers/stores.js';
@@ -224,6 +224,16 @@ describeEachStore('call audit', (target) => {
     expect(text).not.toContain('made-up-by-agent');
     await rig.auditor.flush();
   });
+
+  it('updates the counters after the turn in which calls were noted, without a scrape', async () => {
+    const counted = async () => (await rig.metrics.toolCalls.get()).values.reduce((sum, v) => sum + v.value, 0);
+    rig.auditor.record(callEvent());
+    rig.auditor.record(callEvent());
+    expect(await counted()).toBe(0); // noted only: the call's answer does not wait for the counters
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await counted()).toBe(2);
+    await rig.auditor.flush();
+  });
 });
 
 it('digests arguments independently of key order, and tolerates non-JSON arguments', () => {
@@ -234,4 +244,24 @@ it('digests arguments independently of key order, and tolerates non-JSON argumen
   const cyclic: Record<string, unknown> = {};
   cyclic.self = cyclic;
   expect(argsDigest(cyclic)).toBeNull();
+});
+
+it('computes the facts about arguments once, early when warmed, as the row would', async () => {
+  const args: Record<string, unknown> = { b: 'héllo', a: [1e21, 0.1] };
+  const early = new ArgumentFacts(args);
+  early.warmSoon();
+  // Two checks of the event loop: after an upstream request started with it has been written.
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  args.b = 'changed later';
+  expect(early.compute()).toEqual({
+    digest: argsDigest({ b: 'héllo', a: [1e21, 0.1] }),
+    bytes: Buffer.byteLength(JSON.stringify({ b: 'héllo', a: [1e21, 0.1] })),
+  });
+  expect(new ArgumentFacts(undefined).compute()).toEqual({ digest: argsDigest({}), bytes: 2 });
+  // No canonical form: no digest, still measured.
+  expect(new ArgumentFacts({ s: 'lone \ud800' }).compute()).toEqual({
+    digest: null,
+    bytes: Buffer.byteLength(JSON.stringify({ s: 'lone \ud800' })),
+  });
 });

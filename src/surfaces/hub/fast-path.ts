@@ -248,8 +248,9 @@ export async function serveFastRequest(
       pickInputCapabilities(request.capabilities),
     );
     // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
-    const encoded = request.era === 'legacy' ? result : encodeResult(result as unknown as Json, serverInfo);
-    return ok(Buffer.from(`{"result":${JSON.stringify(encoded)},"jsonrpc":"2.0","id":${id}}`));
+    const encoded =
+      request.era === 'legacy' ? JSON.stringify(result) : encodedResultText(result as unknown as Json, serverInfo);
+    return ok(Buffer.from(`{"result":${encoded},"jsonrpc":"2.0","id":${id}}`));
   } catch (error) {
     const encoded = encodeError(error);
     // As the SDK's per-request transport answers a handler's error: in-band on 200, except the one code
@@ -313,6 +314,27 @@ function encodeResult(result: Json, serverInfo: FastPathDeps['serverInfo']): Jso
   // One copy of the result at most (every call's answer goes through here); keys keep their places.
   if (result.resultType !== undefined) return stamped === meta ? result : { ...result, _meta: stamped };
   return { ...result, resultType: 'complete', _meta: stamped };
+}
+
+/** The JSON text `encodeResult` adds at the end of a result with neither `resultType` nor `_meta`, per serverInfo. */
+const stampTexts = new WeakMap<FastPathDeps['serverInfo'], string>();
+
+/**
+ * `JSON.stringify(encodeResult(result, serverInfo))` for a call's result. The common result (neither `resultType`
+ * nor `_meta`) gets the two keys appended to its own text, the place `encodeResult`'s copy gives them; copying
+ * an object with a spread and two more keys costs several times its serialization.
+ */
+function encodedResultText(result: Json, serverInfo: FastPathDeps['serverInfo']): string {
+  if (result.resultType !== undefined || result._meta !== undefined) {
+    return JSON.stringify(encodeResult(result, serverInfo));
+  }
+  let stamp = stampTexts.get(serverInfo);
+  if (stamp === undefined) {
+    stamp = `"resultType":"complete","_meta":${JSON.stringify({ [SERVER_INFO_META_KEY]: serverInfo })}}`;
+    stampTexts.set(serverInfo, stamp);
+  }
+  const text = JSON.stringify(result);
+  return text === '{}' ? `{${stamp}` : `${text.slice(0, -1)},${stamp}`;
 }
 
 /** A thrown error as the SDK's protocol layer answers it: its numeric code (else internal error), message and data. */
