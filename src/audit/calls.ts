@@ -18,6 +18,7 @@ import type { CallSurface, Metrics } from '../metrics/index.js';
 import type { CallVerdict } from '../policy/verdicts.js';
 import type { Settings } from '../settings/keys.js';
 import { nowIso } from '../store/json.js';
+import { resultText } from '../wire.js';
 import type { AuditLog, AuditRow } from './log.js';
 import { redact } from './redact.js';
 import type { NewStreamEvent } from './stream.js';
@@ -135,6 +136,16 @@ function sizeOf(value: unknown): number {
   }
 }
 
+/** The size of a call's result as JSON (0 for none, or one that cannot be serialized); its text is kept for the answer. */
+function resultBytes(result: unknown): number {
+  if (result === null || typeof result !== 'object') return sizeOf(result);
+  try {
+    return Buffer.byteLength(resultText(result), 'utf8');
+  } catch {
+    return 0;
+  }
+}
+
 /** A non-negative integer column value; anything else is stored as null (one bad value must not fail a batch). */
 function count(value: number): number | null {
   return Number.isFinite(value) ? Math.max(0, Math.round(value)) : null;
@@ -247,7 +258,7 @@ export class CallAuditor {
       outcome: event.outcome,
       latency_ms: latencyMs,
       request_bytes: count(event.requestBytes ?? facts.bytes),
-      response_bytes: count(event.responseBytes ?? sizeOf(event.result)),
+      response_bytes: count(event.responseBytes ?? resultBytes(event.result)),
       args_digest: facts.digest,
       data,
       ...(event.traceId ? { trace_id: event.traceId } : {}),

@@ -73,7 +73,7 @@ export interface EgressGuard {
 
 const DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-/** Parsed exchange URLs kept (`exchangeTarget`): far more than the upstreams of any gateway. */
+/** Admitted exchange URLs kept (`exchange`): far more than the upstreams of any gateway. */
 const MAX_EXCHANGE_TARGETS = 1024;
 
 export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
@@ -155,24 +155,23 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
   }
 
   /**
-   * Exchanges go to a few upstream URLs over and over (a direct call per tool call): each is parsed once.
-   * The URLs stay private to `exchange`, which only reads them. Bounded; a full cache starts over.
+   * Exchanges go to a few upstream URLs over and over (a direct call per tool call): each is parsed and admitted
+   * once. Admission without resolving names depends on the URL and this guard's rules only (a name is judged at
+   * every connect); a refused URL is not kept, so it is refused again. The URLs stay private to `exchange`,
+   * which only reads them. Bounded; a full cache starts over.
    */
-  const exchangeTargets = new Map<string, URL>();
-  function exchangeTarget(input: string): URL {
-    let url = exchangeTargets.get(input);
-    if (url === undefined) {
-      url = parseTarget(input);
-      if (exchangeTargets.size >= MAX_EXCHANGE_TARGETS) exchangeTargets.clear();
-      exchangeTargets.set(input, url);
-    }
-    return url;
-  }
+  const exchangeTargets = new Map<string, { url: URL; host: string }>();
 
   async function exchange(input: string, request: ExchangeRequest): Promise<Exchanged> {
-    const url = exchangeTarget(input);
-    await admit(url, false);
-    const host = bareHost(url);
+    let target = exchangeTargets.get(input);
+    if (target === undefined) {
+      const url = parseTarget(input);
+      await admit(url, false);
+      target = { url, host: bareHost(url) };
+      if (exchangeTargets.size >= MAX_EXCHANGE_TARGETS) exchangeTargets.clear();
+      exchangeTargets.set(input, target);
+    }
+    const { url, host } = target;
     const lean = leanRequest(url, request);
     if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
     const { status, source, headers } = await sendLean(lean, host);

@@ -33,7 +33,7 @@ import {
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
 import type { TokenPrincipal } from '../../identity/index.js';
-import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION } from '../../wire.js';
+import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION, resultText } from '../../wire.js';
 import type { EndpointScope, FastResponse } from '../endpoint.js';
 import { declaresTasks } from '../results.js';
 import type { SessionView } from '../sessions.js';
@@ -249,7 +249,7 @@ export async function serveFastRequest(
     );
     // The 2025 codec sends a tools/call result as it is; the 2026-07-28 one types and stamps it.
     const encoded =
-      request.era === 'legacy' ? JSON.stringify(result) : encodedResultText(result as unknown as Json, serverInfo);
+      request.era === 'legacy' ? resultText(result) : encodedResultText(result as unknown as Json, serverInfo);
     return ok(Buffer.from(`{"result":${encoded},"jsonrpc":"2.0","id":${id}}`));
   } catch (error) {
     const encoded = encodeError(error);
@@ -333,7 +333,8 @@ function encodedResultText(result: Json, serverInfo: FastPathDeps['serverInfo'])
     stamp = `"resultType":"complete","_meta":${JSON.stringify({ [SERVER_INFO_META_KEY]: serverInfo })}}`;
     stampTexts.set(serverInfo, stamp);
   }
-  const text = JSON.stringify(result);
+  // The audit row has measured the result by this very text.
+  const text = resultText(result);
   return text === '{}' ? `{${stamp}` : `${text.slice(0, -1)},${stamp}`;
 }
 
