@@ -50,7 +50,7 @@ export interface CallEvent {
    * stored (redacted) only under `audit.payloads=data`. Missing arguments digest like `{}`.
    */
   arguments?: unknown;
-  /** The arguments' digest and size, when the caller had them computed early (`ArgumentFacts.warm`). */
+  /** The arguments' digest and size, when the caller had them computed early (`ArgumentFacts.warmSoon`). */
   argumentFacts?: ArgumentFacts | undefined;
   /** The result the caller received; stored (redacted) only under `audit.payloads=data`. */
   result?: unknown;
