@@ -353,7 +353,7 @@ export class Gate {
         outcome,
         latencyMs: Math.round(performance.now() - started),
         arguments: call.auditedArguments ?? call.arguments,
-        ...(argumentFacts ? { argumentFacts } : {}),
+        argumentFacts,
         upstream: verdict === 'allow' && this.profile.upstream === true,
         ...(extra.result !== undefined ? { result: extra.result } : {}),
         ...(extra.approvalId ? { approvalId: extra.approvalId } : {}),
