@@ -18,7 +18,7 @@ import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
 import { GatehouseError, isGatehouseError } from './errors.js';
 import type { Authenticator } from './identity/index.js';
-import type { Logger } from './logging.js';
+import { type Logger, requestLogger } from './logging.js';
 
 export interface AppParts {
   config: Pick<Config, 'maxBodySize'> & Partial<Pick<Config, 'requestTimeoutMs' | 'headersTimeoutMs'>>;
@@ -90,6 +90,9 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const headersTimeoutMs = Math.min(parts.config.headersTimeoutMs ?? 10_000, requestTimeoutMs);
   const app = Fastify({
     loggerInstance: parts.logger as FastifyBaseLogger,
+    // Each request's child logger is made only when it writes a line (logging.ts).
+    childLoggerFactory: (logger, bindings, options) =>
+      requestLogger(logger as Logger, bindings, options) as FastifyBaseLogger,
     bodyLimit: parts.config.maxBodySize,
     // A client trickling its headers or body holds a socket and a parser: both are bounded. Node checks
     // them every `connectionsCheckingInterval` (30 s by default: far too coarse for these bounds).
