@@ -603,6 +603,30 @@ describe('direct calls to a misbehaving 2026-07-28 upstream', () => {
     );
     expect(result).toEqual({ result: { isError: false, content: [{ type: 'text', text: 'ok' }] } });
   });
+
+  it('reads an SSE answer that opens with a byte order mark and splits a character across chunks', async () => {
+    const text = 'caf\u00e9 \u{1F600}';
+    const result = await call((res, id) => {
+      const event = Buffer.concat([
+        Buffer.from([0xef, 0xbb, 0xbf]),
+        // No `event:` line: the mark stands right before the `data` field, which must still be read as such.
+        Buffer.from(
+          `data: ${JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }] } })}\n\n`,
+        ),
+      ]);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      // One byte at a time, with a pause: the BOM and every multi-byte character arrive in pieces.
+      let at = 0;
+      const next = () => {
+        if (at >= event.length) return void res.end();
+        res.write(event.subarray(at, at + 1));
+        at += 1;
+        setImmediate(next);
+      };
+      next();
+    });
+    expect(result).toEqual({ result: { isError: false, content: [{ type: 'text', text }] } });
+  });
 });
 
 /** What the raw 2025-era upstream does with a `tools/call` on its session. */
