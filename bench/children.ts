@@ -12,9 +12,10 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { BenchAnswer, BenchQuestion } from './launcher.js';
 import type { LoadReport } from './load.js';
+import { productEnv, REPO_DIR } from './product.js';
 
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
-export const REPO_DIR = path.dirname(BENCH_DIR);
+export { REPO_DIR };
 const GUARD = path.join(BENCH_DIR, 'orphan-guard.ts');
 
 // A loaded machine may need longer (BENCH_START_TIMEOUT_MS).
@@ -38,7 +39,8 @@ export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv 
     if (key === 'HOST' || key === 'LOG_LEVEL' || key === 'MAX_BODY_SIZE') continue;
     env[key] = value;
   }
-  return { ...env, ...extra };
+  // Gateways and conduits load the product's build (`product.ts`); `extra` may name another build.
+  return { ...env, ...productEnv(), ...extra };
 }
 
 /** With `BENCH_CPU_PROF_DIR` set, the conduit and gateway launchers write V8 CPU profiles there when they stop. */

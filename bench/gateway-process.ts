@@ -11,12 +11,17 @@
  * With `BENCH_REMOVE_DATA_DIR=1` the data folder is removed when the process stops, so it goes even
  * when the orchestrator was killed and could not remove it itself.
  *
+ * The product is loaded from the build `BENCH_PRODUCT_DIR` names (this repository's `dist/`, or the
+ * baseline's), else from `src/` (see `product.ts`).
+ *
  *   node --expose-gc --import tsx bench/gateway-process.ts
  */
 import { rm } from 'node:fs/promises';
-import { loadConfig } from '../src/config.js';
-import { createGateway } from '../src/gateway.js';
 import { launch } from './launcher.js';
+import { productModule } from './product.js';
+
+const { loadConfig } = await productModule('config.js', () => import('../src/config.js'));
+const { createGateway } = await productModule('gateway.js', () => import('../src/gateway.js'));
 
 const config = loadConfig({ env: { ...process.env, GATEHOUSE_HOST: '127.0.0.1', GATEHOUSE_PORT: '0' } });
 

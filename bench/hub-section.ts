@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { BASELINE_COMMIT, baselineTree } from './baseline.js';
+import { BASELINE_COMMIT, baselineGateway, baselineTree } from './baseline.js';
 import {
   type CallRow,
   type CellResult,
@@ -187,7 +187,8 @@ export async function hubSection(): Promise<string> {
     // The wave's baseline gateway, set up the same way, measured in the same rounds.
     let base: { gw: Gateway; token: string } | undefined;
     if ('dir' in baseline) {
-      const bgw = await startGateway('baseline gateway', path.join(baseline.dir, 'bench/gateway-process.ts'));
+      const { file, env } = baselineGateway(baseline.dir);
+      const bgw = await startGateway('baseline gateway', file, env);
       gateways.push(bgw);
       base = { gw: bgw, token: await agentToken(bgw) };
       for (const { era } of ERAS) await installAndTest(bgw, `bench-${era}`, upstreams[era].info.url, ['echo']);

@@ -10,6 +10,7 @@ import { fleetSection } from './fleet-section.js';
 import { hubSection } from './hub-section.js';
 import { memorySection } from './memory-section.js';
 import { overviewSection } from './overview-section.js';
+import { buildProduct } from './product.js';
 import { schemasSection } from './schemas-section.js';
 import { stdioSandboxSection } from './stdio-sandbox-section.js';
 import { stdioSection } from './stdio-section.js';
@@ -49,6 +50,9 @@ const limit = setTimeout(() => interrupt(`run limit of ${RUN_LIMIT_MS} ms reache
 limit.unref();
 
 const started = Date.now();
+// The gateways and conduits run the product's build (`product.ts`): brought up to date once, first.
+process.stderr.write('building the product (npm run build)\n');
+buildProduct();
 let failed = false;
 for (const name of chosen) {
   try {
