@@ -14,6 +14,12 @@ export class Deadline {
   private readonly timer: NodeJS.Timeout;
   private expiry: DeadlineExpiry | undefined;
   private readonly detach: () => void;
+  /**
+   * What runs when the deadline fires, after its signal's listeners: `race` and `onExpired`. A set, not
+   * listeners on the signal: adding and removing an EventTarget listener costs several times more, twice
+   * per call.
+   */
+  private readonly expiryCallbacks = new Set<() => void>();
 
   constructor(
     readonly ms: number,
@@ -68,10 +74,19 @@ export class Deadline {
         reject(this.error());
         return;
       }
-      const onAbort = () => reject(this.error());
-      this.signal.addEventListener('abort', onAbort, { once: true });
-      work.then(resolve, reject).finally(() => this.signal.removeEventListener('abort', onAbort));
+      const forget = this.onExpired(() => reject(this.error()));
+      work.then(resolve, reject).finally(forget);
     });
+  }
+
+  /**
+   * Runs `fn` once when the deadline fires (after the listeners on its signal), unless the returned function
+   * was called first. Not at all when it has fired already: check `expired` first where that matters.
+   */
+  onExpired(fn: () => void): () => void {
+    const callback = () => fn();
+    this.expiryCallbacks.add(callback);
+    return () => this.expiryCallbacks.delete(callback);
   }
 
   dispose(): void {
@@ -84,5 +99,8 @@ export class Deadline {
     this.expiry = why;
     clearTimeout(this.timer);
     this.controller.abort(this.error());
+    const callbacks = [...this.expiryCallbacks];
+    this.expiryCallbacks.clear();
+    for (const callback of callbacks) callback();
   }
 }

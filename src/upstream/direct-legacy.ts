@@ -71,7 +71,7 @@ export async function callLegacyDirect(
     };
     post(notice, AbortSignal.timeout(CANCEL_WAIT_MS)).catch(() => {});
   };
-  signal.addEventListener('abort', cancel, { once: true });
+  const forgetCancel = deadline.onExpired(cancel);
   const carrier = outgoingCarrier();
   const params: Json = args === undefined ? { name } : { name, arguments: args };
   if (carrier) params._meta = carrier;
@@ -95,7 +95,7 @@ export async function callLegacyDirect(
     });
     return outcomeOf(message, 'legacy');
   } finally {
-    signal.removeEventListener('abort', cancel);
+    forgetCancel();
   }
 }
 

@@ -2,6 +2,7 @@
  * Deadlines cover connect and operation; the caller's signal cancels; the upstream is told.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { Deadline } from '../../src/upstream/deadline.js';
 import { startHostileServer } from '../fixtures/hostile-servers.js';
 import { startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
 import { Cleanup, eventually, expectFailure, makePool } from './helpers.js';
@@ -118,5 +119,37 @@ describe('caller cancellation', () => {
     );
     expect(ms).toBeLessThan(3_000);
     await eventually(() => fixture.stats.cancelled === 1);
+  });
+});
+
+describe('the Deadline itself', () => {
+  it('runs what waits on its expiry once, after its signal, unless forgotten; race rejects with its error', async () => {
+    const caller = new AbortController();
+    const deadline = new Deadline(60_000, caller.signal);
+    const order: string[] = [];
+    deadline.signal.addEventListener('abort', () => order.push('signal'));
+    deadline.onExpired(() => order.push('first'));
+    const forget = deadline.onExpired(() => order.push('forgotten'));
+    deadline.onExpired(() => order.push('second'));
+    forget();
+    const raced = deadline.race(new Promise(() => {}));
+    caller.abort();
+    caller.abort();
+    await expect(raced).rejects.toMatchObject({ code: 'upstream_timeout', details: { reason: 'cancelled' } });
+    expect(order).toEqual(['signal', 'first', 'second']);
+    expect(deadline.expired).toBe('cancelled');
+    deadline.dispose();
+  });
+
+  it('lets a race that settled first go, and fires on time', async () => {
+    const deadline = new Deadline(20);
+    await expect(deadline.race(Promise.resolve('done'))).resolves.toBe('done');
+    const fired = new Promise<string>((resolve) => deadline.onExpired(() => resolve(deadline.expired ?? 'none')));
+    await expect(fired).resolves.toBe('timeout');
+    await expect(deadline.race(Promise.resolve('late'))).rejects.toMatchObject({
+      code: 'upstream_timeout',
+      details: { timeoutMs: 20 },
+    });
+    deadline.dispose();
   });
 });
