@@ -16,6 +16,7 @@ import { productEnv, REPO_DIR } from './product.js';
 
 export const BENCH_DIR = path.dirname(fileURLToPath(import.meta.url));
 export { REPO_DIR };
+
 const GUARD = path.join(BENCH_DIR, 'orphan-guard.ts');
 
 // A loaded machine may need longer (BENCH_START_TIMEOUT_MS).
