@@ -81,12 +81,12 @@ export class Deadline {
 
   /**
    * Runs `fn` once when the deadline fires (after the listeners on its signal), unless the returned function
-   * was called first. Not at all when it has fired already: check `expired` first where that matters.
+   * was called first. Not at all when it has fired already: check `expired` first where that matters. Each
+   * waiter passes a function of its own (the same one twice is kept once).
    */
   onExpired(fn: () => void): () => void {
-    const callback = () => fn();
-    this.expiryCallbacks.add(callback);
-    return () => this.expiryCallbacks.delete(callback);
+    this.expiryCallbacks.add(fn);
+    return () => this.expiryCallbacks.delete(fn);
   }
 
   dispose(): void {
