@@ -16,6 +16,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const REPO_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const fromSource = process.env.BENCH_FROM_SOURCE === '1';
+/** A build blocks the orchestrator's event loop (no section limit can fire meanwhile): bounded on its own. */
+const BUILD_TIMEOUT_MS = 10 * 60_000;
 
 /** Builds this repository's product (only what is stale, as `npm run build`); nothing with `BENCH_FROM_SOURCE=1`. */
 export function buildProduct(): void {
@@ -23,6 +25,7 @@ export function buildProduct(): void {
   execFileSync(process.execPath, [path.join(REPO_DIR, 'scripts/build.mjs')], {
     cwd: REPO_DIR,
     stdio: ['ignore', 'ignore', 'inherit'],
+    timeout: BUILD_TIMEOUT_MS,
   });
 }
 
@@ -33,7 +36,11 @@ export function buildProduct(): void {
 export function buildTree(dir: string): void {
   const tsc = path.join(REPO_DIR, 'node_modules/typescript/bin/tsc');
   try {
-    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'ignore' });
+    execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], {
+      cwd: dir,
+      stdio: 'ignore',
+      timeout: BUILD_TIMEOUT_MS,
+    });
   } catch (error) {
     if (!existsSync(path.join(dir, 'dist', 'gateway.js'))) throw error;
   }
