@@ -10,7 +10,7 @@
  * build does not spend.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -42,6 +42,12 @@ export function buildTree(dir: string): void {
       timeout: BUILD_TIMEOUT_MS,
     });
   } catch (error) {
+    // Stopped by its timeout, tsc may have emitted part of the build: none of it is kept (an earlier run's build
+    // is reused when `dist/gateway.js` exists).
+    if ((error as { signal?: unknown }).signal) {
+      rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
+      throw error;
+    }
     if (!existsSync(path.join(dir, 'dist', 'gateway.js'))) throw error;
   }
 }
