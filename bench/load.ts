@@ -19,6 +19,11 @@
  *        gateway delivers without the SDK client's own cost of validating a large answer.
  *   ops  the conduit's REST contract: `POST {url}/ops/call-tool {url: upstream, name, arguments}` over one
  *        undici keep-alive pool with one connection per caller.
+ *   rotate  one SDK `Client` per target of `--targets` (a JSON array of `{name, url, token?, tool}`), called by
+ *        one caller in turn — every target once per turn, in a fresh random order — so that every target is
+ *        measured under the same conditions, call by call; the measured phase is cut into `--slices` equal
+ *        slices, and the report gives each target's p50 per slice (`rotation`). Two gateways compared this
+ *        way see the same machine at the same moments, which back-to-back cells of a few seconds do not.
  *
  * Phases: connect every caller; warm up for `--warmup-ms` (not reported); then, when started by the
  * orchestrator (an IPC channel exists), send `{type: 'ready'}` and wait for `{type: 'go'}` so the
@@ -31,7 +36,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { Agent, request } from 'undici';
 
 export interface LoadReport {
-  mode: 'sdk' | 'http' | 'ops';
+  mode: 'sdk' | 'http' | 'ops' | 'rotate';
   op: 'call' | 'list';
   concurrency: number;
   /** Protocol era the SDK clients ended up speaking (sdk mode). */
@@ -56,6 +61,8 @@ export interface LoadReport {
   p50DecodeMs?: number | undefined;
   /** False when the count was not reached before `--max-ms`. */
   complete: boolean;
+  /** rotate mode: per slice of the measured phase, each target's p50 (ms); and each target's calls. */
+  rotation?: { sliceP50Ms: Record<string, number>[]; calls: Record<string, number> } | undefined;
 }
 
 const { values } = parseArgs({
@@ -73,6 +80,8 @@ const { values } = parseArgs({
     'warmup-ms': { type: 'string', default: '1000' },
     'max-ms': { type: 'string', default: '120000' },
     'expect-tools': { type: 'string' },
+    targets: { type: 'string' },
+    slices: { type: 'string', default: '5' },
   },
 });
 
@@ -86,10 +95,10 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const MODES = ['sdk', 'http', 'ops'] as const;
+const MODES = ['sdk', 'http', 'ops', 'rotate'] as const;
 const mode = MODES.find((m) => m === values.mode) ?? fail(`unknown --mode ${values.mode}`);
 const op = values.op === 'list' ? 'list' : values.op === 'call' ? 'call' : fail(`unknown --op ${values.op}`);
-const url = values.url ?? fail('--url is required');
+const url = values.url ?? (mode === 'rotate' ? '' : fail('--url is required'));
 const concurrency = Number(values.concurrency);
 const durationMs = values['duration-ms'] !== undefined ? Number(values['duration-ms']) : undefined;
 const count = values.count !== undefined ? Number(values.count) : undefined;
@@ -100,6 +109,42 @@ if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) fail
 if ((durationMs === undefined) === (count === undefined)) fail('give exactly one of --duration-ms and --count');
 if (mode === 'ops' && !values.upstream) fail('--upstream is required with --mode ops');
 if (mode === 'http' && op !== 'list') fail('--mode http serves --op list only');
+if (mode === 'rotate' && (op !== 'call' || concurrency !== 1 || durationMs === undefined)) {
+  fail('--mode rotate calls (--op call) with one caller (--concurrency 1) for --duration-ms');
+}
+const slices = Number(values.slices);
+if (!Number.isInteger(slices) || slices < 1 || slices > 100) fail('--slices must be 1..100');
+
+interface Target {
+  name: string;
+  url: string;
+  token?: string | undefined;
+  tool: string;
+}
+
+function targetsOf(json: string | undefined): Target[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json ?? fail('--targets is required with --mode rotate'));
+  } catch {
+    fail('--targets must be JSON');
+  }
+  const ok = (t: unknown): t is Target => {
+    const r = t as Record<string, unknown> | null;
+    return (
+      typeof r === 'object' &&
+      r !== null &&
+      typeof r.name === 'string' &&
+      typeof r.url === 'string' &&
+      typeof r.tool === 'string' &&
+      (r.token === undefined || typeof r.token === 'string')
+    );
+  };
+  if (!Array.isArray(parsed) || parsed.length < 2 || !parsed.every(ok)) {
+    fail('--targets must be an array of at least two {name, url, token?, tool}');
+  }
+  return parsed;
+}
 
 /** One caller: a function making one call, throwing when the answer is not the expected one. */
 interface Caller {
@@ -131,19 +176,21 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
 const quietFetch: typeof fetch = (input, init) =>
   fetch(input, init?.signal ? { ...init, signal: AbortSignal.any([init.signal]) } : init);
 
-async function sdkCaller(): Promise<Caller> {
+async function sdkCaller(
+  target: Omit<Target, 'name'> = { url, token: values.token, tool: values.tool },
+): Promise<Caller> {
   const client = new Client(
     { name: 'gatehouse-bench', version: '1.0.0' },
     values.era === 'modern' ? { versionNegotiation: { mode: 'auto' } } : {},
   );
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    ...(values.token ? { requestInit: { headers: { authorization: `Bearer ${values.token}` } } } : {}),
+  const transport = new StreamableHTTPClientTransport(new URL(target.url), {
+    ...(target.token ? { requestInit: { headers: { authorization: `Bearer ${target.token}` } } } : {}),
     fetch: quietFetch,
   });
   await withTimeout(client.connect(transport), CONNECT_TIMEOUT_MS, 'connect');
   const era = client.getProtocolEra();
   if (era !== values.era) throw new Error(`asked for the ${values.era} era, the client negotiated ${era}`);
-  const name = values.tool;
+  const name = target.tool;
   const list = async () => {
     const result = await client.listTools(undefined, { cacheMode: 'bypass' });
     if (expectTools !== undefined && result.tools.length !== expectTools) {
@@ -297,6 +344,99 @@ async function runPhase(callers: Caller[], untilMs: number, tickets: number, rec
   return phase;
 }
 
+interface Rotation {
+  /** Per slice, per target, the latencies of its calls (ms). */
+  slices: Map<string, number[]>[];
+  calls: number;
+  errors: number;
+  firstError?: string;
+}
+
+/**
+ * One caller calls every target once per turn, in a fresh random order (so no target always follows
+ * another), until `untilMs` has passed; each latency goes to the slice of the phase it ended in.
+ */
+async function runRotation(
+  targets: ReadonlyArray<{ name: string; caller: Caller }>,
+  untilMs: number,
+  sliceCount: number,
+) {
+  const phase: Rotation = { slices: Array.from({ length: sliceCount }, () => new Map()), calls: 0, errors: 0 };
+  const start = performance.now();
+  const sliceMs = untilMs / sliceCount;
+  const order = [...targets];
+  while (performance.now() - start < untilMs && phase.errors <= MAX_ERRORS) {
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [order[i], order[j]] = [order[j] as (typeof order)[number], order[i] as (typeof order)[number]];
+    }
+    for (const { name, caller } of order) {
+      const t0 = performance.now();
+      try {
+        await caller.call();
+        const t1 = performance.now();
+        const slice = phase.slices[Math.min(sliceCount - 1, Math.floor((t1 - start) / sliceMs))] as Map<
+          string,
+          number[]
+        >;
+        const samples = slice.get(name) ?? [];
+        if (samples.length === 0) slice.set(name, samples);
+        samples.push(t1 - t0);
+        phase.calls += 1;
+      } catch (error) {
+        phase.errors += 1;
+        phase.firstError ??= `${name}: ${error instanceof Error ? error.message : String(error)}`;
+      }
+    }
+  }
+  return phase;
+}
+
+async function rotate(): Promise<void> {
+  const targets = targetsOf(values.targets);
+  const callers = await Promise.all(targets.map(async (t) => ({ name: t.name, caller: await sdkCaller(t) })));
+  if (warmupMs > 0) {
+    const warm = await runRotation(callers, warmupMs, 1);
+    if (warm.errors > MAX_ERRORS) throw new Error(`warm-up failed: ${warm.firstError}`);
+  }
+  await handshake('ready', 'go');
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  const measured = await runRotation(callers, durationMs as number, slices);
+  const elapsedMs = performance.now() - start;
+  const cpu = process.cpuUsage(cpu0);
+  const all = Float64Array.from(measured.slices.flatMap((slice) => [...slice.values()].flat())).sort();
+  const calls: Record<string, number> = {};
+  for (const { name } of targets) {
+    calls[name] = measured.slices.reduce((sum, slice) => sum + (slice.get(name)?.length ?? 0), 0);
+  }
+  const report: LoadReport = {
+    mode,
+    op,
+    concurrency,
+    era: callers[0]?.caller.era,
+    calls: measured.calls,
+    errors: measured.errors,
+    firstError: measured.firstError,
+    elapsedMs,
+    callsPerS: measured.calls / (elapsedMs / 1000),
+    p50Ms: percentile(all, 0.5),
+    p99Ms: percentile(all, 0.99),
+    meanMs: all.length > 0 ? all.reduce((a, b) => a + b, 0) / all.length : Number.NaN,
+    loadCpuMsPerCall: measured.calls > 0 ? (cpu.user + cpu.system) / 1000 / measured.calls : Number.NaN,
+    complete: true,
+    rotation: {
+      sliceP50Ms: measured.slices.map((slice) =>
+        Object.fromEntries(targets.map(({ name }) => [name, median(slice.get(name) ?? []) ?? Number.NaN])),
+      ),
+      calls,
+    },
+  };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+  await handshake('reported', 'close').catch(() => {});
+  await withTimeout(Promise.allSettled(callers.map((c) => c.caller.close())), 3_000, 'closing').catch(() => {});
+}
+
 function percentile(sorted: Float64Array, q: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
@@ -370,7 +510,7 @@ async function main(): Promise<void> {
 }
 
 try {
-  await main();
+  await (mode === 'rotate' ? rotate() : main());
   process.exit(0);
 } catch (error) {
   process.stderr.write(`load: ${error instanceof Error ? error.stack : String(error)}\n`);
