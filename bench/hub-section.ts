@@ -39,7 +39,8 @@ const ROUNDS = Number(process.env.BENCH_HUB_ROUNDS ?? 5);
 /**
  * The rule against the baseline at c=1 compares two gateways a few per cent apart. One caller calls direct,
  * the hub and the baseline in turn (a random order each turn, `load.ts --mode rotate`), so the three are
- * measured under the same conditions call by call; `ROUNDS` slices of this length, each with its p50s.
+ * measured under the same conditions call by call; `ROUNDS` slices of this length, each with its p50s. A
+ * twin of today's gateway takes its turn too, as a control: hub − twin is the noise of the measurement.
  */
 const ROTATION_SLICE_MS = Math.round(DURATION_MS / 2);
 const AGG_SERVERS = 50;
@@ -202,6 +203,15 @@ export async function hubSection(): Promise<string> {
       base = { gw: bgw, token: await agentToken(bgw) };
       for (const { era } of ERAS) await installAndTest(bgw, `bench-${era}`, upstreams[era].info.url, ['echo']);
     } else process.stderr.write(`hub: no baseline gateway: ${baseline.unavailable}\n`);
+    // A second gateway of today's build, measured only in the rotation: two copies of one gateway differ by
+    // nothing but noise, so their difference shows what the rotation can resolve on this machine.
+    let twin: { gw: Gateway; token: string } | undefined;
+    if (base) {
+      const tgw = await startGateway('twin gateway');
+      gateways.push(tgw);
+      twin = { gw: tgw, token: await agentToken(tgw) };
+      for (const { era } of ERAS) await installAndTest(tgw, `bench-${era}`, upstreams[era].info.url, ['echo']);
+    }
 
     // Every party compiles its hot paths during its first seconds of load; one unmeasured cell per path
     // and era first, so that the first measured round of each is not the one that pays for it.
@@ -227,6 +237,13 @@ export async function hubSection(): Promise<string> {
         await measureCell(
           `warm-up baseline /mcp ${era}`,
           { mode: 'sdk', url: `${base.gw.url}/mcp`, token: base.token, tool: `bench-${era}__echo`, ...warm },
+          { upstreamPid: upstream.info.pid },
+        );
+      }
+      if (twin) {
+        await measureCell(
+          `warm-up twin /mcp ${era}`,
+          { mode: 'sdk', url: `${twin.gw.url}/mcp`, token: twin.token, tool: `bench-${era}__echo`, ...warm },
           { upstreamPid: upstream.info.pid },
         );
       }
@@ -317,7 +334,7 @@ export async function hubSection(): Promise<string> {
           // The 5 % rule at c=1 is judged call by call: cells a few seconds apart differ by more than 5 % on a
           // shared machine (one round's hub − baseline ranged over ±30 % of the added latency), calls in turn do not.
           const tool = `bench-${era}__echo`;
-          process.stderr.write(`  direct / hub / baseline in turn ${era} c=1 … `);
+          process.stderr.write(`  direct / hub / baseline / twin in turn ${era} c=1 … `);
           noteLoad();
           const report = await runLoad({
             mode: 'rotate',
@@ -327,6 +344,7 @@ export async function hubSection(): Promise<string> {
               { name: 'direct', url: upstream.info.url, tool: 'echo' },
               { name: 'hub', url: `${gw.url}/mcp`, token, tool },
               { name: 'baseline', url: `${base.gw.url}/mcp`, token: base.token, tool },
+              ...(twin ? [{ name: 'twin', url: `${twin.gw.url}/mcp`, token: twin.token, tool }] : []),
             ]),
             slices: ROUNDS,
             'duration-ms': ROTATION_SLICE_MS * ROUNDS,
@@ -339,7 +357,7 @@ export async function hubSection(): Promise<string> {
             ...(report.firstError !== undefined ? { firstError: report.firstError } : {}),
           });
           process.stderr.write(
-            `${slices.map((p) => `hub ${num(p.hub ?? Number.NaN, 2)} / baseline ${num(p.baseline ?? Number.NaN, 2)} ms`).join(', ')}` +
+            `${slices.map((p) => `hub ${num(p.hub ?? Number.NaN, 2)} / baseline ${num(p.baseline ?? Number.NaN, 2)} / twin ${num(p.twin ?? Number.NaN, 2)} ms`).join(', ')}` +
               `${report.errors > 0 ? `, ${report.errors} errors (${report.firstError})` : ''}\n`,
           );
         }
@@ -466,6 +484,9 @@ export async function hubSection(): Promise<string> {
       const extra = median(extras);
       const rotationBaseAdded = median(slices.map((p) => (p.baseline ?? Number.NaN) - (p.direct ?? Number.NaN)));
       const rotationHubAdded = median(slices.map((p) => (p.hub ?? Number.NaN) - (p.direct ?? Number.NaN)));
+      // The control: today's gateway against its twin, in the same turns; its distance from zero is noise.
+      const twins = slices.map((p) => (p.hub ?? Number.NaN) - (p.twin ?? Number.NaN));
+      const twinExtra = median(twins);
       const signed = (x: number, digits: number) => `${x >= 0 ? '+' : '−'}${num(Math.abs(x), digits)}`;
       targets.push(
         `  against the wave's baseline ${BASELINE_COMMIT} (${label}): calls/s at c=16 ${ratio(vsBase, 3)} of the baseline's ` +
@@ -476,7 +497,9 @@ export async function hubSection(): Promise<string> {
           `added ${num(rotationHubAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, the hub's p50 ` +
           `${signed(extra, 3)} ms from the baseline's, ${signed((100 * extra) / rotationBaseAdded, 1)} % of the baseline's ` +
           `added latency (median of the slices' hub − baseline: ${extras.map((x) => num(x, 3)).join(', ')}) — ` +
-          `${verdict(extra <= rotationBaseAdded * 0.05 && rotation?.errors === 0)} (≤ +5 %)`,
+          `${verdict(extra <= rotationBaseAdded * 0.05 && rotation?.errors === 0)} (≤ +5 %); the control, today's gateway ` +
+          `against a twin of itself in the same turns: ${signed(twinExtra, 3)} ms, ${signed((100 * twinExtra) / rotationBaseAdded, 1)} % ` +
+          `(slices: ${twins.map((x) => num(x, 3)).join(', ')}), what this machine cannot tell from zero`,
       );
     } else
       targets.push(
