@@ -159,7 +159,7 @@ export async function hubSection(): Promise<string> {
   /** Per era, the c=1 rotation's slices: each target's p50 (direct, hub, baseline), and the errors. */
   const rotations = new Map<string, { slices: Record<string, number>[]; errors: number; firstError?: string }>();
   /** Per era, the c=16 rounds' paired calls/s ratios: hub ÷ bare proxy, hub ÷ baseline. */
-  const ratioRounds = new Map<string, { proxy: number[]; baseline: number[] }>();
+  const ratioRounds = new Map<string, { proxy: number[]; baseline: number[]; twin: number[] }>();
   const baseline = baselineTree();
   const BASELINE_PATH = `through /mcp at ${BASELINE_COMMIT} (the wave's baseline)`;
   try {
@@ -252,7 +252,13 @@ export async function hubSection(): Promise<string> {
     for (const { era, label } of ERAS) {
       const upstream = upstreams[era];
       for (const c of CONCURRENCY) {
-        const rounds: Array<{ direct: CellResult; proxy: CellResult; hub: CellResult; baseline?: CellResult }> = [];
+        const rounds: Array<{
+          direct: CellResult;
+          proxy: CellResult;
+          hub: CellResult;
+          baseline?: CellResult;
+          twin?: CellResult;
+        }> = [];
         const roundCount = ROUNDS;
         const duration = Math.round(DURATION_MS / 2);
         for (let round = 1; round <= roundCount; round++) {
@@ -302,7 +308,29 @@ export async function hubSection(): Promise<string> {
           const early = baselineFirst ? await measureBaseline() : undefined;
           const hub = await measureHub();
           const baselineCell = baselineFirst ? early : await measureBaseline();
-          rounds.push({ direct, proxy, hub, ...(baselineCell ? { baseline: baselineCell } : {}) });
+          // The twin runs every round too, so that it has the hub's history when it is compared with it.
+          const twinCell = twin
+            ? await measureCell(
+                `twin /mcp ${era} c=${c}${suffix}`,
+                {
+                  mode: 'sdk',
+                  url: `${twin.gw.url}/mcp`,
+                  era,
+                  concurrency: c,
+                  token: twin.token,
+                  tool: `bench-${era}__echo`,
+                  'duration-ms': duration,
+                },
+                { gateway: twin.gw.party, upstreamPid: upstream.info.pid },
+              )
+            : undefined;
+          rounds.push({
+            direct,
+            proxy,
+            hub,
+            ...(baselineCell ? { baseline: baselineCell } : {}),
+            ...(twinCell ? { twin: twinCell } : {}),
+          });
         }
         // Each row is the round with the median p50 of its path; the c=1 targets use the paired rounds.
         const direct = medianCell(rounds.map((r) => r.direct));
@@ -320,6 +348,7 @@ export async function hubSection(): Promise<string> {
           ratioRounds.set(label, {
             proxy: rounds.map((r) => r.hub.report.callsPerS / r.proxy.report.callsPerS),
             baseline: rounds.flatMap((r) => (r.baseline ? [r.hub.report.callsPerS / r.baseline.report.callsPerS] : [])),
+            twin: rounds.flatMap((r) => (r.twin ? [r.hub.report.callsPerS / r.twin.report.callsPerS] : [])),
           });
         }
         if (c === 1) {
@@ -491,7 +520,8 @@ export async function hubSection(): Promise<string> {
       targets.push(
         `  against the wave's baseline ${BASELINE_COMMIT} (${label}): calls/s at c=16 ${ratio(vsBase, 3)} of the baseline's ` +
           `(median of ${ROUNDS} rounds' hub ÷ baseline: ${(perRound?.baseline ?? []).map((x) => num(x, 2)).join(', ')}) — ` +
-          `${verdict(vsBase >= 0.95)} (≥ 0.95×); ` +
+          `${verdict(vsBase >= 0.95)} (≥ 0.95×; the control, today's gateway against its twin: ` +
+          `${ratio(median(perRound?.twin ?? []), 3)}, rounds ${(perRound?.twin ?? []).map((x) => num(x, 2)).join(', ')}); ` +
           `added p50 at c=1 (interleaved rounds) ${num(added, 3)} ms, the baseline's ${num(baseAdded, 3)} ms; ` +
           `one caller calling direct, the hub and the baseline in turn (${ROUNDS} slices of ${ROTATION_SLICE_MS / 1000} s): ` +
           `added ${num(rotationHubAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, the hub's p50 ` +
