@@ -39,10 +39,10 @@ const ROUNDS = Number(process.env.BENCH_HUB_ROUNDS ?? 5);
 /**
  * The rule against the baseline at c=1 compares two gateways a few per cent apart. One caller calls direct,
  * the hub and the baseline in turn (a random order each turn, `load.ts --mode rotate`), so the three are
- * measured under the same conditions call by call; `ROUNDS` slices of this length, each with its p50s. A
+ * measured under the same conditions call by call; `ROUNDS` slices as long as a round, each with its p50s. A
  * twin of today's gateway takes its turn too, as a control: hub − twin is the noise of the measurement.
  */
-const ROTATION_SLICE_MS = Math.round(DURATION_MS / 2);
+const ROUND_MS = Math.round(DURATION_MS / 2);
 const AGG_SERVERS = 50;
 const AGG_TOOLS = 100;
 const LOG_LEVEL = 'warn';
@@ -156,8 +156,8 @@ export async function hubSection(): Promise<string> {
   const listRows: ListRow[] = [];
   /** Per era, the c=1 rounds' added p50 latencies (hub − direct, proxy − direct) and the hub's errors. */
   const addedRounds = new Map<string, { hub: number[]; proxy: number[]; baseline: number[]; errors: number }>();
-  /** Per era, the c=1 rotation's slices: each target's p50 (direct, hub, baseline), and the errors. */
-  const rotations = new Map<string, { slices: Record<string, number>[]; errors: number; firstError?: string }>();
+  /** Per era, the c=1 rotation's slices: each target's p50 (direct, hub, baseline, twin), and its errors. */
+  const rotations = new Map<string, { slices: Record<string, number>[]; errors: number }>();
   /** Per era, the c=16 rounds' paired calls/s ratios: hub ÷ bare proxy, hub ÷ baseline. */
   const ratioRounds = new Map<string, { proxy: number[]; baseline: number[]; twin: number[] }>();
   const baseline = baselineTree();
@@ -203,8 +203,8 @@ export async function hubSection(): Promise<string> {
       base = { gw: bgw, token: await agentToken(bgw) };
       for (const { era } of ERAS) await installAndTest(bgw, `bench-${era}`, upstreams[era].info.url, ['echo']);
     } else process.stderr.write(`hub: no baseline gateway: ${baseline.unavailable}\n`);
-    // A second gateway of today's build, measured only in the rotation: two copies of one gateway differ by
-    // nothing but noise, so their difference shows what the rotation can resolve on this machine.
+    // A second gateway of today's build, the control: two copies of one gateway differ by nothing but noise, so
+    // their difference shows what the rounds and the rotation can resolve on this machine.
     let twin: { gw: Gateway; token: string } | undefined;
     if (base) {
       const tgw = await startGateway('twin gateway');
@@ -212,6 +212,21 @@ export async function hubSection(): Promise<string> {
       twin = { gw: tgw, token: await agentToken(tgw) };
       for (const { era } of ERAS) await installAndTest(tgw, `bench-${era}`, upstreams[era].info.url, ['echo']);
     }
+
+    /** One cell through a gateway's `/mcp` (the hub, the baseline or the twin), its CPU read around it. */
+    const gatewayCell = (
+      name: string,
+      g: { gw: Gateway; token: string },
+      era: (typeof ERAS)[number]['era'],
+      load: Record<string, string | number>,
+      suffix = '',
+    ) =>
+      measureCell(
+        `${name} /mcp ${era}${suffix}`,
+        { mode: 'sdk', url: `${g.gw.url}/mcp`, era, token: g.token, tool: `bench-${era}__echo`, ...load },
+        { gateway: g.gw.party, upstreamPid: upstreams[era].info.pid },
+      );
+    const hubGateway = { gw, token };
 
     // Every party compiles its hot paths during its first seconds of load; one unmeasured cell per path
     // and era first, so that the first measured round of each is not the one that pays for it.
@@ -228,25 +243,9 @@ export async function hubSection(): Promise<string> {
         { mode: 'sdk', url: proxies[era].info.url, ...warm },
         { upstreamPid: upstream.info.pid },
       );
-      await measureCell(
-        `warm-up hub /mcp ${era}`,
-        { mode: 'sdk', url: `${gw.url}/mcp`, token, tool: `bench-${era}__echo`, ...warm },
-        { upstreamPid: upstream.info.pid },
-      );
-      if (base) {
-        await measureCell(
-          `warm-up baseline /mcp ${era}`,
-          { mode: 'sdk', url: `${base.gw.url}/mcp`, token: base.token, tool: `bench-${era}__echo`, ...warm },
-          { upstreamPid: upstream.info.pid },
-        );
-      }
-      if (twin) {
-        await measureCell(
-          `warm-up twin /mcp ${era}`,
-          { mode: 'sdk', url: `${twin.gw.url}/mcp`, token: twin.token, tool: `bench-${era}__echo`, ...warm },
-          { upstreamPid: upstream.info.pid },
-        );
-      }
+      await gatewayCell('warm-up hub', hubGateway, era, warm);
+      if (base) await gatewayCell('warm-up baseline', base, era, warm);
+      if (twin) await gatewayCell('warm-up twin', twin, era, warm);
     }
 
     for (const { era, label } of ERAS) {
@@ -260,70 +259,30 @@ export async function hubSection(): Promise<string> {
           twin?: CellResult;
         }> = [];
         const roundCount = ROUNDS;
-        const duration = Math.round(DURATION_MS / 2);
         for (let round = 1; round <= roundCount; round++) {
           const suffix = roundCount > 1 ? ` (round ${round}/${roundCount})` : '';
           const direct = await measureCell(
             `direct ${era} c=${c}${suffix}`,
-            { mode: 'sdk', url: upstream.info.url, era, concurrency: c, 'duration-ms': duration },
+            { mode: 'sdk', url: upstream.info.url, era, concurrency: c, 'duration-ms': ROUND_MS },
             { upstreamPid: upstream.info.pid },
           );
           const proxy = await measureCell(
             `bare proxy ${era} c=${c}${suffix}`,
-            { mode: 'sdk', url: proxies[era].info.url, era, concurrency: c, 'duration-ms': duration },
+            { mode: 'sdk', url: proxies[era].info.url, era, concurrency: c, 'duration-ms': ROUND_MS },
             { upstreamPid: upstream.info.pid },
           );
-          const measureHub = () =>
-            measureCell(
-              `hub /mcp ${era} c=${c}${suffix}`,
-              {
-                mode: 'sdk',
-                url: `${gw.url}/mcp`,
-                era,
-                concurrency: c,
-                token,
-                tool: `bench-${era}__echo`,
-                'duration-ms': duration,
-              },
-              { gateway: gw.party, upstreamPid: upstream.info.pid },
-            );
+          const cell = { concurrency: c, 'duration-ms': ROUND_MS };
+          const cellName = ` c=${c}${suffix}`;
+          const measureHub = () => gatewayCell('hub', hubGateway, era, cell, cellName);
           const measureBaseline = () =>
-            base
-              ? measureCell(
-                  `baseline /mcp ${era} c=${c}${suffix}`,
-                  {
-                    mode: 'sdk',
-                    url: `${base.gw.url}/mcp`,
-                    era,
-                    concurrency: c,
-                    token: base.token,
-                    tool: `bench-${era}__echo`,
-                    'duration-ms': duration,
-                  },
-                  { gateway: base.gw.party, upstreamPid: upstream.info.pid },
-                )
-              : Promise.resolve(undefined);
+            base ? gatewayCell('baseline', base, era, cell, cellName) : Promise.resolve(undefined);
           // Every other round the baseline goes first: neither gateway always runs after the other.
           const baselineFirst = round % 2 === 0;
           const early = baselineFirst ? await measureBaseline() : undefined;
           const hub = await measureHub();
           const baselineCell = baselineFirst ? early : await measureBaseline();
           // The twin runs every round too, so that it has the hub's history when it is compared with it.
-          const twinCell = twin
-            ? await measureCell(
-                `twin /mcp ${era} c=${c}${suffix}`,
-                {
-                  mode: 'sdk',
-                  url: `${twin.gw.url}/mcp`,
-                  era,
-                  concurrency: c,
-                  token: twin.token,
-                  tool: `bench-${era}__echo`,
-                  'duration-ms': duration,
-                },
-                { gateway: twin.gw.party, upstreamPid: upstream.info.pid },
-              )
-            : undefined;
+          const twinCell = twin ? await gatewayCell('twin', twin, era, cell, cellName) : undefined;
           rounds.push({
             direct,
             proxy,
@@ -376,15 +335,11 @@ export async function hubSection(): Promise<string> {
               ...(twin ? [{ name: 'twin', url: `${twin.gw.url}/mcp`, token: twin.token, tool }] : []),
             ]),
             slices: ROUNDS,
-            'duration-ms': ROTATION_SLICE_MS * ROUNDS,
+            'duration-ms': ROUND_MS * ROUNDS,
             'warmup-ms': WARMUP_MS,
           });
           const slices = report.rotation?.sliceP50Ms ?? [];
-          rotations.set(label, {
-            slices,
-            errors: report.errors,
-            ...(report.firstError !== undefined ? { firstError: report.firstError } : {}),
-          });
+          rotations.set(label, { slices, errors: report.errors });
           process.stderr.write(
             `${slices.map((p) => `hub ${num(p.hub ?? Number.NaN, 2)} / baseline ${num(p.baseline ?? Number.NaN, 2)} / twin ${num(p.twin ?? Number.NaN, 2)} ms`).join(', ')}` +
               `${report.errors > 0 ? `, ${report.errors} errors (${report.firstError})` : ''}\n`,
@@ -523,7 +478,7 @@ export async function hubSection(): Promise<string> {
           `${verdict(vsBase >= 0.95)} (≥ 0.95×; the control, today's gateway against its twin: ` +
           `${ratio(median(perRound?.twin ?? []), 3)}, rounds ${(perRound?.twin ?? []).map((x) => num(x, 2)).join(', ')}); ` +
           `added p50 at c=1 (interleaved rounds) ${num(added, 3)} ms, the baseline's ${num(baseAdded, 3)} ms; ` +
-          `one caller calling direct, the hub and the baseline in turn (${ROUNDS} slices of ${ROTATION_SLICE_MS / 1000} s): ` +
+          `one caller calling direct, the hub and the baseline in turn (${ROUNDS} slices of ${ROUND_MS / 1000} s): ` +
           `added ${num(rotationHubAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, the hub's p50 ` +
           `${signed(extra, 3)} ms from the baseline's, ${signed((100 * extra) / rotationBaseAdded, 1)} % of the baseline's ` +
           `added latency (median of the slices' hub − baseline: ${extras.map((x) => num(x, 3)).join(', ')}) — ` +
