@@ -110,7 +110,7 @@ export const ERROR_CATALOGUE = {
     status: 409,
     mcp: 'result',
     message:
-      'The upstream call this round continues is no longer held (its deadline passed, or another replica holds it): call again without requestState.',
+      'The upstream call this round continues is no longer held (its deadline passed, or the replica that held it is gone): call again without requestState.',
   },
 
   // The admin surface

@@ -42,8 +42,13 @@ export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'session
 const CHANGE_CHANNEL = 'gatehouse_changes';
 
 /** Channels for cross-process messages besides cache versions. */
-export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions' | 'gatehouse_recent';
-const MESSAGE_CHANNELS: readonly MessageChannel[] = ['gatehouse_events', 'gatehouse_sessions', 'gatehouse_recent'];
+export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions' | 'gatehouse_recent' | 'gatehouse_rounds';
+const MESSAGE_CHANNELS: readonly MessageChannel[] = [
+  'gatehouse_events',
+  'gatehouse_sessions',
+  'gatehouse_recent',
+  'gatehouse_rounds',
+];
 
 /** In-process listeners per channel, shared by both store kinds. */
 class Listeners {

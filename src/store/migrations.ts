@@ -591,6 +591,19 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 26,
+    name: 'fleet: held_rounds (a round of a held upstream call that reached another replica, relayed to its holder)',
+    async up(db) {
+      await db.schema
+        .createTable('held_rounds')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('body', 'text', (c) => c.notNull())
+        .addColumn('created_ms', 'bigint', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('held_rounds_by_age').on('held_rounds').column('created_ms').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

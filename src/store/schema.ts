@@ -268,6 +268,17 @@ export interface Database extends MemoryTables {
   recent_tools: RecentToolTable;
   hub_tasks: HubTaskTable;
   audit_journals: AuditJournalTable;
+  held_rounds: HeldRoundTable;
+}
+
+/** What a replica hands the replica holding a held call, and what it answers (`surfaces/hub/held-relay.ts`, migration 26). */
+export interface HeldRoundTable {
+  /** The relayed round's id; its answer is stored under `{id}:step`. */
+  id: string;
+  /** JSON: the round (owner and input responses), or its step. */
+  body: string;
+  /** When it was written (ms since the epoch): rows left by a replica that died are purged after a while. */
+  created_ms: number;
 }
 
 /** How many bytes of one local audit journal file are already in `audit_events` (`audit/journal.ts`, migration 25). */

@@ -41,7 +41,8 @@ import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import type { EndpointScope } from '../endpoint.js';
 import { Gate, type GatePorts } from '../gate.js';
 import { createTaskResult, type DetailedTask, errorResult, isResultError } from '../results.js';
-import { HeldCalls } from './held-calls.js';
+import { HeldCalls, type RoundStep } from './held-calls.js';
+import type { HeldRelay } from './held-relay.js';
 import { askAgent, assertAnswerable } from './input-requests.js';
 import { admits } from './log-levels.js';
 import { UI_EXTENSION, wrapResourceUri } from './names.js';
@@ -75,6 +76,8 @@ export interface CallPorts extends GatePorts {
   onToolCalled?: ((principal: TokenPrincipal, exposed: string) => void) | undefined;
   /** Binds the upstream tasks an agent's calls create to its token (the Tasks extension). */
   tasks?: HubTasks | undefined;
+  /** Relays a held call's round to the replica that holds it (PostgreSQL; `held-relay.ts`). */
+  heldRelay?: HeldRelay<TaskableOutcome> | undefined;
 }
 
 /** What the hub needs of the stdio supervisor. */
@@ -463,10 +466,12 @@ export class HubCalls {
 
   constructor(private readonly ports: CallPorts) {
     this.gate = new Gate(ports, { surface: 'hub', upstream: true, refusal: hubRefusal });
+    ports.heldRelay?.serveFrom(this.held);
   }
 
   /** Drops every held call (the hub is closing). */
   close(): void {
+    this.ports.heldRelay?.close();
     this.held.close();
   }
 
@@ -591,61 +596,58 @@ export class HubCalls {
         });
         let result: TaskableOutcome;
         try {
-          // A later round of a held call (a 2025-era upstream asked this 2026-07-28 agent): its answers go to the
-          // waiting upstream, which goes on.
-          let held = ctx.state?.p !== undefined ? this.held.claim(ctx.state.p, principal.id) : undefined;
-          if (ctx.state?.p !== undefined && !held) throw new GatehouseError('hub.round_expired');
-          held?.answer(ctx.inputResponses, asks);
-          // A 2026-07-28 agent that can be asked (it declared input capabilities; a 2025 session's agent is asked
-          // directly, `ctx.ask`): a 2025-era upstream's asks are held for its rounds.
-          if (!held && !ctx.ask && inputCapabilities) {
-            const call = this.held.create(principal.id, inputCapabilities);
-            call?.start((signal, relay) => {
-              const { onLog: _roundLog, onProgress, ...options } = upstreamOptions(signal, relay);
-              return runTaskable(this.ports, snapshot, server, tool.name, args, {
-                ...options,
-                // Log messages and progress go to whichever round waits on the call when they arrive (a later
-                // round may ask for logs the first did not).
-                onLog: (message: UpstreamLogMessage) => call.round?.onLog?.(message),
-                ...(onProgress
-                  ? {
-                      onProgress: (p: { progress: number; total?: number; message?: string }) =>
-                        call.round?.onProgress?.(p),
-                    }
-                  : {}),
-                asksInRounds: true,
-              });
-            });
-            held = call;
-          }
-          if (held) {
-            // An agent that gives up on its round gives up the call: the upstream is cancelled.
-            const call = held;
-            const giveUp = () => call.drop('The agent went away.');
-            ctx.signal.addEventListener('abort', giveUp, { once: true });
+          // What the upstream sends while a round waits goes to that round's request.
+          const sink = () => {
             const { onLog, onProgress } = upstreamOptions(ctx.signal, undefined);
-            call.round = { onLog, onProgress };
-            const step = await held.next().finally(() => {
-              ctx.signal.removeEventListener('abort', giveUp);
-              call.round = undefined;
-            });
-            if (!step.done) {
-              this.held.park(held, principal.id);
-              const inputRequests: Record<string, unknown> = {};
-              for (const { key, ask: asked } of step.asks) {
-                inputRequests[key] = { method: asked.method, ...(asked.params ? { params: asked.params } : {}) };
-              }
-              const minted = await this.ports.stateCodec.mint({ ...binding(), p: held.id });
-              return {
-                answer: inputRequiredResult(inputRequests, minted),
-                outcome: 'input_required',
-                audited: { inputRequests },
-              };
+            return { onLog, onProgress };
+          };
+          let step: RoundStep<TaskableOutcome> | undefined;
+          if (ctx.state?.p !== undefined) {
+            // A later round of a held call (a 2025-era upstream asked this 2026-07-28 agent): its answers go to
+            // the waiting upstream, which goes on, here or on the replica that holds it.
+            const { p } = ctx.state;
+            step = await (this.held.continueHere(p, principal.id, ctx.inputResponses, asks, ctx.signal, sink()) ??
+              this.ports.heldRelay?.continueElsewhere(p, principal.id, ctx.inputResponses, asks, ctx.signal, sink()));
+            if (!step) throw new GatehouseError('hub.round_expired');
+          } else if (!ctx.ask && inputCapabilities) {
+            // A 2026-07-28 agent that can be asked (it declared input capabilities; a 2025 session's agent is asked
+            // directly, `ctx.ask`): a 2025-era upstream's asks are held for its rounds.
+            const call = this.held.create(principal.id, inputCapabilities);
+            if (call) {
+              call.start((signal, relay) => {
+                const { onLog: _roundLog, onProgress, ...options } = upstreamOptions(signal, relay);
+                return runTaskable(this.ports, snapshot, server, tool.name, args, {
+                  ...options,
+                  // Log messages and progress go to whichever round waits on the call when they arrive (a later
+                  // round may ask for logs the first did not).
+                  onLog: (message: UpstreamLogMessage) => call.round?.onLog?.(message),
+                  ...(onProgress
+                    ? {
+                        onProgress: (p: { progress: number; total?: number; message?: string }) =>
+                          call.round?.onProgress?.(p),
+                      }
+                    : {}),
+                  asksInRounds: true,
+                });
+              });
+              step = await this.held.round(call, principal.id, ctx.signal, sink());
             }
-            result = await step.outcome;
-          } else {
-            result = await runTaskable(this.ports, snapshot, server, tool.name, args, upstreamOptions(ctx.signal, ask));
           }
+          if (step && !step.done) {
+            const inputRequests: Record<string, unknown> = {};
+            for (const { key, ask: asked } of step.asks) {
+              inputRequests[key] = { method: asked.method, ...(asked.params ? { params: asked.params } : {}) };
+            }
+            const minted = await this.ports.stateCodec.mint({ ...binding(), p: step.heldId });
+            return {
+              answer: inputRequiredResult(inputRequests, minted),
+              outcome: 'input_required',
+              audited: { inputRequests },
+            };
+          }
+          result = step
+            ? await step.outcome
+            : await runTaskable(this.ports, snapshot, server, tool.name, args, upstreamOptions(ctx.signal, ask));
         } catch (error) {
           const known = findGatehouseError(error);
           const connectUrl = known?.code === 'auth.connect_required' ? known.details?.connectUrl : undefined;

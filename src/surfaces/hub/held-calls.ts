@@ -11,8 +11,9 @@
  *
  * All of it stays within the call's deadline: a held call whose agent does not come back is cancelled when
  * its upstream call's deadline passes (the pool's call timeout, counted from round 1). A held call lives in the
- * process that made it: a round that reaches another replica, or comes after the deadline, is told the held
- * call is gone (`hub.round_expired`) and starts over. At most `MAX_HELD` calls are held at once; beyond it an
+ * process that made it; on PostgreSQL a round that reaches another replica is relayed to it (`held-relay.ts`). A
+ * round that comes after the deadline, or whose holder is gone, is told the held call is gone
+ * (`hub.round_expired`) and starts over. At most `MAX_HELD` calls are held at once; beyond it an
  * ask is refused to the upstream, as an agent that cannot answer refuses it.
  */
 import { randomUUID } from 'node:crypto';
@@ -42,6 +43,11 @@ export interface RoundSink {
 
 /** The upstream's next move: its outcome (or failure), or asks for the agent. */
 export type HeldStep<T> = { done: true; outcome: Promise<T> } | { done: false; asks: PendingAsk[] };
+
+/** A round's step as the agent hears of it: the outcome, or asks keyed for its `inputResponses`, the call's id. */
+export type RoundStep<T> =
+  | { done: true; outcome: Promise<T> }
+  | { done: false; heldId: string; asks: ReadonlyArray<{ key: string; ask: Ask }> };
 
 /** One upstream call held across the agent's rounds. */
 export class HeldCall<T> {
@@ -159,6 +165,47 @@ export class HeldCalls<T> {
     });
     this.held.set(call.id, { call, owner });
     return call;
+  }
+
+  /** Whether this process holds the call `id` (a round another replica received may be for it). */
+  holds(id: string): boolean {
+    return this.held.has(id);
+  }
+
+  /**
+   * One round of `call`, claimed or new: it waits for the upstream's next move, relaying what the upstream sends
+   * meanwhile to `sink`; asks met park the call for the next round. An agent that gives up on its round (`signal`)
+   * gives up the call: the upstream is cancelled.
+   */
+  async round(call: HeldCall<T>, owner: string, signal: AbortSignal, sink: RoundSink): Promise<RoundStep<T>> {
+    const giveUp = () => call.drop('The agent went away.');
+    signal.addEventListener('abort', giveUp, { once: true });
+    call.round = sink;
+    const step = await call.next().finally(() => {
+      signal.removeEventListener('abort', giveUp);
+      call.round = undefined;
+    });
+    if (step.done) return step;
+    this.park(call, owner);
+    return { done: false, heldId: call.id, asks: step.asks };
+  }
+
+  /**
+   * The next round of the held call `id`, if this process holds it for `owner`: the agent's answers go to the
+   * waiting upstream (recorded in `asks` for the round's audit row), which goes on. Undefined when it is not here.
+   */
+  continueHere(
+    id: string,
+    owner: string,
+    responses: Record<string, unknown> | undefined,
+    asks: AskRecord[],
+    signal: AbortSignal,
+    sink: RoundSink,
+  ): Promise<RoundStep<T>> | undefined {
+    const call = this.claim(id, owner);
+    if (!call) return undefined;
+    call.answer(responses, asks);
+    return this.round(call, owner, signal, sink);
   }
 
   /** Takes the held call `id` of `owner` for one round (a second, concurrent round finds none). */

@@ -23,6 +23,7 @@ import { McpEndpoint } from '../endpoint.js';
 import { ApprovedRounds, runAuditedRound, storedOutcome } from './approved-rounds.js';
 import { type CallPorts, type CallScope, HubCalls, runUpstream } from './calls.js';
 import { fastRequestOf, serveFastRequest } from './fast-path.js';
+import { HeldRelay } from './held-relay.js';
 import { HubListenStreams, MAX_LISTEN_STREAMS } from './listen-streams.js';
 import { paramHeaderRejection } from './param-check.js';
 import type { HubStateCodec } from './request-state.js';
@@ -137,6 +138,8 @@ export function createHub(deps: HubDeps): Hub {
     limiter: deps.limiter,
     audit: deps.audit,
     approvals: deps.approvals,
+    // Replicas on one PostgreSQL relay a held call's rounds to the one holding it; SQLite has one process.
+    heldRelay: deps.store.kind === 'postgres' ? new HeldRelay(deps.store) : undefined,
   });
 
   const subscriptions = new ResourceSubscriptions();
