@@ -143,6 +143,12 @@ describe.skipIf(!POSTGRES_AVAILABLE)('held calls relayed between replicas [postg
       roots: { roots: [{ uri: 'file:///work', name: 'work' }] },
       sure: { action: 'accept', content: { name: 'yes' } },
     });
+    // A round replayed on the holder, for the call that ended: told at once, nothing relayed.
+    const replayed = await call(onOne, {
+      inputResponses: { [sureKey]: { action: 'accept', content: { name: 'yes' } } },
+      requestState: third.requestState,
+    });
+    expect(replayed.structuredContent?.error?.code).toBe('hub.round_expired');
     // One upstream call for the four rounds.
     expect(upstream.log.count('tools/call')).toBe(1);
     // The relayed round is audited where it was served, with the ask it answered.

@@ -51,7 +51,6 @@ export type RoundStep<T> =
 
 /** One upstream call held across the agent's rounds. */
 export class HeldCall<T> {
-  readonly id = randomUUID();
   /** Aborts the upstream call (the held call was dropped). */
   readonly controller = new AbortController();
   private outcome: Promise<T> | undefined;
@@ -68,6 +67,7 @@ export class HeldCall<T> {
   round: RoundSink | undefined;
 
   constructor(
+    readonly id: string,
     /** The input capabilities the agent declared: an ask beyond them is refused to the upstream at once. */
     private readonly declared: Json,
     private readonly onSettled: (call: HeldCall<T>) => void,
@@ -152,6 +152,8 @@ export class HeldCall<T> {
 /** The calls held in this process, claimed by their next round. */
 export class HeldCalls<T> {
   private readonly held = new Map<string, { call: HeldCall<T>; owner: string }>();
+  /** Begins the id of every call held here: a round for one that is gone is not relayed to other replicas. */
+  private readonly tag = `${randomUUID().slice(0, 8)}.`;
 
   get size(): number {
     return this.held.size;
@@ -160,11 +162,16 @@ export class HeldCalls<T> {
   /** A new held call for `owner` (a token id), or undefined when this process holds the most it may. */
   create(owner: string, declared: Json): HeldCall<T> | undefined {
     if (this.held.size >= MAX_HELD) return undefined;
-    const call: HeldCall<T> = new HeldCall<T>(declared, (settled) => {
+    const call: HeldCall<T> = new HeldCall<T>(`${this.tag}${randomUUID()}`, declared, (settled) => {
       if (this.held.get(settled.id)?.call === settled) this.held.delete(settled.id);
     });
     this.held.set(call.id, { call, owner });
     return call;
+  }
+
+  /** Whether the call `id` was held here (held still, or gone). */
+  madeHere(id: string): boolean {
+    return id.startsWith(this.tag);
   }
 
   /** Whether this process holds the call `id` (a round another replica received may be for it). */

@@ -101,6 +101,8 @@ export class HeldRelay<T> {
     signal: AbortSignal,
     sink: RoundSink,
   ): Promise<RoundStep<T> | undefined> {
+    // A call this process held and no longer holds is gone: no other replica has it.
+    if (this.held?.madeHere(p)) return undefined;
     const id = randomUUID();
     const body: RoundBody = { owner, ...(responses ? { responses } : {}) };
     await this.store.db
