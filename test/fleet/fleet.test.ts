@@ -2,7 +2,8 @@
  * A fleet: three real gateway processes on one PostgreSQL behind a real HAProxy (round-robin, health
  * checks on `/readyz`), every port chosen at run time. Through the balancer: 2025-era sessions (the SDK
  * v1 client) and 2026-07-28 clients (SDK v2) complete every call while their requests spread over the
- * replicas; every replica's event stream receives every event written concurrently by all three; a
+ * replicas; a 2025-era upstream's asks reach 2026-07-28 agents in rounds that land on any replica; every
+ * replica's event stream receives every event written concurrently by all three; a
  * token's rate limit holds for the fleet; a `kill -9` of a replica mid-session loses no session; a
  * rolling restart under steady load fails no call; an upstream's change is heard by one replica and
  * refreshed once.
@@ -19,7 +20,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type McpFixture, startModernServer } from '../fixtures/mcp-servers.js';
+import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
 import { connectAgent } from '../helpers/agents.js';
 import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, TEST_ADMIN_TOKEN, TEST_SECRET_KEY } from '../helpers/gateway.js';
@@ -63,6 +64,8 @@ interface Replica {
 describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas behind HAProxy', () => {
   let place: Awaited<ReturnType<typeof postgresTarget.fresh>>;
   let upstream: McpFixture;
+  /** A 2025-era upstream whose tool asks its caller during the call (held calls, `held-relay.ts`). */
+  let asker: McpFixture;
   let haproxy: ChildProcess | undefined;
   let base = '';
   const replicas: Replica[] = [];
@@ -191,6 +194,22 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
           async () => ({ content: [{ type: 'text', text: 'noted' }] }),
         ),
     });
+    asker = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: [],
+      register: (server) =>
+        server.registerTool(
+          'ask_name',
+          { description: 'Asks the name.', inputSchema: z.object({}) },
+          async (_a, ctx) => {
+            const answer = await ctx.mcpReq.elicitInput({
+              message: 'Your name?',
+              requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+            });
+            return { content: [{ type: 'text', text: `hello ${String(answer.content?.name)}` }] };
+          },
+        ),
+    });
     // Together: the migrations run once, under their lock.
     await Promise.all(['r1', 'r2', 'r3'].map((name) => startReplica(name, 0)));
     replicas.sort((a, b) => a.name.localeCompare(b.name));
@@ -234,6 +253,9 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
     expect((await api('POST', '/api/mcp/install', { url: upstream.url, id: 'files' })).status).toBeLessThan(300);
     expect((await api('PATCH', '/api/mcp/servers/files/tools', { mode: 'all', allow: ['echo'] })).status).toBe(200);
     expect((await api('POST', '/api/mcp/servers/files/test')).body.ok).toBe(true);
+    expect((await api('POST', '/api/mcp/install', { url: asker.url, id: 'asker' })).status).toBeLessThan(300);
+    expect((await api('PATCH', '/api/mcp/servers/asker/tools', { mode: 'all', allow: ['ask_name'] })).status).toBe(200);
+    expect((await api('POST', '/api/mcp/servers/asker/test')).body.ok).toBe(true);
   }, 300_000);
 
   afterAll(async () => {
@@ -247,6 +269,7 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
       await exited(child);
     }
     await upstream?.close();
+    await asker?.close();
     await place?.cleanup();
   }, 60_000);
 
@@ -262,6 +285,27 @@ describe.skipIf(!HAVE_HAPROXY || !POSTGRES_AVAILABLE)('a fleet of three replicas
     expect(results.filter((ok) => ok)).toHaveLength(60);
     // One session, served by every replica.
     expect(new Set(legacy.seen)).toEqual(new Set(replicas.map((r) => r.name)));
+  }, 60_000);
+
+  it('continues held calls whichever replica each round reaches: a 2025 upstream asks 2026 agents', async () => {
+    const token = await agentToken('fleet-rounds');
+    const client = await connectAgent(`${base}/mcp/s/asker`, token, {
+      client: { capabilities: { elicitation: { form: {} } } },
+      prepare: (c) =>
+        c.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Ada' } })),
+    });
+    closers.push(() => client.close());
+    const texts: string[] = [];
+    // Each call takes two rounds; round-robin sends the second to another replica than the first.
+    for (let i = 0; i < 6; i++) {
+      const result = (await client.callTool({ name: 'ask_name', arguments: {} })) as {
+        content: Array<{ text?: string }>;
+      };
+      texts.push(result.content[0]?.text ?? '');
+    }
+    expect(texts).toEqual(Array(6).fill('hello Ada'));
+    // Each call ran once upstream: no round started it over.
+    expect(asker.log.count('tools/call')).toBe(6);
   }, 60_000);
 
   it('delivers every event to every replica’s stream while all three write at once', async () => {
