@@ -42,10 +42,16 @@ export type ChangeTopic = 'settings' | 'tokens' | 'servers' | 'users' | 'session
 const CHANGE_CHANNEL = 'gatehouse_changes';
 
 /** Channels for cross-process messages besides cache versions. */
-export type MessageChannel = 'gatehouse_events' | 'gatehouse_sessions' | 'gatehouse_recent' | 'gatehouse_rounds';
+export type MessageChannel =
+  | 'gatehouse_events'
+  | 'gatehouse_sessions'
+  | 'gatehouse_session_cancels'
+  | 'gatehouse_recent'
+  | 'gatehouse_rounds';
 const MESSAGE_CHANNELS: readonly MessageChannel[] = [
   'gatehouse_events',
   'gatehouse_sessions',
+  'gatehouse_session_cancels',
   'gatehouse_recent',
   'gatehouse_rounds',
 ];

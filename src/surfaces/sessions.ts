@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
-import type { SharedSessionStore } from './shared-sessions.js';
+import type { SessionCancel, SharedSessionStore } from './shared-sessions.js';
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -87,6 +87,16 @@ function isInitialize(body: unknown): boolean {
   );
 }
 
+/** What `notifications/cancelled` names, if `body` is that notification. */
+function cancelOf(body: unknown): { requestId: string | number; reason?: string } | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const { method, params } = body as { method?: unknown; params?: { requestId?: unknown; reason?: unknown } };
+  if (method !== 'notifications/cancelled' || typeof params !== 'object' || params === null) return undefined;
+  const { requestId, reason } = params;
+  if (typeof requestId !== 'string' && typeof requestId !== 'number') return undefined;
+  return { requestId, ...(typeof reason === 'string' ? { reason } : {}) };
+}
+
 /** A level `logging/setLevel` may set, if `body` is that request. */
 function setLevelOf(body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
@@ -122,6 +132,8 @@ export class LegacySessions {
       // Ended elsewhere (DELETE, evicted, expired): drop the copy held here, without ending it again.
       this.unsubscribe.push(this.shared.store.onClosed((id) => this.dropLocal(id)));
       this.unsubscribe.push(this.shared.store.onReconnect(() => void this.recheckAll()));
+      // An agent cancelled, on another replica, a request of a session this one serves: it may be running here.
+      this.unsubscribe.push(this.shared.store.onCancel((cancel) => this.cancelHere(cancel)));
     }
   }
 
@@ -157,6 +169,9 @@ export class LegacySessions {
       if (!session || session.owner !== owner) return jsonRpcError(404, -32001, 'Session not found');
       this.seen(sessionId, session);
       const response = await session.transport.handleRequest(request, options);
+      // The request it cancels may be running on another replica (a balancer without affinity).
+      const cancel = this.shared && response.ok ? cancelOf(options.parsedBody) : undefined;
+      if (cancel) void this.shared?.store.announceCancel({ sessionId, ...cancel }).catch(() => {});
       const level = this.shared ? setLevelOf(options.parsedBody) : undefined;
       if (level !== undefined && level !== session.logLevel && response.ok) {
         session.logLevel = level;
@@ -219,6 +234,22 @@ export class LegacySessions {
   async endAccessOf(principalId: string): Promise<void> {
     for (const id of [...(this.byToken.get(principalId) ?? [])]) this.dropLocal(id);
     if (this.shared) await this.shared.store.removeSessionsOf(this.shared.surface, principalId);
+  }
+
+  /**
+   * A cancellation another replica received, for a request of a session this process holds: a fast call is
+   * aborted, and the SDK's server is handed the notification as if it had arrived here (it aborts its handler).
+   * Neither knows the request when it does not run here, and does nothing.
+   */
+  private cancelHere({ sessionId, requestId, reason }: SessionCancel): void {
+    const session = this.sessions.get(sessionId);
+    if (!session) return;
+    session.fastCalls.get(requestId)?.abort(reason);
+    session.transport.onmessage?.({
+      jsonrpc: '2.0',
+      method: 'notifications/cancelled',
+      params: { requestId, ...(reason !== undefined ? { reason } : {}) },
+    });
   }
 
   /** Tells every live session its lists changed. */

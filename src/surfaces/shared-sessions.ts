@@ -7,13 +7,26 @@
  *
  * The per-token cap counts rows here, under a per-token transaction lock, so it holds across the fleet.
  * A session ended anywhere (DELETE, evicted to make room, expired) is announced on the
- * `gatehouse_sessions` channel; every replica drops its in-process copy.
+ * `gatehouse_sessions` channel; every replica drops its in-process copy. An agent's
+ * `notifications/cancelled` is announced on `gatehouse_session_cancels`: the request it cancels may be
+ * running on another replica than the one the notification reached.
  */
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 
 const CHANNEL = 'gatehouse_sessions';
+const CANCELS = 'gatehouse_session_cancels';
+/** A cancellation's reason, as far as it is passed on (a NOTIFY payload stays small). */
+const MAX_REASON = 500;
+
+/** An agent's `notifications/cancelled` on a session, for the replica running the request it names. */
+export interface SessionCancel {
+  sessionId: string;
+  requestId: string | number;
+  reason?: string | undefined;
+}
 
 export interface SharedSessionRow {
   id: string;
@@ -30,6 +43,9 @@ export type Admission = { ok: true; evicted: string[] } | { ok: false };
 export class SharedSessionStore {
   private readonly unsubscribe: () => void;
   private readonly closedListeners = new Set<(id: string) => void>();
+  private readonly cancelListeners = new Set<(cancel: SessionCancel) => void>();
+  /** Tells this process's own announcements from the others' (the process ran those cancellations already). */
+  private readonly tag = randomUUID();
   private readonly reconnectListeners = new Set<() => void>();
 
   constructor(
@@ -41,11 +57,20 @@ export class SharedSessionStore {
         if (id) for (const listener of this.closedListeners) listener(id);
       }
     });
+    const offCancels = store.subscribe(CANCELS, (payload) => {
+      const cancel = parseJson<{ t?: unknown; s?: unknown; r?: unknown; m?: unknown } | null>(payload, null);
+      if (!cancel || cancel.t === this.tag || typeof cancel.s !== 'string') return;
+      const { s: sessionId, r: requestId, m: reason } = cancel;
+      if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+      const told = { sessionId, requestId, ...(typeof reason === 'string' ? { reason } : {}) };
+      for (const listener of this.cancelListeners) listener(told);
+    });
     const offReconnect = store.onReconnect(() => {
       for (const listener of this.reconnectListeners) listener();
     });
     this.unsubscribe = () => {
       off();
+      offCancels();
       offReconnect();
     };
   }
@@ -54,6 +79,25 @@ export class SharedSessionStore {
   onClosed(listener: (id: string) => void): () => void {
     this.closedListeners.add(listener);
     return () => this.closedListeners.delete(listener);
+  }
+
+  /** Told of every `notifications/cancelled` an agent sent to another replica. */
+  onCancel(listener: (cancel: SessionCancel) => void): () => void {
+    this.cancelListeners.add(listener);
+    return () => this.cancelListeners.delete(listener);
+  }
+
+  /** Tells the other replicas an agent cancelled a request of its session (best effort, as the spec's cancellation is). */
+  async announceCancel(cancel: SessionCancel): Promise<void> {
+    const payload = {
+      t: this.tag,
+      s: cancel.sessionId,
+      r: cancel.requestId,
+      ...(cancel.reason !== undefined ? { m: cancel.reason.slice(0, MAX_REASON) } : {}),
+    };
+    const text = JSON.stringify(payload);
+    // PostgreSQL refuses a NOTIFY payload of 8000 bytes; an id that long names no request worth the message.
+    if (Buffer.byteLength(text) < 7_900) await this.store.publish(CANCELS, text);
   }
 
   /** Told when ends may have been missed (the LISTEN connection was down): check what is cached. */
@@ -206,6 +250,7 @@ export class SharedSessionStore {
   close(): void {
     this.unsubscribe();
     this.closedListeners.clear();
+    this.cancelListeners.clear();
     this.reconnectListeners.clear();
   }
 
