@@ -45,13 +45,13 @@ const CHANGE_CHANNEL = 'gatehouse_changes';
 export type MessageChannel =
   | 'gatehouse_events'
   | 'gatehouse_sessions'
-  | 'gatehouse_session_cancels'
+  | 'gatehouse_session_messages'
   | 'gatehouse_recent'
   | 'gatehouse_rounds';
 const MESSAGE_CHANNELS: readonly MessageChannel[] = [
   'gatehouse_events',
   'gatehouse_sessions',
-  'gatehouse_session_cancels',
+  'gatehouse_session_messages',
   'gatehouse_recent',
   'gatehouse_rounds',
 ];

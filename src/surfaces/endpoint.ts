@@ -85,6 +85,8 @@ export interface McpEndpointOptions {
   admitSession?(principal: TokenPrincipal): Promise<{ maxPerToken: number }>;
   /** Told of every session closed to make room for another of the same token. */
   onSessionEvicted?(): void;
+  /** On a fleet: an agent unsubscribed on another replica from `uri`, which it may have subscribed to here. */
+  onUnsubscribedElsewhere?(server: Server, uri: string): void;
   /**
    * The store and this surface's name in it: on PostgreSQL, 2025-era sessions live there, so any
    * replica serves any session (`shared-sessions.ts`). On SQLite (one process) they stay in memory.
@@ -170,6 +172,7 @@ export class McpEndpoint {
       maxSessions: options.maxSessions ?? 10_000,
       maxRequestBodySize: options.maxBodySize,
       onEvicted: () => options.onSessionEvicted?.(),
+      onUnsubscribedElsewhere: (server, uri) => options.onUnsubscribedElsewhere?.(server, uri),
       ...(this.sharedSessions && sessionStore
         ? { shared: { store: this.sharedSessions, surface: sessionStore.surface } }
         : {}),

@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
-import type { SessionCancel, SharedSessionStore } from './shared-sessions.js';
+import type { SessionMessage, SharedSessionStore } from './shared-sessions.js';
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -32,6 +32,8 @@ interface Session {
   logLevel: string | null;
   /** Requests of this session served outside the SDK (the hub's fast path), by JSON-RPC id. */
   fastCalls: Map<string | number, AbortController>;
+  /** Sends a resource update on this process's copy only (on a fleet, `server.sendResourceUpdated` tells the others too). */
+  sendUpdatedHere(params: { uri: string }): Promise<void>;
 }
 
 /** What a fast path may know of a live session: its server (era, capabilities) and its fast calls. */
@@ -48,6 +50,8 @@ export interface LegacySessionOptions {
   maxRequestBodySize: number;
   /** Told of every session closed to make room for another (counted on /metrics). */
   onEvicted?: (() => void) | undefined;
+  /** On a fleet: the agent unsubscribed on another replica from `uri`, which it may have subscribed to here. */
+  onUnsubscribedElsewhere?: ((server: Server, uri: string) => void) | undefined;
   /** The shared store (PostgreSQL) and this surface's name in it; absent: sessions live in this process only. */
   shared?: { store: SharedSessionStore; surface: string } | undefined;
 }
@@ -97,6 +101,14 @@ function cancelOf(body: unknown): { requestId: string | number; reason?: string 
   return { requestId, ...(typeof reason === 'string' ? { reason } : {}) };
 }
 
+/** The URI of a `resources/unsubscribe` request, if `body` is one. */
+function unsubscribedUri(body: unknown): string | undefined {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
+  const { method, params } = body as { method?: unknown; params?: { uri?: unknown } };
+  if (method !== 'resources/unsubscribe' || typeof params !== 'object' || params === null) return undefined;
+  return typeof params.uri === 'string' ? params.uri : undefined;
+}
+
 /** A level `logging/setLevel` may set, if `body` is that request. */
 function setLevelOf(body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
@@ -132,8 +144,8 @@ export class LegacySessions {
       // Ended elsewhere (DELETE, evicted, expired): drop the copy held here, without ending it again.
       this.unsubscribe.push(this.shared.store.onClosed((id) => this.dropLocal(id)));
       this.unsubscribe.push(this.shared.store.onReconnect(() => void this.recheckAll()));
-      // An agent cancelled, on another replica, a request of a session this one serves: it may be running here.
-      this.unsubscribe.push(this.shared.store.onCancel((cancel) => this.cancelHere(cancel)));
+      // Work of a session this process serves, told by another replica (`shared-sessions.ts`, SessionMessage).
+      this.unsubscribe.push(this.shared.store.onMessage((message) => this.fromOthers(message)));
     }
   }
 
@@ -169,9 +181,7 @@ export class LegacySessions {
       if (!session || session.owner !== owner) return jsonRpcError(404, -32001, 'Session not found');
       this.seen(sessionId, session);
       const response = await session.transport.handleRequest(request, options);
-      // The request it cancels may be running on another replica (a balancer without affinity).
-      const cancel = this.shared && response.ok ? cancelOf(options.parsedBody) : undefined;
-      if (cancel) void this.shared?.store.announceCancel({ sessionId, ...cancel }).catch(() => {});
+      if (this.shared && response.ok) this.tellOthersOf(sessionId, options.parsedBody);
       const level = this.shared ? setLevelOf(options.parsedBody) : undefined;
       if (level !== undefined && level !== session.logLevel && response.ok) {
         session.logLevel = level;
@@ -237,19 +247,44 @@ export class LegacySessions {
   }
 
   /**
-   * A cancellation another replica received, for a request of a session this process holds: a fast call is
-   * aborted, and the SDK's server is handed the notification as if it had arrived here (it aborts its handler).
-   * Neither knows the request when it does not run here, and does nothing.
+   * What the other replicas must know of a request served here (a balancer without affinity): the request an
+   * agent cancels may run elsewhere, and so may the subscription it ends.
    */
-  private cancelHere({ sessionId, requestId, reason }: SessionCancel): void {
-    const session = this.sessions.get(sessionId);
+  private tellOthersOf(sessionId: string, body: unknown): void {
+    const shared = this.shared;
+    if (!shared) return;
+    const cancel = cancelOf(body);
+    if (cancel) void shared.store.tellOthers({ kind: 'cancelled', sessionId, ...cancel }).catch(() => {});
+    const uri = unsubscribedUri(body);
+    if (uri !== undefined) void shared.store.tellOthers({ kind: 'unsubscribed', sessionId, uri }).catch(() => {});
+  }
+
+  /**
+   * Another replica's word on a session this process holds. A cancelled fast call is aborted, and the SDK's
+   * server handed the notification as if it had arrived here (it aborts its handler); neither knows a request
+   * that does not run here. An update is sent on this copy (it reaches the agent if its GET stream is here).
+   */
+  private fromOthers(message: SessionMessage): void {
+    const session = this.sessions.get(message.sessionId);
     if (!session) return;
-    session.fastCalls.get(requestId)?.abort(reason);
-    session.transport.onmessage?.({
-      jsonrpc: '2.0',
-      method: 'notifications/cancelled',
-      params: { requestId, ...(reason !== undefined ? { reason } : {}) },
-    });
+    switch (message.kind) {
+      case 'cancelled': {
+        const { requestId, reason } = message;
+        session.fastCalls.get(requestId)?.abort(reason);
+        session.transport.onmessage?.({
+          jsonrpc: '2.0',
+          method: 'notifications/cancelled',
+          params: { requestId, ...(reason !== undefined ? { reason } : {}) },
+        });
+        return;
+      }
+      case 'updated':
+        void session.sendUpdatedHere({ uri: message.uri }).catch(() => {});
+        return;
+      case 'unsubscribed':
+        this.options.onUnsubscribedElsewhere?.(session.server, message.uri);
+        return;
+    }
   }
 
   /** Tells every live session its lists changed. */
@@ -322,6 +357,16 @@ export class LegacySessions {
     logLevel: string | null,
   ): Promise<{ transport: WebStandardStreamableHTTPServerTransport; server: Server }> {
     const server = build();
+    const sendUpdatedHere = server.sendResourceUpdated.bind(server);
+    const shared = this.shared;
+    if (shared) {
+      // The agent's GET stream may be on another replica: the update is sent there too (where it has no stream,
+      // the SDK sends nothing).
+      server.sendResourceUpdated = async (params) => {
+        await sendUpdatedHere(params);
+        await shared.store.tellOthers({ kind: 'updated', sessionId: id, uri: params.uri }).catch(() => {});
+      };
+    }
     // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
     const fastCalls = new Map<string | number, AbortController>();
     const cancelFastCalls = () => {
@@ -342,6 +387,7 @@ export class LegacySessions {
           lastWritten: now,
           logLevel,
           fastCalls,
+          sendUpdatedHere,
         });
         const ids = this.byToken.get(tokenId) ?? new Set<string>();
         ids.add(sessionId);

@@ -7,9 +7,12 @@
  *
  * The per-token cap counts rows here, under a per-token transaction lock, so it holds across the fleet.
  * A session ended anywhere (DELETE, evicted to make room, expired) is announced on the
- * `gatehouse_sessions` channel; every replica drops its in-process copy. An agent's
- * `notifications/cancelled` is announced on `gatehouse_session_cancels`: the request it cancels may be
- * running on another replica than the one the notification reached.
+ * `gatehouse_sessions` channel; every replica drops its in-process copy.
+ *
+ * What concerns a session's work on another replica goes on `gatehouse_session_messages` (`SessionMessage`):
+ * with no affinity, the request an agent's `notifications/cancelled` names may run on another replica than the
+ * one the notification reached, a subscription made on one replica may be ended on another, and an update a
+ * subscription hears on one replica must reach the agent's GET stream, which another replica may hold.
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
@@ -17,15 +20,27 @@ import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 
 const CHANNEL = 'gatehouse_sessions';
-const CANCELS = 'gatehouse_session_cancels';
+const MESSAGES = 'gatehouse_session_messages';
 /** A cancellation's reason, as far as it is passed on (a NOTIFY payload stays small). */
 const MAX_REASON = 500;
+/** PostgreSQL refuses a NOTIFY payload of 8000 bytes; a message that long (an id, a URI) is not sent. */
+const MAX_PAYLOAD = 7_900;
 
-/** An agent's `notifications/cancelled` on a session, for the replica running the request it names. */
-export interface SessionCancel {
-  sessionId: string;
-  requestId: string | number;
-  reason?: string | undefined;
+/** What one replica tells the others about a session's work (see the top of this file). */
+export type SessionMessage =
+  /** The agent cancelled request `requestId`. */
+  | { kind: 'cancelled'; sessionId: string; requestId: string | number; reason?: string | undefined }
+  /** An upstream updated `uri`, which the session subscribed to here: the replica holding its GET stream says so. */
+  | { kind: 'updated'; sessionId: string; uri: string }
+  /** The agent unsubscribed from `uri` (as it named it): the replica where it subscribed lets go. */
+  | { kind: 'unsubscribed'; sessionId: string; uri: string };
+
+function isSessionMessage(value: unknown): value is SessionMessage {
+  if (typeof value !== 'object' || value === null) return false;
+  const m = value as Record<string, unknown>;
+  if (typeof m.sessionId !== 'string') return false;
+  if (m.kind === 'cancelled') return typeof m.requestId === 'string' || typeof m.requestId === 'number';
+  return (m.kind === 'updated' || m.kind === 'unsubscribed') && typeof m.uri === 'string';
 }
 
 export interface SharedSessionRow {
@@ -43,8 +58,8 @@ export type Admission = { ok: true; evicted: string[] } | { ok: false };
 export class SharedSessionStore {
   private readonly unsubscribe: () => void;
   private readonly closedListeners = new Set<(id: string) => void>();
-  private readonly cancelListeners = new Set<(cancel: SessionCancel) => void>();
-  /** Tells this process's own announcements from the others' (the process ran those cancellations already). */
+  private readonly messageListeners = new Set<(message: SessionMessage) => void>();
+  /** Tells this process's own messages from the others' (it acted on those itself). */
   private readonly tag = randomUUID();
   private readonly reconnectListeners = new Set<() => void>();
 
@@ -57,20 +72,17 @@ export class SharedSessionStore {
         if (id) for (const listener of this.closedListeners) listener(id);
       }
     });
-    const offCancels = store.subscribe(CANCELS, (payload) => {
-      const cancel = parseJson<{ t?: unknown; s?: unknown; r?: unknown; m?: unknown } | null>(payload, null);
-      if (!cancel || cancel.t === this.tag || typeof cancel.s !== 'string') return;
-      const { s: sessionId, r: requestId, m: reason } = cancel;
-      if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
-      const told = { sessionId, requestId, ...(typeof reason === 'string' ? { reason } : {}) };
-      for (const listener of this.cancelListeners) listener(told);
+    const offMessages = store.subscribe(MESSAGES, (payload) => {
+      const told = parseJson<{ from?: unknown; message?: unknown } | null>(payload, null);
+      if (!told || told.from === this.tag || !isSessionMessage(told.message)) return;
+      for (const listener of this.messageListeners) listener(told.message);
     });
     const offReconnect = store.onReconnect(() => {
       for (const listener of this.reconnectListeners) listener();
     });
     this.unsubscribe = () => {
       off();
-      offCancels();
+      offMessages();
       offReconnect();
     };
   }
@@ -81,23 +93,20 @@ export class SharedSessionStore {
     return () => this.closedListeners.delete(listener);
   }
 
-  /** Told of every `notifications/cancelled` an agent sent to another replica. */
-  onCancel(listener: (cancel: SessionCancel) => void): () => void {
-    this.cancelListeners.add(listener);
-    return () => this.cancelListeners.delete(listener);
+  /** Told of what the other replicas say about sessions' work (`SessionMessage`). */
+  onMessage(listener: (message: SessionMessage) => void): () => void {
+    this.messageListeners.add(listener);
+    return () => this.messageListeners.delete(listener);
   }
 
-  /** Tells the other replicas an agent cancelled a request of its session (best effort, as the spec's cancellation is). */
-  async announceCancel(cancel: SessionCancel): Promise<void> {
-    const payload = {
-      t: this.tag,
-      s: cancel.sessionId,
-      r: cancel.requestId,
-      ...(cancel.reason !== undefined ? { m: cancel.reason.slice(0, MAX_REASON) } : {}),
-    };
-    const text = JSON.stringify(payload);
-    // PostgreSQL refuses a NOTIFY payload of 8000 bytes; an id that long names no request worth the message.
-    if (Buffer.byteLength(text) < 7_900) await this.store.publish(CANCELS, text);
+  /** Tells the other replicas (best effort, as the spec's cancellation and updates are). */
+  async tellOthers(message: SessionMessage): Promise<void> {
+    const bounded =
+      message.kind === 'cancelled' && message.reason !== undefined
+        ? { ...message, reason: message.reason.slice(0, MAX_REASON) }
+        : message;
+    const text = JSON.stringify({ from: this.tag, message: bounded });
+    if (Buffer.byteLength(text) < MAX_PAYLOAD) await this.store.publish(MESSAGES, text);
   }
 
   /** Told when ends may have been missed (the LISTEN connection was down): check what is cached. */
@@ -250,7 +259,7 @@ export class SharedSessionStore {
   close(): void {
     this.unsubscribe();
     this.closedListeners.clear();
-    this.cancelListeners.clear();
+    this.messageListeners.clear();
     this.reconnectListeners.clear();
   }
 

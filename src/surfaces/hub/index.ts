@@ -234,6 +234,8 @@ export function createHub(deps: HubDeps): Hub {
       return { maxPerToken: principal.maxSessions ?? settings['hub.maxSessionsPerToken'] };
     },
     onSessionEvicted: () => deps.onSessionEvicted?.(),
+    // The upstream is told when no other agent session listens to that URI here any more.
+    onUnsubscribedElsewhere: (server, uri) => void subscriptions.remove(server, uri).catch(() => {}),
     ...(deps.sharedSessions !== false && { sessionStore: { store: deps.store, surface: 'hub' } }),
     ...(deps.config.hubFastPath
       ? {

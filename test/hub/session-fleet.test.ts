@@ -1,9 +1,12 @@
 /**
- * A 2025-era agent's `notifications/cancelled` behind a balancer without affinity: two gateways on one
- * PostgreSQL stand for replicas. The call runs on one; the cancellation reaches the other, which tells the
- * fleet (`shared-sessions.ts`): the replica running the call stops it, and the upstream hears of it — on the
- * hub's fast path and on the SDK's path (a call with a progress token) alike.
+ * A 2025-era session's work behind a balancer without affinity (`shared-sessions.ts`, SessionMessage): two
+ * gateways on one PostgreSQL stand for replicas, and each request of one session goes to the replica the test
+ * names. A call runs on one and its `notifications/cancelled` reaches the other: the call stops, upstream too,
+ * on the hub's fast path and on the SDK's path (a call with a progress token) alike. A resource subscription
+ * made on one replica sends its updates to the agent's GET stream held by the other, and ends when the agent
+ * unsubscribes there.
  */
+import type { McpServer } from '@modelcontextprotocol/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
 import { eventually } from '../helpers/eventually.js';
@@ -11,10 +14,24 @@ import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers
 import { POSTGRES_AVAILABLE, postgresTarget } from '../helpers/stores.js';
 
 const VERSION = '2025-06-18';
+const WATCHED = 'file:///watched.txt';
+
+/** A subscribable resource, and a tool that says it changed (on the upstream session that runs the tool). */
+function register(server: McpServer): void {
+  server.registerResource('watched', WATCHED, { mimeType: 'text/plain' }, async () => ({
+    contents: [{ uri: WATCHED, text: 'v1' }],
+  }));
+  server.server.setRequestHandler('resources/subscribe', async () => ({}));
+  server.server.setRequestHandler('resources/unsubscribe', async () => ({}));
+  server.registerTool('touch', { description: 'Changes the watched resource.' }, async () => {
+    await server.server.sendResourceUpdated({ uri: WATCHED });
+    return { content: [{ type: 'text' as const, text: 'touched' }] };
+  });
+}
 /** Far past the test's waits, so only the cancellation can stop the call. */
 const ENV = { GATEHOUSE_CALL_TIMEOUT_MS: '120000' };
 
-describe.skipIf(!POSTGRES_AVAILABLE)('2025 cancellations across replicas [postgres]', { timeout: 60_000 }, () => {
+describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [postgres]', { timeout: 60_000 }, () => {
   let place: Awaited<ReturnType<typeof postgresTarget.fresh>>;
   let one: TestGateway;
   let two: TestGateway;
@@ -23,7 +40,12 @@ describe.skipIf(!POSTGRES_AVAILABLE)('2025 cancellations across replicas [postgr
   let token: string;
 
   beforeAll(async () => {
-    upstream = await startLegacyServer({ host: PUBLIC_TEST_HOST, tools: ['slow'] });
+    upstream = await startLegacyServer({
+      host: PUBLIC_TEST_HOST,
+      tools: ['slow'],
+      register,
+      serverOptions: { capabilities: { resources: { subscribe: true } } },
+    });
     place = await postgresTarget.fresh();
     one = await startTestGateway(postgresTarget, ENV, {}, place);
     two = await startTestGateway(postgresTarget, ENV, {}, place);
@@ -31,7 +53,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('2025 cancellations across replicas [postgr
     expect((await one.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
       201,
     );
-    await one.request('PATCH', '/api/mcp/servers/up/tools', { body: { allow: ['slow'] } });
+    await one.request('PATCH', '/api/mcp/servers/up/tools', { body: { allow: ['slow', 'touch'] } });
     expect((await one.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
     token = (await one.request('POST', '/api/tokens', { body: { role: 'agent', name: 'agent' } })).json().token;
   });
@@ -103,4 +125,51 @@ describe.skipIf(!POSTGRES_AVAILABLE)('2025 cancellations across replicas [postgr
       await running;
     });
   }
+
+  it("sends a subscription's updates to the GET stream another replica holds, and ends it where the agent unsubscribes", async () => {
+    const sessionId = await openSession(bases[0]);
+    const call = (base: string, id: number, method: string, params: Record<string, unknown>) =>
+      post(base, { jsonrpc: '2.0', id, method, params }, sessionId).then(async (answer) => {
+        expect(answer.status).toBe(200);
+        return answer.text();
+      });
+    // The agent's GET stream lands on the second replica (its headers come with its first event).
+    const agentGone = new AbortController();
+    let heard = '';
+    const reading = fetch(`${bases[1]}/mcp/s/up`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'text/event-stream',
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': VERSION,
+      },
+      signal: agentGone.signal,
+    })
+      .then(async (stream) => {
+        expect(stream.status).toBe(200);
+        const decoder = new TextDecoder();
+        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) heard += decoder.decode(chunk);
+      })
+      .catch(() => {});
+
+    // Subscribed on the first replica, which hears the upstream's updates (its own upstream session's): touched
+    // until one reaches the stream (one sent before the stream is open is for nobody).
+    expect(await call(bases[0], 10, 'resources/subscribe', { uri: WATCHED })).toContain('"result":{}');
+    let id = 100;
+    await eventually(
+      async () => {
+        expect(await call(bases[0], id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
+        expect(heard).toContain(`"method":"notifications/resources/updated","params":{"uri":"${WATCHED}"}`);
+      },
+      10_000,
+      200,
+    );
+
+    // Unsubscribed on the second: the first lets go, and tells the upstream (no other session listens there).
+    expect(upstream.log.count('resources/unsubscribe')).toBe(0);
+    expect(await call(bases[1], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
+    await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(1));
+    agentGone.abort();
+    await reading;
+  });
 });
