@@ -7,30 +7,16 @@
  * eras on 127.0.0.2, SDK v2 clients as agents.
  */
 import type { Client, McpSubscription } from '@modelcontextprotocol/client';
-import type { McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
 import { wrapResourceUri } from '../../src/surfaces/hub/names.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
+import { registerWatched, WATCHED } from '../fixtures/watched-resource.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
-const WATCHED = 'file:///watched.txt';
 const WRAPPED = wrapResourceUri('up', WATCHED);
-
-/** A subscribable resource, and a tool that says it changed (how a 2025-era upstream sends its updates). */
-function register(server: McpServer): void {
-  server.registerResource('watched', WATCHED, { mimeType: 'text/plain' }, async () => ({
-    contents: [{ uri: WATCHED, text: 'v1' }],
-  }));
-  server.server.setRequestHandler('resources/subscribe', async () => ({}));
-  server.server.setRequestHandler('resources/unsubscribe', async () => ({}));
-  server.registerTool('touch', { description: 'Changes the watched resource.' }, async () => {
-    await server.server.sendResourceUpdated({ uri: WATCHED });
-    return { content: [{ type: 'text' as const, text: 'touched' }] };
-  });
-}
 
 /** A 2026-07-28 agent with what it heard: resource updates (their URIs) and list changes. */
 interface Listener {
@@ -52,7 +38,7 @@ describe('a 2026-07-28 agent listening to resources through the hub', { timeout:
     const options = {
       host: PUBLIC_TEST_HOST,
       tools: [] as const,
-      register,
+      register: registerWatched,
       serverOptions: { capabilities: { resources: { subscribe: true } } },
     };
     const upstream: McpFixture =
@@ -187,7 +173,7 @@ describe('a 2026-07-28 agent listening to resources through the hub', { timeout:
     const twin = await startModernServer({
       host: PUBLIC_TEST_HOST,
       tools: [],
-      register,
+      register: registerWatched,
       serverOptions: { capabilities: { resources: { subscribe: true } } },
     });
     cleanups.push(() => twin.close());

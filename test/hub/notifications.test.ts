@@ -10,12 +10,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { wrapResourceUri } from '../../src/surfaces/hub/names.js';
 import { type McpFixture, startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
+import { registerWatched, WATCHED } from '../fixtures/watched-resource.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-
-const WATCHED = 'file:///watched.txt';
 
 /** A tool that logs at two levels, a subscribable resource, and a tool that says it changed. */
 function register(server: McpServer): void {
@@ -24,15 +23,7 @@ function register(server: McpServer): void {
     await ctx.mcpReq.log('error', 'something broke', 'chatty');
     return { content: [{ type: 'text' as const, text: 'done' }] };
   });
-  server.registerResource('watched', WATCHED, { mimeType: 'text/plain' }, async () => ({
-    contents: [{ uri: WATCHED, text: 'v1' }],
-  }));
-  server.server.setRequestHandler('resources/subscribe', async () => ({}));
-  server.server.setRequestHandler('resources/unsubscribe', async () => ({}));
-  server.registerTool('touch', { description: 'Changes the watched resource.' }, async () => {
-    await server.server.sendResourceUpdated({ uri: WATCHED });
-    return { content: [{ type: 'text' as const, text: 'touched' }] };
-  });
+  registerWatched(server);
 }
 
 describe('upstream notifications through the hub', { timeout: 60_000 }, () => {

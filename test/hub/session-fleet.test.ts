@@ -6,28 +6,15 @@
  * made on one replica sends its updates to the agent's GET stream held by the other, and ends when the agent
  * unsubscribes there.
  */
-import type { McpServer } from '@modelcontextprotocol/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
+import { registerWatched, WATCHED } from '../fixtures/watched-resource.js';
 import { eventually } from '../helpers/eventually.js';
 import { PUBLIC_TEST_HOST, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { POSTGRES_AVAILABLE, postgresTarget } from '../helpers/stores.js';
 
 const VERSION = '2025-06-18';
-const WATCHED = 'file:///watched.txt';
 
-/** A subscribable resource, and a tool that says it changed (on the upstream session that runs the tool). */
-function register(server: McpServer): void {
-  server.registerResource('watched', WATCHED, { mimeType: 'text/plain' }, async () => ({
-    contents: [{ uri: WATCHED, text: 'v1' }],
-  }));
-  server.server.setRequestHandler('resources/subscribe', async () => ({}));
-  server.server.setRequestHandler('resources/unsubscribe', async () => ({}));
-  server.registerTool('touch', { description: 'Changes the watched resource.' }, async () => {
-    await server.server.sendResourceUpdated({ uri: WATCHED });
-    return { content: [{ type: 'text' as const, text: 'touched' }] };
-  });
-}
 /** Far past the test's waits, so only the cancellation can stop the call. */
 const ENV = { GATEHOUSE_CALL_TIMEOUT_MS: '120000' };
 
@@ -43,7 +30,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     upstream = await startLegacyServer({
       host: PUBLIC_TEST_HOST,
       tools: ['slow'],
-      register,
+      register: registerWatched,
       serverOptions: { capabilities: { resources: { subscribe: true } } },
     });
     place = await postgresTarget.fresh();
