@@ -277,7 +277,7 @@ export const SETTINGS = {
     schema: boolish,
     default: true,
     description:
-      'Serve plain hub tools/call (both eras) and tools/list (2026-07-28) without an SDK server per request, and send plain upstream calls (from the hub and the conduit) without the SDK client (same answers; off: everything through the SDK).',
+      'Serve plain hub tools/call (both eras) and tools/list (2026-07-28) without an SDK server per request, and send plain upstream calls (from the hub and the conduit) without the SDK client (same answers; a quick call in a 2025-era session comes as JSON rather than a one-event stream; off: everything through the SDK).',
   },
   approvalTtlMs: {
     env: 'GATEHOUSE_APPROVAL_TTL_MS',

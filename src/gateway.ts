@@ -105,6 +105,8 @@ export interface GatewayDeps {
   hiddenPaths?: string[];
   /** Bench seam: false keeps the hub's 2025-era sessions in this process even on PostgreSQL (the shared store's cost). */
   sharedSessions?: boolean;
+  /** Test seam: how long a hub call in a 2025-era session runs before its answer turns into a kept-alive stream (15 s). */
+  sseKeepAliveMs?: number;
 }
 
 export interface Gateway {
@@ -385,6 +387,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       onFastRequest: () => metrics.hubFastRequests.inc(),
       onSessionEvicted: () => metrics.sessionEvictions.inc(),
       ...(deps.sharedSessions === false && { sharedSessions: false }),
+      ...(deps.sseKeepAliveMs !== undefined && { sseKeepAliveMs: deps.sseKeepAliveMs }),
       searchEmbeddings:
         llm && config.searchEmbeddings === 'on'
           ? new ToolEmbeddings({

@@ -94,6 +94,8 @@ export interface McpEndpointOptions {
   sessionStore?: { store: Store; surface: string };
   /** The stateless era's own `subscriptions/listen` streams, when this surface scopes what they receive (the hub). */
   listens?: ListenStreams;
+  /** The keep-alive interval of a fast call's answer in a 2025-era session (the SDK's 15 s; shorter in tests). */
+  sseKeepAliveMs?: number;
 }
 
 /**
@@ -297,28 +299,37 @@ export class McpEndpoint {
   }
 
   /**
-   * Answers a fast-path request inside a 2025-era session as the SDK's session transport does: one
-   * SSE event carrying the response. The headers go out with the answer, or with the first keep-alive
-   * comment when the call takes longer than the SDK's keep-alive interval.
+   * Answers a fast-path request inside a 2025-era session. An answer ready within the SDK's keep-alive
+   * interval goes out as one JSON response (`application/json`, which every 2025 client accepts and the
+   * fast path only takes requests whose Accept names): the agent reads it without an event-stream parser.
+   * A call still running at the first keep-alive becomes what the SDK's session transport sends: an event
+   * stream, kept alive with comments, then one event carrying the response.
    */
   private async serveFastInSession(reply: FastifyReply, session: SessionView, fast: FastAnswer) {
     reply.hijack();
     const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      'mcp-session-id': session.id,
-    });
+    let streaming = false;
+    const openStream = () => {
+      if (!streaming) res.writeHead(200, { ...SSE_HEADERS, 'mcp-session-id': session.id });
+      streaming = true;
+    };
     const abandoned = abandonedWith(reply);
-    const keepAlive = setInterval(() => res.write(': keepalive\n\n'), SSE_KEEP_ALIVE_MS);
+    const keepAlive = setInterval(() => {
+      openStream();
+      res.write(': keepalive\n\n');
+    }, this.options.sseKeepAliveMs ?? SSE_KEEP_ALIVE_MS);
     session.fastCalls.set(fast.id, abandoned);
     try {
       const answer = await fast.serve(abandoned.signal);
       // A cancelled request gets no answer (the SDK sends none); its stream just ends.
-      if (abandoned.signal.aborted) res.end();
-      else res.end(Buffer.concat([SSE_EVENT_OPENING, answer.body, SSE_EVENT_CLOSING]));
+      if (abandoned.signal.aborted) {
+        openStream();
+        res.end();
+      } else if (streaming) res.end(Buffer.concat([SSE_EVENT_OPENING, answer.body, SSE_EVENT_CLOSING]));
+      else {
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': session.id });
+        res.end(answer.body);
+      }
     } finally {
       clearInterval(keepAlive);
       if (session.fastCalls.get(fast.id) === abandoned) session.fastCalls.delete(fast.id);
@@ -425,6 +436,12 @@ export class McpEndpoint {
   }
 }
 
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+} as const;
 const SSE_EVENT_OPENING = Buffer.from('event: message\ndata: ');
 const SSE_EVENT_CLOSING = Buffer.from('\n\n');
 

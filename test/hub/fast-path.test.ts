@@ -3,7 +3,8 @@
  * differentially: two real gateways on loopback with the same upstream, policy and agent — one with
  * the fast path on (the default), one with `GATEHOUSE_HUB_FAST_PATH=false` — receive the same raw HTTP
  * requests, built by hand as the SDK's modern client sends them. Each pair of answers must agree in
- * HTTP status, media type and JSON-RPC body, and `gatehouse_hub_fast_path_requests_total` proves which
+ * HTTP status, media type and JSON-RPC body (in a 2025-era session the fast path answers a quick call as
+ * JSON, the message the SDK sends as one event), and `gatehouse_hub_fast_path_requests_total` proves which
  * path served the request: +1 on the fast gateway for exactly the eligible requests, never on the other.
  */
 import { inputRequired, type McpServer } from '@modelcontextprotocol/server';
@@ -180,6 +181,10 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
         },
       }),
     );
+    server.registerTool('slow', { description: 'answers after 300 ms' }, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return { content: [{ type: 'text', text: 'slow' }] };
+    });
     server.registerTool('hang', { description: 'waits until its request is cancelled' }, async (ctx) => {
       hang.started += 1;
       const signal = ctx.mcpReq.signal;
@@ -610,17 +615,24 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
     expect(after[0] - before[0], 'fast-path requests on the fast gateway').toBe(taken);
     expect(after[1] - before[1], 'fast-path requests on the SDK-only gateway').toBe(0);
     expect(viaFast.status).toBe(viaSdk.status);
-    expect(viaFast.mediaType).toBe(viaSdk.mediaType);
-    expect(normalise(viaFast.body)).toEqual(normalise(viaSdk.body));
+    if (taken === 0) {
+      expect(viaFast.mediaType).toBe(viaSdk.mediaType);
+      expect(normalise(viaFast.body)).toEqual(normalise(viaSdk.body));
+    } else {
+      // The SDK's session transport answers with a one-event stream; the fast path, answering before the first
+      // keep-alive, sends that event's message as the JSON body (both are the spec's answers to a POST).
+      expect(viaSdk.mediaType).toBe('text/event-stream');
+      expect(viaFast.mediaType).toBe('application/json');
+      expect(normalise([viaFast.body])).toEqual(normalise(viaSdk.body));
+    }
     return viaSdk;
   }
 
   const sseMessage = (answer: Answer) => (answer.body as Json[])[0] as Json;
 
-  it('2025 sessions: plain calls answer the same one-event stream as the SDK session transport', async () => {
+  it('2025 sessions: plain calls answer as JSON the message the SDK session transport sends as one event', async () => {
     const sessions = { fast: await openSession(fast), sdk: await openSession(sdk) };
     const ok = await legacyDifferential(sessions, { name: 'up__echo', args: { text: 'old' } }, 1);
-    expect(ok.mediaType).toBe('text/event-stream');
     expect(ok.body).toEqual([
       { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'old' }], isError: false } },
     ]);
@@ -651,6 +663,49 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
       sdk: await openSession(sdk, { elicitation: {} }),
     };
     await legacyDifferential(asking, echo, 0);
+  });
+
+  it('2025 sessions: a fast call still running at the first keep-alive answers as a kept-alive event stream', async () => {
+    // Its own gateway, whose keep-alive interval (the SDK's 15 s) is shorter than the call.
+    const gw = await startTestGateway(target, { GATEHOUSE_CALL_TIMEOUT_MS: '120000' }, { sseKeepAliveMs: 100 });
+    try {
+      expect((await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'up' } })).statusCode).toBe(
+        201,
+      );
+      const allowed = await gw.request('PATCH', '/api/mcp/servers/up/tools', { body: { allow: ['slow', 'echo'] } });
+      expect(allowed.statusCode).toBe(200);
+      expect((await gw.request('POST', '/api/mcp/servers/up/test')).json().ok).toBe(true);
+      const agent = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'patient' } })).json();
+      const side = { gw, base: await gw.listen(), token: agent.token };
+      const sessionId = await openSession(side);
+      const before = await fastCalls(side);
+      const wire = legacyCall(sessionId, { name: 'up__slow', args: {}, id: 9 });
+      const response = await fetch(`${side.base}${wire.path}`, {
+        dispatcher: client,
+        method: 'POST',
+        headers: { ...wire.headers, authorization: `Bearer ${side.token}` },
+        body: wire.body,
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toBe('text/event-stream');
+      expect(response.headers.get('mcp-session-id')).toBe(sessionId);
+      const text = await response.text();
+      expect(text).toContain(': keepalive\n\n');
+      expect(parseBody(text, 'text/event-stream')).toEqual([
+        { jsonrpc: '2.0', id: 9, result: { content: [{ type: 'text', text: 'slow' }], isError: false } },
+      ]);
+      expect(await fastCalls(side)).toBe(before + 1);
+      // A quick call in the same session still answers as JSON.
+      const quick = await send(client, side, legacyCall(sessionId, { name: 'up__echo', args: { text: 'q' }, id: 10 }));
+      expect(quick.mediaType).toBe('application/json');
+      expect(quick.body).toEqual({
+        jsonrpc: '2.0',
+        id: 10,
+        result: { content: [{ type: 'text', text: 'q' }], isError: false },
+      });
+    } finally {
+      await gw.close();
+    }
   });
 
   it('2025 sessions: a session id is only good for the token that opened it', async () => {

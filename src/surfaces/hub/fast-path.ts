@@ -7,19 +7,20 @@
  * A call runs the very call path the SDK's server runs (`HubCalls`: resolve, verdict, limits,
  * schema, sandbox, approval or upstream, audit); a list is the same `hubToolList`. The answer is the
  * JSON-RPC response that server would send, encoded as its codec for the era encodes results (the
- * endpoint frames it: JSON, or one SSE event in a session). What the fast path skips is the SDK's
- * per-request machinery around them — a web `Request`, a `Server` (or the session's transport) with
- * its handlers, zod over the message and the result, a web `Response` — which costs more CPU than the
- * call itself, and for a large aggregate list far more than the list: a list's answer is serialized
- * once per registry snapshot, scope and group set, then reused.
+ * endpoint frames it: JSON; in a 2025-era session JSON too when it is ready before the first keep-alive,
+ * else one SSE event after keep-alive comments, as the SDK's session transport sends it). What the fast
+ * path skips is the SDK's per-request machinery around them — a web `Request`, a `Server` (or the
+ * session's transport) with its handlers, zod over the message and the result, a web `Response` — which
+ * costs more CPU than the call itself, and for a large aggregate list far more than the list: a list's
+ * answer is serialized once per registry snapshot, scope and group set, then reused.
  *
  * Anything else goes to the SDK unchanged: other methods, a request carrying a `requestState`,
  * `inputResponses`, a progress token, a cursor or any key this module does not know, an agent that
  * declared the Tasks extension (its gated calls answer as tasks), a session whose
  * agent can answer input requests (the SDK's legacy shim asks it), and every malformed request (the
  * SDK owns those error answers). A request is taken only when it is certainly one the SDK would
- * serve, so the paths differ in speed only; `test/hub/fast-path.test.ts` sends the same requests both
- * ways and compares the answers.
+ * serve, so the paths differ in speed (and a 2025 session's quick answer in its framing) only;
+ * `test/hub/fast-path.test.ts` sends the same requests both ways and compares the answers.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import {

@@ -68,6 +68,8 @@ export interface HubDeps {
   onSessionEvicted?: () => void;
   /** Bench seam: false keeps 2025-era sessions in this process even on PostgreSQL. */
   sharedSessions?: boolean;
+  /** How long a fast call in a 2025-era session runs before its answer turns into a kept-alive stream (the SDK's 15 s). */
+  sseKeepAliveMs?: number;
   /** Search mode's optional embeddings (`GATEHOUSE_SEARCH_EMBEDDINGS=on`). */
   searchEmbeddings?: ToolEmbeddings | undefined;
 }
@@ -237,6 +239,7 @@ export function createHub(deps: HubDeps): Hub {
     // The upstream is told when no other agent session listens to that URI here any more.
     onUnsubscribedElsewhere: (server, uri) => void subscriptions.remove(server, uri).catch(() => {}),
     ...(deps.sharedSessions !== false && { sessionStore: { store: deps.store, surface: 'hub' } }),
+    ...(deps.sseKeepAliveMs !== undefined && { sseKeepAliveMs: deps.sseKeepAliveMs }),
     ...(deps.config.hubFastPath
       ? {
           fastPath: (request, principal, scope, session) => {
