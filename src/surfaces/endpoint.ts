@@ -327,7 +327,11 @@ export class McpEndpoint {
         res.end();
       } else if (streaming) res.end(Buffer.concat([SSE_EVENT_OPENING, answer.body, SSE_EVENT_CLOSING]));
       else {
-        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': session.id });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': answer.body.length,
+          'mcp-session-id': session.id,
+        });
         res.end(answer.body);
       }
     } finally {

@@ -696,7 +696,17 @@ describeEachStore('hub fast path: the same answers as the SDK path', (target) =>
       ]);
       expect(await fastCalls(side)).toBe(before + 1);
       // A quick call in the same session still answers as JSON.
-      const quick = await send(client, side, legacyCall(sessionId, { name: 'up__echo', args: { text: 'q' }, id: 10 }));
+      const quickWire = legacyCall(sessionId, { name: 'up__echo', args: { text: 'q' }, id: 10 });
+      const quickResponse = await fetch(`${side.base}${quickWire.path}`, {
+        dispatcher: client,
+        method: 'POST',
+        headers: { ...quickWire.headers, authorization: `Bearer ${side.token}` },
+        body: quickWire.body,
+      });
+      const quickText = await quickResponse.text();
+      expect(quickResponse.headers.get('content-length')).toBe(String(Buffer.byteLength(quickText)));
+      expect(quickResponse.headers.get('mcp-session-id')).toBe(sessionId);
+      const quick = { mediaType: quickResponse.headers.get('content-type'), body: JSON.parse(quickText) };
       expect(quick.mediaType).toBe('application/json');
       expect(quick.body).toEqual({
         jsonrpc: '2.0',
