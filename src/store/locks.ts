@@ -116,6 +116,8 @@ export class PostgresLocks extends BaseLocks {
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly heartbeatMs: number;
   private readonly deadlineMs: number;
+  /** The connection's queries, one at a time (pg deprecates overlapping queries on one client). */
+  private queries: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly url: string,
@@ -169,8 +171,10 @@ export class PostgresLocks extends BaseLocks {
     text: string,
     values: unknown[],
   ): Promise<pg.QueryResult<R>> {
+    const run = this.queries.then(async () => (await opened).query<R>(text, values));
+    this.queries = run.catch(() => {});
     try {
-      return await (await opened).query<R>(text, values);
+      return await run;
     } catch (error) {
       this.lost(opened);
       throw error;
@@ -218,10 +222,7 @@ export class PostgresLocks extends BaseLocks {
   private async check(): Promise<void> {
     const current = this.client;
     if (!current || this.held.size === 0) return;
-    try {
-      await (await current).query('select 1');
-    } catch {
-      this.lost(current);
-    }
+    // `query` drops the connection (and tells the holders) when it fails.
+    await this.query(current, 'select 1', []).catch(() => {});
   }
 }

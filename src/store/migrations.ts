@@ -604,6 +604,27 @@ const APPENDED: readonly Migration[] = [
       await db.schema.createIndex('held_rounds_by_age').on('held_rounds').column('created_ms').execute();
     },
   },
+  {
+    version: 27,
+    name: "fleet: mcp_session_subscriptions (who relays a shared session's resource subscription), mcp_sessions.principal",
+    async up(db) {
+      // Additive only: the previous release still reads and writes mcp_sessions during a rolling upgrade.
+      await db.schema.alterTable('mcp_sessions').addColumn('principal', 'text').execute();
+      await db.schema
+        .createTable('mcp_session_subscriptions')
+        .addColumn('session_id', 'text', (c) => c.notNull().references('mcp_sessions.id').onDelete('cascade'))
+        .addColumn('uri', 'text', (c) => c.notNull())
+        .addColumn('holder', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'bigint', (c) => c.notNull())
+        .addPrimaryKeyConstraint('mcp_session_subscriptions_pk', ['session_id', 'uri'])
+        .execute();
+      await db.schema
+        .createIndex('mcp_session_subscriptions_holder')
+        .on('mcp_session_subscriptions')
+        .column('holder')
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

@@ -261,6 +261,7 @@ export interface Database extends MemoryTables {
   oauth_signing_keys: OAuthSigningKeyTable;
   toolsets: ToolsetTable;
   mcp_sessions: McpSessionTable;
+  mcp_session_subscriptions: McpSessionSubscriptionTable;
   upstream_oauth_grants: UpstreamOAuthGrantTable;
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
@@ -458,9 +459,28 @@ export interface McpSessionTable {
   /** The `initialize` params (JSON): replayed to rebuild the session's server on another replica. */
   init: string;
   log_level: string | null;
+  /**
+   * The principal that opened it (JSON, no secret: id, name, role, groups, limits), so a replica can rebuild the
+   * session without a request of the agent — to take over the resource subscriptions of a replica that died.
+   * Null on rows written before migration 27.
+   */
+  principal: string | null;
   created_at: number;
   last_seen: number;
   expires_at: number;
+}
+
+/**
+ * A resource subscription of a shared 2025-era session (migration 27): `holder` is the replica (its tag) that
+ * subscribed upstream and relays the updates; when it dies, another replica takes the row over and subscribes
+ * again (`surfaces/shared-sessions.ts`). Rows go with their session.
+ */
+export interface McpSessionSubscriptionTable {
+  session_id: string;
+  /** The URI as the agent named it. */
+  uri: string;
+  holder: string;
+  created_at: number;
 }
 
 /**

@@ -176,7 +176,18 @@ export class McpEndpoint {
       onEvicted: () => options.onSessionEvicted?.(),
       onUnsubscribedElsewhere: (server, uri) => options.onUnsubscribedElsewhere?.(server, uri),
       ...(this.sharedSessions && sessionStore
-        ? { shared: { store: this.sharedSessions, surface: sessionStore.surface } }
+        ? {
+            shared: {
+              store: this.sharedSessions,
+              surface: sessionStore.surface,
+              rebuild: (row) => {
+                const scope = scopeOfOwner(row.owner, row.tokenId);
+                const principal = row.principal as TokenPrincipal | null;
+                if (!scope || principal?.id !== row.tokenId) return undefined;
+                return () => options.buildServer(principal, scope);
+              },
+            },
+          }
         : {}),
     });
     this.modern = createMcpHandler(
@@ -207,6 +218,7 @@ export class McpEndpoint {
               () => options.buildServer(grant.principal, grant.scope),
               {
                 tokenId: grant.principal.id,
+                principal: grant.principal,
                 admit: async () =>
                   options.admitSession
                     ? options.admitSession(grant.principal)
@@ -392,6 +404,11 @@ export class McpEndpoint {
     return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   }
 
+  /** A 2025-era session's server accepted a resource subscription (on a fleet, recorded for takeover). */
+  subscribed(server: Server, uri: string): void {
+    this.sessions.subscribed(server, uri);
+  }
+
   /** Tells one token's agents that their tool list changed (its 2025 sessions; the stateless era's listeners). */
   notifyToolsChangedFor(tokenId: string): void {
     this.modern.notify.toolsChanged();
@@ -460,6 +477,15 @@ function methodOf(body: unknown): unknown {
 function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
   if (scope.kind === 'toolset') return `${principal.id}|t:${scope.toolset}`;
   return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;
+}
+
+/** The scope `ownerOf` wrote into a session's owner, read back (a stored session rebuilt without a request). */
+function scopeOfOwner(owner: string, principalId: string): EndpointScope | undefined {
+  if (!owner.startsWith(`${principalId}|`)) return undefined;
+  const rest = owner.slice(principalId.length + 1);
+  if (rest === '*') return { kind: 'aggregate' };
+  if (rest.startsWith('t:')) return { kind: 'toolset', toolset: rest.slice(2) };
+  return rest === '' ? undefined : { kind: 'single', serverId: rest };
 }
 
 /** Aborted when the agent goes away before its answer: the call is cancelled, as the SDK's transports do. */

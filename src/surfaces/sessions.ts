@@ -12,12 +12,17 @@
  * transport, its `initialize` (and log level) replayed into them — so any replica serves any session,
  * and one that dies loses none. Caps count there; the in-process copy is a cache checked for its owner
  * on every request, written back only when the expiry needs pushing or the log level changed.
+ *
+ * A resource subscription is relayed by the replica where the agent made it. Every few seconds each replica
+ * takes over the subscriptions of replicas that died (`SharedSessionStore.takeOverOrphans`): it rebuilds the
+ * session from its row (with the principal stored there, as no request of the agent is at hand) and replays
+ * `resources/subscribe`, so the agent's updates go on.
  */
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
 import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
-import type { SessionMessage, SharedSessionStore } from './shared-sessions.js';
+import type { OrphanedSubscription, SessionMessage, SharedSessionRow, SharedSessionStore } from './shared-sessions.js';
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -34,6 +39,8 @@ interface Session {
   fastCalls: Map<string | number, AbortController>;
   /** Sends a resource update on this process's copy only (on a fleet, `server.sendResourceUpdated` tells the others too). */
   sendUpdatedHere(params: { uri: string }): Promise<void>;
+  /** On a fleet: the URIs whose subscriptions this replica relays (such a copy is kept while its session lives). */
+  relayed: Set<string>;
 }
 
 /** What a fast path may know of a live session: its server (era, capabilities) and its fast calls. */
@@ -53,12 +60,23 @@ export interface LegacySessionOptions {
   /** On a fleet: the agent unsubscribed on another replica from `uri`, which it may have subscribed to here. */
   onUnsubscribedElsewhere?: ((server: Server, uri: string) => void) | undefined;
   /** The shared store (PostgreSQL) and this surface's name in it; absent: sessions live in this process only. */
-  shared?: { store: SharedSessionStore; surface: string } | undefined;
+  shared?:
+    | {
+        store: SharedSessionStore;
+        surface: string;
+        /** How to build a session's server from its row alone (its stored principal and scope), if it can be. */
+        rebuild?: ((row: SharedSessionRow) => (() => Server) | undefined) | undefined;
+        /** How often the subscriptions of replicas that died are looked for (default 5 s). */
+        takeoverEveryMs?: number | undefined;
+      }
+    | undefined;
 }
 
 /** What opening a session needs to know of its token, asked only when an `initialize` opens one. */
 export interface SessionAdmission {
   tokenId: string;
+  /** The principal opening it, stored with a shared session (JSON, no secret) so another replica can rebuild it. */
+  principal?: unknown;
   /** Reads the token's cap and admits the opening against its rate limit (throws `rate_limited`). */
   admit(): Promise<{ maxPerToken: number }>;
 }
@@ -109,6 +127,21 @@ function unsubscribedUri(body: unknown): string | undefined {
   return typeof params.uri === 'string' ? params.uri : undefined;
 }
 
+/** Whether a response body (JSON, or the SSE events of a session's POST) holds the result of request `id`. */
+function answeredWithResult(text: string, id: unknown): boolean {
+  const messages = text.trimStart().startsWith('{')
+    ? [text]
+    : text.split('\n').flatMap((line) => (line.startsWith('data:') ? [line.slice(5)] : []));
+  return messages.some((json) => {
+    try {
+      const message = JSON.parse(json) as { id?: unknown; result?: unknown };
+      return message.id === id && message.result !== undefined;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** A level `logging/setLevel` may set, if `body` is that request. */
 function setLevelOf(body: unknown): string | undefined {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
@@ -130,6 +163,11 @@ export class LegacySessions {
   /** Rebuilds under way, so concurrent requests for one session rebuild it once. */
   private readonly restoring = new Map<string, Promise<Session | undefined>>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly takeover: NodeJS.Timeout | undefined;
+  /** A takeover pass is running (passes do not overlap). */
+  private takingOver = false;
+  /** Session ids by their servers, so a subscription the server accepted is recorded under its session. */
+  private readonly idOfServer = new WeakMap<Server, string>();
   private readonly shared: LegacySessionOptions['shared'];
   /** How often a live shared session's expiry is pushed forward (a quarter of the idle time). */
   private readonly touchEveryMs: number;
@@ -146,6 +184,8 @@ export class LegacySessions {
       this.unsubscribe.push(this.shared.store.onReconnect(() => void this.recheckAll()));
       // Work of a session this process serves, told by another replica (`shared-sessions.ts`, SessionMessage).
       this.unsubscribe.push(this.shared.store.onMessage((message) => this.fromOthers(message)));
+      this.takeover = setInterval(() => void this.takeOverOrphans(), this.shared.takeoverEveryMs ?? 5_000);
+      this.takeover.unref();
     }
   }
 
@@ -211,6 +251,7 @@ export class LegacySessions {
           tokenId: admission.tokenId,
           init: typeof params === 'object' && params !== null ? (params as Record<string, unknown>) : {},
           logLevel: null,
+          principal: admission.principal ?? null,
         },
         cap.maxPerToken,
         this.options.maxSessions,
@@ -256,7 +297,63 @@ export class LegacySessions {
     const cancel = cancelOf(body);
     if (cancel) void shared.store.tellOthers({ kind: 'cancelled', sessionId, ...cancel }).catch(() => {});
     const uri = unsubscribedUri(body);
-    if (uri !== undefined) void shared.store.tellOthers({ kind: 'unsubscribed', sessionId, uri }).catch(() => {});
+    if (uri !== undefined) {
+      this.sessions.get(sessionId)?.relayed.delete(uri);
+      void shared.store.forgetSubscription(sessionId, uri).catch(() => {});
+      void shared.store.tellOthers({ kind: 'unsubscribed', sessionId, uri }).catch(() => {});
+    }
+  }
+
+  /**
+   * A session's server accepted a subscription (the agent's, or one replayed in a takeover): on a fleet this
+   * replica now relays it, and another takes it over if this one dies.
+   */
+  subscribed(server: Server, uri: string): void {
+    const id = this.idOfServer.get(server);
+    const session = id === undefined ? undefined : this.sessions.get(id);
+    if (!this.shared || id === undefined || !session) return;
+    session.relayed.add(uri);
+    void this.shared.store.recordSubscription(id, uri).catch(() => {});
+  }
+
+  /**
+   * Subscribes again, here, to what replicas that died relayed: each session rebuilt from its row (or the copy
+   * held here), `resources/subscribe` replayed into it. One the session no longer allows (the resource gone, the
+   * principal's access narrowed) or one of a session that cannot be rebuilt is forgotten.
+   */
+  private async takeOverOrphans(): Promise<void> {
+    const shared = this.shared;
+    if (!shared || this.takingOver) return;
+    this.takingOver = true;
+    try {
+      const orphans = await shared.store.takeOverOrphans(shared.surface).catch((): OrphanedSubscription[] => []);
+      const bySession = new Map<string, string[]>();
+      for (const { sessionId, uri } of orphans) bySession.set(sessionId, [...(bySession.get(sessionId) ?? []), uri]);
+      for (const [id, uris] of bySession) {
+        const session = await this.rebuilt(id).catch(() => undefined);
+        for (const [n, uri] of uris.entries()) {
+          const accepted =
+            session !== undefined &&
+            (await this.replay(
+              session.transport,
+              { jsonrpc: '2.0', id: `gatehouse-takeover-${n}`, method: 'resources/subscribe', params: { uri } },
+              id,
+            ).catch(() => false));
+          if (!accepted) await shared.store.forgetSubscription(id, uri).catch(() => {});
+        }
+      }
+    } finally {
+      this.takingOver = false;
+    }
+  }
+
+  /** Session `id` as held here, or rebuilt from its shared row alone. */
+  private async rebuilt(id: string): Promise<Session | undefined> {
+    const held = this.sessions.get(id);
+    if (held) return held;
+    const row = await this.shared?.store.get(id);
+    const build = row && this.shared?.rebuild?.(row);
+    return row && build ? this.restore(id, row.owner, build) : undefined;
   }
 
   /**
@@ -282,6 +379,7 @@ export class LegacySessions {
         void session.sendUpdatedHere({ uri: message.uri }).catch(() => {});
         return;
       case 'unsubscribed':
+        session.relayed.delete(message.uri);
         this.options.onUnsubscribedElsewhere?.(session.server, message.uri);
         return;
     }
@@ -307,6 +405,7 @@ export class LegacySessions {
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    clearInterval(this.takeover);
     for (const off of this.unsubscribe.splice(0)) off();
     const all = [...this.sessions.values()];
     this.sessions.clear();
@@ -357,6 +456,7 @@ export class LegacySessions {
     logLevel: string | null,
   ): Promise<{ transport: WebStandardStreamableHTTPServerTransport; server: Server }> {
     const server = build();
+    this.idOfServer.set(server, id);
     const sendUpdatedHere = server.sendResourceUpdated.bind(server);
     const shared = this.shared;
     if (shared) {
@@ -388,6 +488,7 @@ export class LegacySessions {
           logLevel,
           fastCalls,
           sendUpdatedHere,
+          relayed: new Set(),
         });
         const ids = this.byToken.get(tokenId) ?? new Set<string>();
         ids.add(sessionId);
@@ -450,17 +551,19 @@ export class LegacySessions {
     return pending;
   }
 
+  /** Serves `message` on `transport` as if the agent had sent it; whether the SDK answered with a result. */
   private async replay(
     transport: WebStandardStreamableHTTPServerTransport,
     message: Record<string, unknown>,
     sessionId?: string,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const headers: Record<string, string> = { ...REPLAY_HEADERS };
     if (sessionId) headers['mcp-session-id'] = sessionId;
     const response = await transport.handleRequest(new Request(REPLAY_URL, { method: 'POST', headers }), {
       parsedBody: message,
     });
-    await response.text().catch(() => '');
+    const text = await response.text().catch(() => '');
+    return response.ok && answeredWithResult(text, message.id);
   }
 
   /** Drops this process's copy of a session ended elsewhere (or evicted here). */
@@ -480,11 +583,20 @@ export class LegacySessions {
 
   private sweep(): void {
     const cutoff = Date.now() - this.options.idleMs;
+    const relaying: string[] = [];
     for (const [id, session] of this.sessions) {
-      // Shared: an idle copy here may be a session another replica serves; only its row's expiry ends it.
-      if (session.lastSeen < cutoff) this.dropLocal(id);
+      if (session.lastSeen >= cutoff) continue;
+      // Shared: an idle copy here may be a session another replica serves; only its row's expiry ends it. A copy
+      // relaying subscriptions stays while its session lives (the agent may be busy on other replicas).
+      if (this.shared && session.relayed.size > 0) relaying.push(id);
+      else this.dropLocal(id);
     }
-    if (this.shared) void this.shared.store.sweep().catch(() => 0);
+    const shared = this.shared;
+    if (!shared) return;
+    void (async () => {
+      await shared.store.sweep().catch(() => 0);
+      for (const id of await shared.store.missing(relaying).catch(() => [])) this.dropLocal(id);
+    })();
   }
 
   private forget(id: string): void {

@@ -13,11 +13,17 @@
  * with no affinity, the request an agent's `notifications/cancelled` names may run on another replica than the
  * one the notification reached, a subscription made on one replica may be ended on another, and an update a
  * subscription hears on one replica must reach the agent's GET stream, which another replica may hold.
+ *
+ * A resource subscription outlives the replica that made it: each one is a row naming its holder (this
+ * process's tag), and every replica holding subscriptions holds the lock `mcp-sessions-replica:<tag>` (a
+ * PostgreSQL session lock, released when the process or its connection dies). `takeOverOrphans` finds holders
+ * whose lock is free — dead — and moves their rows to this replica, which subscribes again.
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
+import type { LockHandle } from '../store/locks.js';
 
 const CHANNEL = 'gatehouse_sessions';
 const MESSAGES = 'gatehouse_session_messages';
@@ -51,7 +57,17 @@ export interface SharedSessionRow {
   /** The `initialize` request's params, as the agent sent them. */
   init: Record<string, unknown>;
   logLevel: string | null;
+  /** The principal that opened it (JSON-safe, no secret), to rebuild the session without a request; null on old rows. */
+  principal: unknown;
 }
+
+/** A subscription moved to this replica from one that died: subscribe again, or forget it. */
+export interface OrphanedSubscription {
+  sessionId: string;
+  uri: string;
+}
+
+const replicaLock = (tag: string) => `mcp-sessions-replica:${tag}`;
 
 export type Admission = { ok: true; evicted: string[] } | { ok: false };
 
@@ -62,6 +78,8 @@ export class SharedSessionStore {
   /** Tells this process's own messages from the others' (it acted on those itself). */
   private readonly tag = randomUUID();
   private readonly reconnectListeners = new Set<() => void>();
+  /** Held while this replica relays subscriptions: its loss tells the others they are orphaned. */
+  private replicaLock: Promise<LockHandle | undefined> | undefined;
 
   constructor(
     private readonly store: Store,
@@ -159,6 +177,7 @@ export class SharedSessionStore {
           token_id: row.tokenId,
           init: JSON.stringify(row.init),
           log_level: row.logLevel,
+          principal: row.principal === null || row.principal === undefined ? null : JSON.stringify(row.principal),
           created_at: now,
           last_seen: now,
           expires_at: now + this.idleMs,
@@ -186,6 +205,7 @@ export class SharedSessionStore {
       tokenId: row.token_id,
       init: parseJson<Record<string, unknown>>(row.init, {}),
       logLevel: row.log_level,
+      principal: row.principal === null ? null : parseJson<unknown>(row.principal, null),
     };
   }
 
@@ -247,6 +267,64 @@ export class SharedSessionStore {
     await this.announce(gone.map((row) => row.id));
   }
 
+  /**
+   * Records that this replica relays session `sessionId`'s subscription to `uri` (after the upstream took it).
+   * A session that has ended meanwhile records nothing (its row is gone; the reference refuses the insert).
+   */
+  async recordSubscription(sessionId: string, uri: string): Promise<void> {
+    if (!(await this.holdReplicaLock())) return;
+    await this.store.db
+      .insertInto('mcp_session_subscriptions')
+      .values({ session_id: sessionId, uri, holder: this.tag, created_at: Date.now() })
+      .onConflict((oc) => oc.columns(['session_id', 'uri']).doUpdateSet({ holder: this.tag }))
+      .execute()
+      .catch(() => {});
+  }
+
+  /** The agent unsubscribed (on whichever replica): the subscription is no one's to take over any more. */
+  async forgetSubscription(sessionId: string, uri: string): Promise<void> {
+    await this.store.db
+      .deleteFrom('mcp_session_subscriptions')
+      .where('session_id', '=', sessionId)
+      .where('uri', '=', uri)
+      .execute();
+  }
+
+  /**
+   * The subscriptions of `surface`'s sessions that replicas which died relayed, now this replica's: a holder
+   * whose lock this replica can take is gone (a live one holds it). Under that lock its rows change hands in
+   * one statement, so two replicas sweeping at once never both take one.
+   */
+  async takeOverOrphans(surface: string): Promise<OrphanedSubscription[]> {
+    const ofSurface = this.store.db.selectFrom('mcp_sessions').select('id').where('surface', '=', surface);
+    const holders = await this.store.db
+      .selectFrom('mcp_session_subscriptions')
+      .select('holder')
+      .distinct()
+      .where('holder', '<>', this.tag)
+      .where('session_id', 'in', ofSurface)
+      .execute();
+    if (holders.length === 0 || !(await this.holdReplicaLock())) return [];
+    const taken: OrphanedSubscription[] = [];
+    for (const { holder } of holders) {
+      const dead = await this.store.locks.acquire(replicaLock(holder));
+      if (!dead) continue;
+      try {
+        const rows = await this.store.db
+          .updateTable('mcp_session_subscriptions')
+          .set({ holder: this.tag })
+          .where('holder', '=', holder)
+          .where('session_id', 'in', ofSurface)
+          .returning(['session_id', 'uri'])
+          .execute();
+        taken.push(...rows.map((row) => ({ sessionId: row.session_id, uri: row.uri })));
+      } finally {
+        await dead.release();
+      }
+    }
+    return taken;
+  }
+
   /** Deletes expired rows (any replica may; a row deleted twice is no harm). */
   async sweep(): Promise<number> {
     const result = await this.store.db
@@ -257,10 +335,26 @@ export class SharedSessionStore {
   }
 
   close(): void {
+    // The lock goes with the store's lock connection when the process stops; released now, the others take
+    // this replica's subscriptions over at their next sweep.
+    void this.replicaLock?.then((handle) => handle?.release()).catch(() => {});
+    this.replicaLock = undefined;
     this.unsubscribe();
     this.closedListeners.clear();
     this.messageListeners.clear();
     this.reconnectListeners.clear();
+  }
+
+  /** This replica's own lock, taken on first need and again after it was lost (its connection dropped). */
+  private async holdReplicaLock(): Promise<boolean> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      this.replicaLock ??= this.store.locks.acquire(replicaLock(this.tag)).catch(() => undefined);
+      const current = this.replicaLock;
+      const held = await current;
+      if (held && !held.signal.aborted) return true;
+      if (this.replicaLock === current) this.replicaLock = undefined;
+    }
+    return false;
   }
 
   private async announce(ids: readonly string[]): Promise<void> {

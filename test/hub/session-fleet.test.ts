@@ -4,7 +4,7 @@
  * names. A call runs on one and its `notifications/cancelled` reaches the other: the call stops, upstream too,
  * on the hub's fast path and on the SDK's path (a call with a progress token) alike. A resource subscription
  * made on one replica sends its updates to the agent's GET stream held by the other, and ends when the agent
- * unsubscribes there.
+ * unsubscribes there; when the replica that made it stops, another takes it over and the updates go on.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
@@ -156,6 +156,70 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     expect(upstream.log.count('resources/unsubscribe')).toBe(0);
     expect(await call(bases[1], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
     await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(1));
+    agentGone.abort();
+    await reading;
+  });
+
+  it('takes over the subscriptions of a replica that stopped: the agent keeps hearing updates', async () => {
+    // A third replica makes the subscription and then stops, as a replica that dies.
+    const three = await startTestGateway(postgresTarget, ENV, {}, place);
+    const base3 = await three.listen();
+    const sessionId = await openSession(base3);
+    const call = (base: string, id: number, method: string, params: Record<string, unknown>) =>
+      post(base, { jsonrpc: '2.0', id, method, params }, sessionId).then(async (answer) => {
+        expect(answer.status).toBe(200);
+        return answer.text();
+      });
+    const agentGone = new AbortController();
+    let heard = '';
+    const reading = fetch(`${bases[1]}/mcp/s/up`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'text/event-stream',
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': VERSION,
+      },
+      signal: agentGone.signal,
+    })
+      .then(async (stream) => {
+        expect(stream.status).toBe(200);
+        const decoder = new TextDecoder();
+        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) heard += decoder.decode(chunk);
+      })
+      .catch(() => {});
+    const update = `"method":"notifications/resources/updated","params":{"uri":"${WATCHED}"}`;
+    const subscribes = upstream.log.count('resources/subscribe');
+    expect(await call(base3, 10, 'resources/subscribe', { uri: WATCHED })).toContain('"result":{}');
+    let id = 100;
+    await eventually(
+      async () => {
+        expect(await call(base3, id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
+        expect(heard).toContain(update);
+      },
+      10_000,
+      200,
+    );
+
+    await three.close();
+    const before = heard.length;
+    // Whichever replica takes the subscription over subscribes upstream on its own connection, where the fixture
+    // sends the updates of the `touch` that connection runs: both replicas are touched in turn.
+    await eventually(
+      async () => {
+        expect(upstream.log.count('resources/subscribe')).toBe(subscribes + 2);
+        for (const base of bases) {
+          expect(await call(base, id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
+        }
+        expect(heard.slice(before)).toContain(update);
+      },
+      20_000,
+      250,
+    );
+
+    // It is the agent's still: unsubscribed on either replica, the one relaying it lets go upstream.
+    const unsubscribes = upstream.log.count('resources/unsubscribe');
+    expect(await call(bases[0], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
+    await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(unsubscribes + 1));
     agentGone.abort();
     await reading;
   });

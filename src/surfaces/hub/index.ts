@@ -193,6 +193,7 @@ export function createHub(deps: HubDeps): Hub {
         searchIndexes,
         uiPins,
         tasks,
+        subscribed: (server, uri) => endpoint.subscribed(server, uri),
       },
       principal,
       scope,

@@ -139,6 +139,8 @@ export interface HubServerDeps extends SubscribeDeps {
   uiPins: UiPinGuard;
   /** Upstream tasks bound to the tokens that created them (the Tasks extension). */
   tasks: HubTasks;
+  /** A 2025-era session accepted a subscription (on a fleet, another replica takes it over if this one dies). */
+  subscribed(server: Server, uri: string): void;
 }
 
 /** What every task method carries: the task's id (the agent sends it back in `Mcp-Name` too). */
@@ -566,6 +568,7 @@ export function buildHubServer(
       throw asProtocolError(error);
     }
     if (!added) throw invalidParams('This session holds the most resource subscriptions it may.');
+    deps.subscribed(server, request.params.uri);
     return {};
   });
 
