@@ -79,6 +79,43 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     return sessionId;
   }
 
+  /** A request of the session on a replica, answered 200: its body. */
+  const callIn = (sessionId: string) => (base: string, id: number, method: string, params: Record<string, unknown>) =>
+    post(base, { jsonrpc: '2.0', id, method, params }, sessionId).then(async (answer) => {
+      expect(answer.status).toBe(200);
+      return answer.text();
+    });
+
+  /** The agent's GET stream of the session, opened on a replica: what it has heard so far, and its end. */
+  function listen(base: string, sessionId: string): { heard(): string; stop(): Promise<void> } {
+    const agentGone = new AbortController();
+    let heard = '';
+    const reading = fetch(`${base}/mcp/s/up`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'text/event-stream',
+        'mcp-session-id': sessionId,
+        'mcp-protocol-version': VERSION,
+      },
+      signal: agentGone.signal,
+    })
+      .then(async (stream) => {
+        expect(stream.status).toBe(200);
+        const decoder = new TextDecoder();
+        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) heard += decoder.decode(chunk);
+      })
+      .catch(() => {});
+    return {
+      heard: () => heard,
+      stop: async () => {
+        agentGone.abort();
+        await reading;
+      },
+    };
+  }
+
+  const UPDATE = `"method":"notifications/resources/updated","params":{"uri":"${WATCHED}"}`;
+
   for (const path of ['fast', 'sdk'] as const) {
     it(`stops a call running on one replica when its cancellation reaches the other (${path} path)`, async () => {
       const sessionId = await openSession(bases[0]);
@@ -115,29 +152,9 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
 
   it("sends a subscription's updates to the GET stream another replica holds, and ends it where the agent unsubscribes", async () => {
     const sessionId = await openSession(bases[0]);
-    const call = (base: string, id: number, method: string, params: Record<string, unknown>) =>
-      post(base, { jsonrpc: '2.0', id, method, params }, sessionId).then(async (answer) => {
-        expect(answer.status).toBe(200);
-        return answer.text();
-      });
+    const call = callIn(sessionId);
     // The agent's GET stream lands on the second replica (its headers come with its first event).
-    const agentGone = new AbortController();
-    let heard = '';
-    const reading = fetch(`${bases[1]}/mcp/s/up`, {
-      headers: {
-        authorization: `Bearer ${token}`,
-        accept: 'text/event-stream',
-        'mcp-session-id': sessionId,
-        'mcp-protocol-version': VERSION,
-      },
-      signal: agentGone.signal,
-    })
-      .then(async (stream) => {
-        expect(stream.status).toBe(200);
-        const decoder = new TextDecoder();
-        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) heard += decoder.decode(chunk);
-      })
-      .catch(() => {});
+    const stream = listen(bases[1], sessionId);
 
     // Subscribed on the first replica, which hears the upstream's updates (its own upstream session's): touched
     // until one reaches the stream (one sent before the stream is open is for nobody).
@@ -146,7 +163,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     await eventually(
       async () => {
         expect(await call(bases[0], id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
-        expect(heard).toContain(`"method":"notifications/resources/updated","params":{"uri":"${WATCHED}"}`);
+        expect(stream.heard()).toContain(UPDATE);
       },
       10_000,
       200,
@@ -156,8 +173,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     expect(upstream.log.count('resources/unsubscribe')).toBe(0);
     expect(await call(bases[1], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
     await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(1));
-    agentGone.abort();
-    await reading;
+    await stream.stop();
   });
 
   it('takes over the subscriptions of a replica that stopped: the agent keeps hearing updates', async () => {
@@ -165,43 +181,22 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     const three = await startTestGateway(postgresTarget, ENV, {}, place);
     const base3 = await three.listen();
     const sessionId = await openSession(base3);
-    const call = (base: string, id: number, method: string, params: Record<string, unknown>) =>
-      post(base, { jsonrpc: '2.0', id, method, params }, sessionId).then(async (answer) => {
-        expect(answer.status).toBe(200);
-        return answer.text();
-      });
-    const agentGone = new AbortController();
-    let heard = '';
-    const reading = fetch(`${bases[1]}/mcp/s/up`, {
-      headers: {
-        authorization: `Bearer ${token}`,
-        accept: 'text/event-stream',
-        'mcp-session-id': sessionId,
-        'mcp-protocol-version': VERSION,
-      },
-      signal: agentGone.signal,
-    })
-      .then(async (stream) => {
-        expect(stream.status).toBe(200);
-        const decoder = new TextDecoder();
-        for await (const chunk of stream.body as unknown as AsyncIterable<Uint8Array>) heard += decoder.decode(chunk);
-      })
-      .catch(() => {});
-    const update = `"method":"notifications/resources/updated","params":{"uri":"${WATCHED}"}`;
+    const call = callIn(sessionId);
+    const stream = listen(bases[1], sessionId);
     const subscribes = upstream.log.count('resources/subscribe');
     expect(await call(base3, 10, 'resources/subscribe', { uri: WATCHED })).toContain('"result":{}');
     let id = 100;
     await eventually(
       async () => {
         expect(await call(base3, id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
-        expect(heard).toContain(update);
+        expect(stream.heard()).toContain(UPDATE);
       },
       10_000,
       200,
     );
 
     await three.close();
-    const before = heard.length;
+    const before = stream.heard().length;
     // Whichever replica takes the subscription over subscribes upstream on its own connection, where the fixture
     // sends the updates of the `touch` that connection runs: both replicas are touched in turn.
     await eventually(
@@ -210,7 +205,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
         for (const base of bases) {
           expect(await call(base, id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
         }
-        expect(heard.slice(before)).toContain(update);
+        expect(stream.heard().slice(before)).toContain(UPDATE);
       },
       20_000,
       250,
@@ -220,7 +215,6 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     const unsubscribes = upstream.log.count('resources/unsubscribe');
     expect(await call(bases[0], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
     await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(unsubscribes + 1));
-    agentGone.abort();
-    await reading;
+    await stream.stop();
   });
 });
