@@ -19,7 +19,7 @@ import type { Store } from '../store/db.js';
 import { agentContext, withContext } from '../telemetry/tracing.js';
 import { LOOPBACK_HOSTNAMES, originAllowed } from './cors.js';
 import { LegacySessions, type SessionView } from './sessions.js';
-import { SharedSessionStore } from './shared-sessions.js';
+import { type SharedSessionRow, SharedSessionStore } from './shared-sessions.js';
 
 /** The unauthenticated caller when `GATEHOUSE_HUB_AUTH=none` (loopback only). */
 export const LOCAL_PRINCIPAL: TokenPrincipal = {
@@ -180,12 +180,15 @@ export class McpEndpoint {
             shared: {
               store: this.sharedSessions,
               surface: sessionStore.surface,
-              rebuild: (row) => {
-                const scope = scopeOfOwner(row.owner, row.tokenId);
-                const principal = row.principal as TokenPrincipal | null;
-                if (!scope || principal?.id !== row.tokenId) return undefined;
-                return () => options.buildServer(principal, scope);
-              },
+              // Only a surface that relays resource subscriptions (the hub) has any to take over.
+              ...(options.onUnsubscribedElsewhere && {
+                rebuild: (row: SharedSessionRow) => {
+                  const scope = scopeOfOwner(row.owner, row.tokenId);
+                  const principal = row.principal as TokenPrincipal | null;
+                  if (!scope || principal?.id !== row.tokenId) return undefined;
+                  return () => options.buildServer(principal, scope);
+                },
+              }),
             },
           }
         : {}),

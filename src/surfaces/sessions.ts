@@ -64,10 +64,11 @@ export interface LegacySessionOptions {
     | {
         store: SharedSessionStore;
         surface: string;
-        /** How to build a session's server from its row alone (its stored principal and scope), if it can be. */
+        /**
+         * How to build a session's server from its row alone (its stored principal and scope), if it can be. Given
+         * by a surface that relays resource subscriptions: it takes over those of replicas that died.
+         */
         rebuild?: ((row: SharedSessionRow) => (() => Server) | undefined) | undefined;
-        /** How often the subscriptions of replicas that died are looked for (default 5 s). */
-        takeoverEveryMs?: number | undefined;
       }
     | undefined;
 }
@@ -152,6 +153,9 @@ function setLevelOf(body: unknown): string | undefined {
 
 const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']);
 
+/** How often a replica looks for the subscriptions of replicas that died (the README promises about 5 s). */
+const TAKEOVER_EVERY_MS = 5_000;
+
 /** The origin of the requests replayed into a rebuilt session (they never leave the process). */
 const REPLAY_URL = 'http://gatehouse.invalid/mcp';
 const REPLAY_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -184,8 +188,10 @@ export class LegacySessions {
       this.unsubscribe.push(this.shared.store.onReconnect(() => void this.recheckAll()));
       // Work of a session this process serves, told by another replica (`shared-sessions.ts`, SessionMessage).
       this.unsubscribe.push(this.shared.store.onMessage((message) => this.fromOthers(message)));
-      this.takeover = setInterval(() => void this.takeOverOrphans(), this.shared.takeoverEveryMs ?? 5_000);
-      this.takeover.unref();
+      if (this.shared.rebuild) {
+        this.takeover = setInterval(() => void this.takeOverOrphans(), TAKEOVER_EVERY_MS);
+        this.takeover.unref();
+      }
     }
   }
 

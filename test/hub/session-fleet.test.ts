@@ -6,7 +6,7 @@
  * made on one replica sends its updates to the agent's GET stream held by the other, and ends when the agent
  * unsubscribes there; when the replica that made it stops, another takes it over and the updates go on.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
 import { registerWatched, WATCHED } from '../fixtures/watched-resource.js';
 import { eventually } from '../helpers/eventually.js';
@@ -179,6 +179,10 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
   it('takes over the subscriptions of a replica that stopped: the agent keeps hearing updates', async () => {
     // A third replica makes the subscription and then stops, as a replica that dies.
     const three = await startTestGateway(postgresTarget, ENV, {}, place);
+    let threeStopped = false;
+    onTestFinished(async () => {
+      if (!threeStopped) await three.close();
+    });
     const base3 = await three.listen();
     const sessionId = await openSession(base3);
     const call = callIn(sessionId);
@@ -195,6 +199,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
       200,
     );
 
+    threeStopped = true;
     await three.close();
     const before = stream.heard().length;
     // Whichever replica takes the subscription over subscribes upstream on its own connection, where the fixture
