@@ -447,6 +447,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       settings,
       audit,
       tokens,
+      events,
       resolver: deps.resolver,
       port: () => {
         const address = app?.server.address();
@@ -513,7 +514,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
         ...(config.opsEnabled ? opsRoutes(poolFor(false), opsAuditor) : []),
         ...readyRoutes(readiness),
-        ...oauth.restRoutes(approvals, events),
+        ...oauth.restRoutes(approvals),
         ...secretsRoutes({ store, key, audit }),
         ...dashboardRoutes(),
         ...userRoutes({

@@ -18,7 +18,14 @@ import { hashToken } from './tokens.js';
 import { isUserRole, type PrincipalUser } from './users.js';
 
 export interface OAuthPrincipal extends TokenPrincipal {
-  oauth: { grantId: string; clientId: string; subject: string };
+  oauth: {
+    grantId: string;
+    clientId: string;
+    subject: string;
+    /** The refresh family the presented access token belongs to, and that token's own id (`jti`): identifiers, no secret. */
+    familyId: string;
+    accessTokenId: string;
+  };
 }
 
 export type RefusalReason = 'invalid' | 'expired' | 'audience' | 'revoked';
@@ -164,7 +171,7 @@ export function oauthAuthenticator(options: OAuthAuthenticatorOptions): OAuthTok
         rateLimit: null,
         maxConcurrent: null,
         maxSessions: null,
-        oauth: { grantId: row.id, clientId: row.client_id, subject: row.subject },
+        oauth: { grantId: row.id, clientId: row.client_id, subject: row.subject, familyId: fam, accessTokenId: jti },
       },
     };
     // Cached only in the generation it was checked in: a revocation meanwhile started a new one.

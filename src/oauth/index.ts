@@ -10,6 +10,7 @@ import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { type Config, publicBaseUrl } from '../config.js';
 import { createEgressGuard, type Resolver } from '../egress/index.js';
+import { OAUTH_ACCESS_TOKEN, OAUTH_FAMILY } from '../identity/ended-access.js';
 import { oauthAuthenticator } from '../identity/index.js';
 import type { SealKey } from '../secrets/seal.js';
 import type { SettingsService } from '../settings/service.js';
@@ -29,13 +30,15 @@ export interface OAuthParts {
   settings: SettingsService;
   audit: AuditLog;
   tokens: TokenStore;
+  /** Where revocations are announced, so every replica ends what the revoked credential holds open. */
+  events: Pick<EventHub, 'publish'>;
   resolver?: Resolver | undefined;
   /** The port actually bound (differs from the setting when that is 0), read per request. */
   port(): number;
 }
 
 export function createOAuth(parts: OAuthParts) {
-  const { config, store, sealKey, settings, tokens } = parts;
+  const { config, store, sealKey, settings, tokens, events } = parts;
   const base = () => publicBaseUrl(config, parts.port());
   const audit = oauthAuditor(parts.audit);
   const keys = new SigningKeys(store, sealKey);
@@ -57,7 +60,17 @@ export function createOAuth(parts: OAuthParts) {
     settings,
     audit,
     base,
-    revoked: () => store.changed('tokens'),
+    revoked: async (ended) => {
+      await store.changed('tokens');
+      if (!ended) return;
+      // Its streams end on every replica: the grant's other tokens and families keep theirs.
+      await events.publish(
+        'token.changed',
+        'family' in ended
+          ? { id: ended.family, change: 'revoked', kind: OAUTH_FAMILY }
+          : { id: ended.accessToken, change: 'revoked', kind: OAUTH_ACCESS_TOKEN },
+      );
+    },
   });
   const verifier = oauthAuthenticator({
     store,
@@ -80,7 +93,7 @@ export function createOAuth(parts: OAuthParts) {
     authenticate: verifier.authenticate,
     challenge: mcpChallenge(base),
     plugin: oauthPlugin(deps),
-    restRoutes: (approvals: ApprovalQueue, events: Pick<EventHub, 'publish'>) =>
+    restRoutes: (approvals: ApprovalQueue) =>
       oauthRestRoutes({
         ...deps,
         onGrantRevoked: async (id) => {

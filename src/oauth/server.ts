@@ -70,8 +70,11 @@ export interface AuthorizationServerDeps {
   audit: OAuthAuditor;
   /** The public URL (the issuer), per request: it may depend on the bound port. */
   base(): string;
-  /** Told whenever grants, families or access tokens are revoked (authenticators drop their caches). */
-  revoked(): Promise<void>;
+  /**
+   * Told whenever grants, families or access tokens are revoked (authenticators drop their caches); with the
+   * family or access token, what was opened with it ends too (`identity/ended-access.ts`).
+   */
+  revoked(ended?: { family: string } | { accessToken: string }): Promise<void>;
 }
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest('hex');
@@ -422,7 +425,7 @@ export class AuthorizationServer {
         .onConflict((oc) => oc.column('jti').doNothing())
         .execute();
       await db.deleteFrom('oauth_revoked_access').where('expires_at', '<', nowIso()).execute();
-      await this.deps.revoked();
+      await this.deps.revoked({ accessToken: access.jti });
       this.deps.audit({
         action: 'oauth.revoke',
         outcome: 'ok',
@@ -484,7 +487,7 @@ export class AuthorizationServer {
       }
     }
     this.deps.audit({ action: 'oauth.family_revoked', outcome: reason, data: { family: familyId } });
-    await this.deps.revoked();
+    await this.deps.revoked({ family: familyId });
   }
 
   private async activeGrant(id: string) {

@@ -14,6 +14,7 @@ import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
+import { credentialKeysOf } from '../identity/ended-access.js';
 import type { TokenPrincipal } from '../identity/index.js';
 import type { Store } from '../store/db.js';
 import { agentContext, withContext } from '../telemetry/tracing.js';
@@ -161,8 +162,12 @@ export class McpEndpoint {
   private readonly node;
 
   private readonly sharedSessions: SharedSessionStore | undefined;
-  /** Open 2026-07-28 `subscriptions/listen` streams by principal id, each with what ends it. */
-  private readonly listenStreams = new Map<string, Set<() => void>>();
+  /**
+   * Open streams (2026-07-28 `subscriptions/listen`, a 2025-era session's GET stream), each with what ends it,
+   * under every key that ends it: the principal's id, and an OAuth access token's own id and family
+   * (`credentialKeysOf`).
+   */
+  private readonly openStreams = new Map<string, Set<() => void>>();
 
   constructor(private readonly options: McpEndpointOptions) {
     const idleMs = options.sessionIdleMs ?? 30 * 60_000;
@@ -214,7 +219,7 @@ export class McpEndpoint {
           const parsedBody = handlerOptions?.parsedBody;
           if (await isLegacyRequest(request, parsedBody, { maxRequestBodySize: options.maxBodySize })) {
             const owner = ownerOf(grant.principal, grant.scope);
-            return this.sessions.handle(
+            const answer = this.sessions.handle(
               request,
               { authInfo, parsedBody },
               owner,
@@ -228,6 +233,8 @@ export class McpEndpoint {
                     : { maxPerToken: grant.principal.maxSessions ?? 100 },
               },
             );
+            // The session's GET stream ends with the credential that opened it (the session may go on with another).
+            return request.method === 'GET' ? this.tracked(grant.principal, await answer) : answer;
           }
           const modern = (body: unknown) =>
             this.modern.fetch(request, { authInfo, ...(body !== undefined ? { parsedBody: body } : {}) });
@@ -235,9 +242,7 @@ export class McpEndpoint {
           const answer = listens
             ? listens.serve(grant.principal, grant.scope, parsedBody, request.signal, modern)
             : modern(parsedBody);
-          return methodOf(parsedBody) === 'subscriptions/listen'
-            ? this.tracked(grant.principal.id, await answer)
-            : answer;
+          return methodOf(parsedBody) === 'subscriptions/listen' ? this.tracked(grant.principal, await answer) : answer;
         },
       },
       { maxRequestBodySize: options.maxBodySize },
@@ -358,35 +363,47 @@ export class McpEndpoint {
   /**
    * Ends everything a principal (a token, an OAuth grant, a person: `identity/ended-access.ts`) holds open here
    * once it has lost access: its 2025-era sessions and their streams, and its 2026-07-28 listen streams. Its
-   * next request is refused anyway; this stops what it would still be told.
+   * next request is refused anyway; this stops what it would still be told. `key` may also name one OAuth
+   * access token or refresh family (`credentialKeysOf`): then the streams opened with it end, and the grant's
+   * sessions, which its other tokens may carry on, stay.
    */
-  async endAccessOf(principalId: string): Promise<void> {
-    for (const end of [...(this.listenStreams.get(principalId) ?? [])]) end();
-    await this.sessions.endAccessOf(principalId);
+  async endAccessOf(key: string): Promise<void> {
+    for (const end of [...(this.openStreams.get(key) ?? [])]) end();
+    await this.sessions.endAccessOf(key);
   }
 
-  /** A listen stream's response, tracked by its principal until it ends (`endAccessOf` ends it early). */
-  private tracked(principalId: string, response: Response): Response {
+  /** A stream's response, tracked under its credential's keys until it ends (`endAccessOf` ends it early). */
+  private tracked(principal: TokenPrincipal, response: Response): Response {
     const source = response.body;
     if (!source || !response.headers.get('content-type')?.startsWith('text/event-stream')) return response;
     const reader = source.getReader();
-    let streams = this.listenStreams.get(principalId);
-    if (!streams) {
-      streams = new Set();
-      this.listenStreams.set(principalId, streams);
-    }
-    const mine = streams;
+    const keys = credentialKeysOf(principal);
     const untrack = () => {
-      mine.delete(end);
-      if (mine.size === 0 && this.listenStreams.get(principalId) === mine) this.listenStreams.delete(principalId);
+      for (const key of keys) {
+        const streams = this.openStreams.get(key);
+        streams?.delete(end);
+        if (streams?.size === 0) this.openStreams.delete(key);
+      }
     };
     // Cancelling the SDK's stream runs its teardown (the upstream subscriptions go) and ends the pending read.
     const end = () => {
       untrack();
       void reader.cancel(new GatehouseError('unauthorized', 'Access was revoked.')).catch(() => {});
     };
-    mine.add(end);
+    for (const key of keys) {
+      let streams = this.openStreams.get(key);
+      if (!streams) {
+        streams = new Set();
+        this.openStreams.set(key, streams);
+      }
+      streams.add(end);
+    }
     const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        // An empty first chunk sends the headers now: a quiet stream (a 2025 GET stream before its first event)
+        // would otherwise look unanswered to the agent until the first keep-alive, 15 s on.
+        controller.enqueue(new Uint8Array(0));
+      },
       async pull(controller) {
         try {
           const { done, value } = await reader.read();

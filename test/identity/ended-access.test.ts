@@ -4,7 +4,12 @@
  */
 import { afterEach, expect, it } from 'vitest';
 import type { StreamEvent } from '../../src/audit/stream.js';
-import { principalsEndedBy } from '../../src/identity/ended-access.js';
+import {
+  credentialKeysOf,
+  OAUTH_ACCESS_TOKEN,
+  OAUTH_FAMILY,
+  principalsEndedBy,
+} from '../../src/identity/ended-access.js';
 import type { Store } from '../../src/store/db.js';
 import { freshStore, sqliteTarget } from '../helpers/stores.js';
 
@@ -105,4 +110,54 @@ it('a revoked token takes its own access and its signed-in grants; a disabled pe
   // Nothing else is an ending.
   expect(await principalsEndedBy(store, event('settings.changed', { id: 'dana' }))).toEqual([]);
   expect(await principalsEndedBy(store, event('user.changed', { id: 'eli', change: 'created' }))).toEqual([]);
+});
+
+it('one OAuth access token or family revoked ends what was opened with it, never the grant', async () => {
+  const opened = await freshStore(sqliteTarget);
+  cleanup = opened.cleanup;
+  const { store } = opened;
+  await seed(store);
+  const oauthAgent = {
+    id: 'g_free_token',
+    name: 'agent for free',
+    role: 'agent' as const,
+    groups: [],
+    rateLimit: null,
+    maxConcurrent: null,
+    oauth: {
+      grantId: 'g_free_token',
+      clientId: 'c',
+      subject: 'token:tok_free',
+      familyId: 'fam_1',
+      accessTokenId: 'jti_1',
+    },
+  };
+  const keys = credentialKeysOf(oauthAgent);
+  expect(keys).toEqual(['g_free_token', expect.any(String), expect.any(String)]);
+
+  const byAccess = await principalsEndedBy(
+    store,
+    event('token.changed', { id: 'jti_1', change: 'revoked', kind: OAUTH_ACCESS_TOKEN }),
+  );
+  const byFamily = await principalsEndedBy(
+    store,
+    event('token.changed', { id: 'fam_1', change: 'revoked', kind: OAUTH_FAMILY }),
+  );
+  // Each names exactly one of the agent's keys, and not its grant (whose other tokens still hold).
+  expect(byAccess).toHaveLength(1);
+  expect(byFamily).toHaveLength(1);
+  expect(keys).toContain(byAccess[0]);
+  expect(keys).toContain(byFamily[0]);
+  expect(byAccess[0]).not.toBe(byFamily[0]);
+  expect([...byAccess, ...byFamily]).not.toContain('g_free_token');
+  // Another token of the family, or another family, is not named.
+  expect(
+    await principalsEndedBy(
+      store,
+      event('token.changed', { id: 'jti_2', change: 'revoked', kind: OAUTH_ACCESS_TOKEN }),
+    ),
+  ).not.toContain(keys[2]);
+
+  // A plain token's streams end with the token alone.
+  expect(credentialKeysOf({ ...oauthAgent, id: 'tok_free', oauth: undefined } as never)).toEqual(['tok_free']);
 });
