@@ -39,8 +39,11 @@ interface Session {
   fastCalls: Map<string | number, AbortController>;
   /** Sends a resource update on this process's copy only (on a fleet, `server.sendResourceUpdated` tells the others too). */
   sendUpdatedHere(params: { uri: string }): Promise<void>;
-  /** On a fleet: the URIs whose subscriptions this replica relays (such a copy is kept while its session lives). */
-  relayed: Set<string>;
+  /**
+   * On a fleet: the URIs whose subscriptions this replica relays, each with when it began (such a copy is kept
+   * while its session lives).
+   */
+  relayed: Map<string, number>;
 }
 
 /** What a fast path may know of a live session: its server (era, capabilities) and its fast calls. */
@@ -318,7 +321,7 @@ export class LegacySessions {
     const id = this.idOfServer.get(server);
     const session = id === undefined ? undefined : this.sessions.get(id);
     if (!this.shared || id === undefined || !session) return;
-    session.relayed.add(uri);
+    session.relayed.set(uri, Date.now());
     void this.shared.store.recordSubscription(id, uri).catch(() => {});
   }
 
@@ -332,6 +335,7 @@ export class LegacySessions {
     if (!shared || this.takingOver) return;
     this.takingOver = true;
     try {
+      await this.stopRelayingOthers(shared.store);
       const orphans = await shared.store.takeOverOrphans(shared.surface).catch((): OrphanedSubscription[] => []);
       const bySession = new Map<string, string[]>();
       for (const { sessionId, uri } of orphans) bySession.set(sessionId, [...(bySession.get(sessionId) ?? []), uri]);
@@ -350,6 +354,27 @@ export class LegacySessions {
       }
     } finally {
       this.takingOver = false;
+    }
+  }
+
+  /**
+   * Stops relaying here what another replica now relays: its row names another holder. That happens when this
+   * replica's lock was lost for a moment (its connection dropped, so the others took it for dead and took its
+   * rows over) or when the agent subscribed again on another replica; either way, relaying it twice would send
+   * the agent every update twice. A subscription that began here since the last sweep is left alone: its row
+   * may not be written yet.
+   */
+  private async stopRelayingOthers(store: SharedSessionStore): Promise<void> {
+    const settled = Date.now() - TAKEOVER_EVERY_MS;
+    const ids = [...this.sessions].filter(([, session]) => session.relayed.size > 0).map(([id]) => id);
+    if (ids.length === 0) return;
+    const elsewhere = await store.relayedElsewhere(ids).catch((): OrphanedSubscription[] => []);
+    for (const { sessionId, uri } of elsewhere) {
+      const session = this.sessions.get(sessionId);
+      const since = session?.relayed.get(uri);
+      if (!session || since === undefined || since > settled) continue;
+      session.relayed.delete(uri);
+      this.options.onUnsubscribedElsewhere?.(session.server, uri);
     }
   }
 
@@ -494,7 +519,7 @@ export class LegacySessions {
           logLevel,
           fastCalls,
           sendUpdatedHere,
-          relayed: new Set(),
+          relayed: new Map(),
         });
         const ids = this.byToken.get(tokenId) ?? new Set<string>();
         ids.add(sessionId);

@@ -325,6 +325,21 @@ export class SharedSessionStore {
     return taken;
   }
 
+  /**
+   * The subscriptions of `sessionIds` another replica relays now (their rows name another holder). This replica
+   * holds its lock again first, so that the others stop taking its remaining rows for a dead replica's.
+   */
+  async relayedElsewhere(sessionIds: readonly string[]): Promise<OrphanedSubscription[]> {
+    await this.holdReplicaLock();
+    const rows = await this.store.db
+      .selectFrom('mcp_session_subscriptions')
+      .select(['session_id', 'uri'])
+      .where('session_id', 'in', sessionIds)
+      .where('holder', '<>', this.tag)
+      .execute();
+    return rows.map((row) => ({ sessionId: row.session_id, uri: row.uri }));
+  }
+
   /** Deletes expired rows (any replica may; a row deleted twice is no harm). */
   async sweep(): Promise<number> {
     const result = await this.store.db

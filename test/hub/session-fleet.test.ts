@@ -4,7 +4,8 @@
  * names. A call runs on one and its `notifications/cancelled` reaches the other: the call stops, upstream too,
  * on the hub's fast path and on the SDK's path (a call with a progress token) alike. A resource subscription
  * made on one replica sends its updates to the agent's GET stream held by the other, and ends when the agent
- * unsubscribes there; when the replica that made it stops, another takes it over and the updates go on.
+ * unsubscribes there; when the replica that made it stops, another takes it over and the updates go on; made
+ * again on the other replica, it is relayed from there alone.
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { type McpFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
@@ -153,7 +154,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
   it("sends a subscription's updates to the GET stream another replica holds, and ends it where the agent unsubscribes", async () => {
     const sessionId = await openSession(bases[0]);
     const call = callIn(sessionId);
-    // The agent's GET stream lands on the second replica (its headers come with its first event).
+    // The agent's GET stream lands on the second replica.
     const stream = listen(bases[1], sessionId);
 
     // Subscribed on the first replica, which hears the upstream's updates (its own upstream session's): touched
@@ -173,6 +174,34 @@ describe.skipIf(!POSTGRES_AVAILABLE)('a 2025 session served by two replicas [pos
     expect(upstream.log.count('resources/unsubscribe')).toBe(0);
     expect(await call(bases[1], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
     await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(1));
+    await stream.stop();
+  });
+
+  it('relays a subscription made again on another replica from there alone: no update twice', async () => {
+    const sessionId = await openSession(bases[0]);
+    const call = callIn(sessionId);
+    const stream = listen(bases[1], sessionId);
+    const subscribes = upstream.log.count('resources/subscribe');
+    const unsubscribes = upstream.log.count('resources/unsubscribe');
+    expect(await call(bases[0], 10, 'resources/subscribe', { uri: WATCHED })).toContain('"result":{}');
+    // The agent subscribes again on the second replica (idempotent for it): the second now relays it upstream too,
+    // and the subscription's row names it. The first, seeing that at its next sweep, lets its own go upstream.
+    expect(await call(bases[1], 11, 'resources/subscribe', { uri: WATCHED })).toContain('"result":{}');
+    expect(upstream.log.count('resources/subscribe')).toBe(subscribes + 2);
+    await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(unsubscribes + 1), 20_000, 250);
+    // The second relays it still: its updates reach the agent.
+    const before = stream.heard().length;
+    let id = 100;
+    await eventually(
+      async () => {
+        expect(await call(bases[1], id++, 'tools/call', { name: 'touch', arguments: {} })).toContain('touched');
+        expect(stream.heard().slice(before)).toContain(UPDATE);
+      },
+      10_000,
+      200,
+    );
+    expect(await call(bases[0], 12, 'resources/unsubscribe', { uri: WATCHED })).toContain('"result":{}');
+    await eventually(() => expect(upstream.log.count('resources/unsubscribe')).toBe(unsubscribes + 2));
     await stream.stop();
   });
 
