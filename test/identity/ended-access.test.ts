@@ -150,7 +150,7 @@ it('one OAuth access token or family revoked ends what was opened with it, never
   expect(keys).toContain(byFamily[0]);
   expect(byAccess[0]).not.toBe(byFamily[0]);
   expect([...byAccess, ...byFamily]).not.toContain('g_free_token');
-  // Another token of the family, or another family, is not named.
+  // Another access token of the family is not named.
   expect(
     await principalsEndedBy(
       store,
