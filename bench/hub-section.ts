@@ -47,10 +47,10 @@ const ROUND_MS = Math.round(DURATION_MS / 2);
 /**
  * Today's p50 in a rotation slice: the mean of its two copies'. Identical gateways started one after another
  * are not equally fast on this machine — the hub, started first, measured slower than its twin, started last,
- * in 7 of 8 runs (by +4.5 to +13.5 % of the added latency), and three copies of one build in a rotation showed
- * the first started slower than the last in 6 of 6 — so today's build is measured by one copy started before
- * the baseline and one after (A-B-A), which cancels a start-order effect that grows or shrinks steadily with
- * the order.
+ * in 10 of 12 era-runs (by +3.8 to +13.5 % of the added latency; once faster by 18 %), and three copies of one
+ * build in a rotation showed the first started slower than the last in 6 of 6 — so today's build is measured by
+ * one copy started before the baseline and one after (A-B-A): that cancels a start-order effect that grows or
+ * shrinks steadily with the order, and halves the weight of either copy's own luck.
  */
 function todayP50(slice: Record<string, number>): number {
   const { hub, twin } = slice;
