@@ -483,7 +483,7 @@ export async function hubSection(): Promise<string> {
       const extras = slices.map((p) => todayP50(p) - (p.baseline ?? Number.NaN));
       const extra = median(extras);
       const rotationBaseAdded = median(slices.map((p) => (p.baseline ?? Number.NaN) - (p.direct ?? Number.NaN)));
-      const rotationHubAdded = median(slices.map((p) => todayP50(p) - (p.direct ?? Number.NaN)));
+      const rotationTodayAdded = median(slices.map((p) => todayP50(p) - (p.direct ?? Number.NaN)));
       // The control: the two copies of today's gateway in the same turns; their distance from zero is what this
       // machine cannot resolve (and any bias of the order the processes were started in).
       const twins = slices.map((p) => (p.hub ?? Number.NaN) - (p.twin ?? Number.NaN));
@@ -497,7 +497,7 @@ export async function hubSection(): Promise<string> {
           `added p50 at c=1 (interleaved rounds) ${num(added, 3)} ms, the baseline's ${num(baseAdded, 3)} ms; ` +
           `one caller calling direct, today's two gateways and the baseline in turn (${ROUNDS} slices of ${ROUND_MS / 1000} s): ` +
           `today's (the mean of the hub and its twin, started before and after the baseline) added ` +
-          `${num(rotationHubAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, its p50 ` +
+          `${num(rotationTodayAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, its p50 ` +
           `${signed(extra, 3)} ms from the baseline's, ${signed((100 * extra) / rotationBaseAdded, 1)} % of the baseline's ` +
           `added latency (median of the slices' today − baseline: ${extras.map((x) => num(x, 3)).join(', ')}; ` +
           `the hub alone ${signed((100 * median(slices.map((p) => (p.hub ?? Number.NaN) - (p.baseline ?? Number.NaN)))) / rotationBaseAdded, 1)} %) — ` +
