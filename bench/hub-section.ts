@@ -482,6 +482,7 @@ export async function hubSection(): Promise<string> {
       const slices = rotation?.slices ?? [];
       const extras = slices.map((p) => todayP50(p) - (p.baseline ?? Number.NaN));
       const extra = median(extras);
+      const hubAloneExtra = median(slices.map((p) => (p.hub ?? Number.NaN) - (p.baseline ?? Number.NaN)));
       const rotationBaseAdded = median(slices.map((p) => (p.baseline ?? Number.NaN) - (p.direct ?? Number.NaN)));
       const rotationTodayAdded = median(slices.map((p) => todayP50(p) - (p.direct ?? Number.NaN)));
       // The control: the two copies of today's gateway in the same turns; their distance from zero is what this
@@ -500,7 +501,7 @@ export async function hubSection(): Promise<string> {
           `${num(rotationTodayAdded, 3)} ms against the baseline's ${num(rotationBaseAdded, 3)} ms, its p50 ` +
           `${signed(extra, 3)} ms from the baseline's, ${signed((100 * extra) / rotationBaseAdded, 1)} % of the baseline's ` +
           `added latency (median of the slices' today − baseline: ${extras.map((x) => num(x, 3)).join(', ')}; ` +
-          `the hub alone ${signed((100 * median(slices.map((p) => (p.hub ?? Number.NaN) - (p.baseline ?? Number.NaN)))) / rotationBaseAdded, 1)} %) — ` +
+          `the hub alone ${signed((100 * hubAloneExtra) / rotationBaseAdded, 1)} %) — ` +
           `${verdict(extra <= rotationBaseAdded * 0.05 && rotation?.errors === 0)} (≤ +5 %); the control, the hub ` +
           `against its twin in the same turns: ${signed(twinExtra, 3)} ms, ${signed((100 * twinExtra) / rotationBaseAdded, 1)} % ` +
           `(slices: ${twins.map((x) => num(x, 3)).join(', ')}), what this machine cannot tell from zero`,
