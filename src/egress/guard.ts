@@ -3,10 +3,11 @@ import { connect as netConnect } from 'node:net';
 import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import { capBody, capNodeBody, cappedChunks, cappedText, discard, isEventStream, responseTooLarge } from './body.js';
+import { capBody, capNodeBody, discard, isEventStream, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
 import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
+import { type Exchanged, exchangeOn } from './exchange.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,
@@ -39,19 +40,6 @@ export interface ExchangeRequest {
   headers: Record<string, string>;
   body?: string;
   signal?: AbortSignal;
-}
-
-/** What `exchange` answers: the status, the headers, and the body's chunks under the response cap. */
-export interface Exchanged {
-  status: number;
-  /** A response header (lower-case name); repeated headers are joined with ", ". */
-  header(name: string): string | undefined;
-  /** The body as it arrives, capped and with read errors mapped like `fetch`'s; read it once. */
-  chunks(): AsyncGenerator<Buffer>;
-  /** The whole body as UTF-8 text (capped). */
-  text(): Promise<string>;
-  /** Drops the body unread. */
-  discard(): void;
 }
 
 export interface EgressGuard {
@@ -174,17 +162,9 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
     const { url, host } = target;
     const lean = leanRequest(url, request);
     if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
-    const { status, source, headers } = await sendLean(lean, host);
-    const chunks = () => (source ? cappedChunks(source, maxBytes, host) : (async function* () {})());
-    return {
-      status,
-      header: (name) => headerOf(headers, name),
-      chunks,
-      text: () => (source ? cappedText(source, maxBytes, host) : Promise.resolve('')),
-      discard: () => {
-        if (source) discard(source);
-      },
-    };
+    // The caller's signal is the exchange's own to follow (undici's dispatch takes none).
+    const { signal: _signal, ...options } = lean.options;
+    return exchangeOn(agent, options, { maxBytes, host, refusal }, request.signal);
   }
 
   /** Sends an admitted lean request; network failures mapped, a refused answer (see `refusal`) dropped unread. */

@@ -156,6 +156,48 @@ describe('exchange', () => {
     });
   });
 
+  it('holds the upstream back while the reader falls behind, and hands over every byte once it reads', async () => {
+    const CHUNK = 64 * 1024;
+    const TOTAL = 96 * 1024 * 1024; // well past what the kernel buffers on loopback (tcp_rmem up to 32 MiB here)
+    let written = 0;
+    const upstream = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const more = () => {
+        while (written < TOTAL) {
+          written += CHUNK;
+          if (!res.write(Buffer.alloc(CHUNK, 1))) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    });
+    const answer = await guard({ maxResponseBytes: TOTAL }).exchange(upstream.origin, { method: 'GET', headers: {} });
+    // Nobody reads for a while: the upstream stalls once the socket buffers are full (far short of the body).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const stalledAt = written;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(written).toBe(stalledAt);
+    expect(written).toBeLessThan(TOTAL / 2);
+    let read = 0;
+    for await (const chunk of answer.chunks()) read += chunk.byteLength;
+    expect(read).toBe(TOTAL);
+  });
+
+  it('aborts a request still waiting for its connection: it fails at once and is never sent', async () => {
+    const upstream = await server(PUBLIC, (_req, res) => {
+      res.setHeader('connection', 'close'); // no idle connection left: the next request must dial
+      res.end('ok');
+    });
+    const g = guard();
+    expect(await (await g.exchange(upstream.origin, { method: 'GET', headers: {} })).text()).toBe('ok');
+    const controller = new AbortController();
+    const pending = g.exchange(upstream.origin, { method: 'GET', headers: {}, signal: controller.signal });
+    controller.abort(new Error('the caller gave up'));
+    expect((await rejection(pending)).code).toBe('upstream_unreachable');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(upstream.requests).toBe(1);
+  });
+
   it('maps a refused connection like fetch does', async () => {
     const port = await closedPort(PUBLIC);
     const error = await rejection(guard().exchange(`http://${PUBLIC}:${port}/`, { method: 'GET', headers: {} }));
