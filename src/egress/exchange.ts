@@ -26,6 +26,25 @@ export interface Exchanged {
   discard(): void;
 }
 
+/**
+ * What ends an exchange early, besides an AbortSignal: anything with the same three members. An upstream call's
+ * `Deadline` is one, and needs no AbortSignal of its own for it (making one costs several µs on Node 20: more than
+ * the rest of a direct call's bookkeeping).
+ */
+export interface Cancellation {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  /** Runs `fn` once when it is cancelled (not if already cancelled); the returned function forgets it. */
+  onAbort(fn: () => void): () => void;
+}
+
+/** Runs `fn` once when `signal` is aborted; the returned function forgets it. */
+export function onCancel(signal: AbortSignal | Cancellation, fn: () => void): () => void {
+  if ('onAbort' in signal) return signal.onAbort(fn);
+  signal.addEventListener('abort', fn, { once: true });
+  return () => signal.removeEventListener('abort', fn);
+}
+
 export interface ExchangeLimits {
   /** The response cap, in bytes. */
   maxBytes: number;
@@ -52,7 +71,7 @@ export function exchangeOn(
   agent: Agent,
   options: Dispatcher.DispatchOptions,
   limits: ExchangeLimits,
-  signal?: AbortSignal,
+  signal?: AbortSignal | Cancellation,
 ): Promise<Exchanged> {
   return new Promise<Exchanged>((resolve, reject) => {
     if (signal?.aborted) {
@@ -89,15 +108,16 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
   private releaseTimer: NodeJS.Timeout | undefined;
   /** An abort asked for before undici put the request on a connection: done as soon as it does. */
   private abortedEarly: Error | undefined;
-  private readonly onAbort = () => this.abort(this.signal?.reason ?? DROPPED);
+  /** Forgets the caller's signal (the request has ended). */
+  private readonly unlisten: (() => void) | undefined;
 
   constructor(
     private readonly limits: ExchangeLimits,
-    private readonly signal: AbortSignal | undefined,
+    signal: AbortSignal | Cancellation | undefined,
     private readonly resolveHead: (answer: Exchanged) => void,
     private readonly rejectHead: (error: unknown) => void,
   ) {
-    signal?.addEventListener('abort', this.onAbort, { once: true });
+    this.unlisten = signal && onCancel(signal, () => this.abort(signal.reason ?? DROPPED));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -234,7 +254,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
   }
 
   private finish(): void {
-    this.signal?.removeEventListener('abort', this.onAbort);
+    this.unlisten?.();
     if (this.releaseTimer) clearTimeout(this.releaseTimer);
     this.releaseTimer = undefined;
   }

@@ -7,7 +7,7 @@ import { capBody, capNodeBody, discard, isEventStream, responseTooLarge } from '
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
 import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
-import { type Exchanged, exchangeOn } from './exchange.js';
+import { type Cancellation, type Exchanged, exchangeOn } from './exchange.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,
@@ -39,7 +39,7 @@ export interface ExchangeRequest {
   method: 'GET' | 'POST' | 'DELETE';
   headers: Record<string, string>;
   body?: string;
-  signal?: AbortSignal;
+  signal?: AbortSignal | Cancellation;
 }
 
 export interface EgressGuard {
@@ -160,11 +160,11 @@ export function createEgressGuard(options: EgressOptions = {}): EgressGuard {
       exchangeTargets.set(input, target);
     }
     const { url, host } = target;
-    const lean = leanRequest(url, request);
-    if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
     // The caller's signal is the exchange's own to follow (undici's dispatch takes none).
-    const { signal: _signal, ...options } = lean.options;
-    return exchangeOn(agent, options, { maxBytes, host, refusal }, request.signal);
+    const { signal, ...init } = request;
+    const lean = leanRequest(url, init);
+    if (!lean) throw new GatehouseError('internal_error', 'This request cannot be sent as an exchange.');
+    return exchangeOn(agent, lean.options, { maxBytes, host, refusal }, signal);
   }
 
   /** Sends an admitted lean request; network failures mapped, a refused answer (see `refusal`) dropped unread. */

@@ -2,20 +2,25 @@
  * One deadline per operation, covering connect and the request(s): it aborts its signal when the
  * time is up or the caller's signal aborts, and `race` makes sure the operation returns then even
  * where the SDK does not listen (its connect-time probe takes a timeout but no signal).
+ *
+ * Its AbortSignal is made only when someone asks for it (the SDK's paths do): making one costs several
+ * µs on Node 20, and a direct call needs none — its exchange listens to the deadline itself (a
+ * `Cancellation`), through the same callbacks `race` uses.
  */
+import type { Cancellation } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 
 export type DeadlineExpiry = 'timeout' | 'cancelled';
 
-export class Deadline {
-  readonly signal: AbortSignal;
+export class Deadline implements Cancellation {
+  /** Node makes the controller's signal on first use only. */
   private readonly controller = new AbortController();
   private readonly endsAt: number;
   private readonly timer: NodeJS.Timeout;
   private expiry: DeadlineExpiry | undefined;
   private readonly detach: () => void;
   /**
-   * What runs when the deadline fires, after its signal's listeners: `race` and `onExpired`. A set, not
+   * What runs when the deadline fires, after its signal's listeners: `race` and `onAbort`. A set, not
    * listeners on the signal: adding and removing an EventTarget listener costs several times more, twice
    * per call.
    */
@@ -26,7 +31,6 @@ export class Deadline {
     caller?: AbortSignal,
   ) {
     this.endsAt = Date.now() + ms;
-    this.signal = this.controller.signal;
     this.timer = setTimeout(() => this.expire('timeout'), ms);
     this.timer.unref();
     const onCallerAbort = () => this.expire('cancelled');
@@ -35,9 +39,23 @@ export class Deadline {
     this.detach = () => caller?.removeEventListener('abort', onCallerAbort);
   }
 
+  /** Aborted when the deadline fires (made on first use). */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
   /** Why the deadline fired, if it has. */
   get expired(): DeadlineExpiry | undefined {
     return this.expiry;
+  }
+
+  get aborted(): boolean {
+    return this.expiry !== undefined;
+  }
+
+  /** The deadline's error once it has fired (what its signal was aborted with). */
+  get reason(): unknown {
+    return this.expiry === undefined ? undefined : this.signal.reason;
   }
 
   /** Milliseconds left, at least 1 (an SDK timeout of 0 would mean its default). */
@@ -74,7 +92,7 @@ export class Deadline {
         reject(this.error());
         return;
       }
-      const forget = this.onExpired(() => reject(this.error()));
+      const forget = this.onAbort(() => reject(this.error()));
       work.then(resolve, reject).finally(forget);
     });
   }
@@ -84,7 +102,7 @@ export class Deadline {
    * was called first. Not at all when it has fired already: check `expired` first where that matters. Each
    * waiter passes a function of its own (the same one twice is kept once).
    */
-  onExpired(fn: () => void): () => void {
+  onAbort(fn: () => void): () => void {
     this.expiryCallbacks.add(fn);
     return () => this.expiryCallbacks.delete(fn);
   }

@@ -18,7 +18,7 @@ import {
   SdkErrorCode,
   SdkHttpError,
 } from '@modelcontextprotocol/client';
-import type { Exchanged } from '../egress/index.js';
+import type { Cancellation, Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { boundStrings } from './bounds.js';
@@ -60,7 +60,8 @@ export interface CallExchange {
   body: string;
   /** The JSON-RPC id of the call, whose response ends the exchange. */
   id: number;
-  signal: AbortSignal;
+  /** Ends the exchange early: the call's `Deadline` (which needs no AbortSignal for it) or a signal. */
+  signal: AbortSignal | Cancellation;
   /**
    * A 400 carrying the JSON-RPC error to the call is that error (the SDK reads it so for 2026-07-28
    * requests only; on 2025 it stays an HTTP error).

@@ -12,6 +12,7 @@
  * - when the caller gives up (or the deadline fires) before the answer, the upstream is told with
  *   `notifications/cancelled`, so it stops the tool.
  */
+import type { Cancellation } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type AskRelay, askError, isAskMethod, notRelayed, relayAsk } from './asks.js';
@@ -44,11 +45,10 @@ export async function callLegacyDirect(
   args: Record<string, unknown> | undefined,
   options: Pick<CallOptions, 'onLog'> & { ask?: AskRelay | undefined } = {},
 ): Promise<InteractiveCallResult> {
-  const { signal } = deadline;
-  signal.throwIfAborted();
+  if (deadline.aborted) throw deadline.reason;
   const id = nextRequestId();
   const headers = sessionHeaders(target, session);
-  const post = (message: Json, postSignal: AbortSignal) =>
+  const post = (message: Json, postSignal: AbortSignal | Cancellation) =>
     exchange(target.url, {
       method: 'POST',
       headers: headers.post,
@@ -61,17 +61,17 @@ export async function callLegacyDirect(
     if (served > MAX_SERVER_REQUESTS) throw tooManyRequests();
     const reply = await replyTo(request, options.ask, deadline);
     // As on the SDK path, an answer that fails to go out does not fail the call: reading goes on.
-    return post(reply, signal).catch(() => {});
+    return post(reply, deadline).catch(() => {});
   };
   const cancel = () => {
     const notice = {
       jsonrpc: '2.0',
       method: 'notifications/cancelled',
-      params: { requestId: id, reason: String(signal.reason) },
+      params: { requestId: id, reason: String(deadline.reason) },
     };
     post(notice, AbortSignal.timeout(CANCEL_WAIT_MS)).catch(() => {});
   };
-  const forgetCancel = deadline.onExpired(cancel);
+  const forgetCancel = deadline.onAbort(cancel);
   const carrier = outgoingCarrier();
   const params: Json = args === undefined ? { name } : { name, arguments: args };
   if (carrier) params._meta = carrier;
@@ -87,7 +87,7 @@ export async function callLegacyDirect(
         id,
       }),
       id,
-      signal,
+      signal: deadline,
       errorIn400: false,
       onRequest: answerRequest,
       resumeHeaders: headers.get,

@@ -52,7 +52,7 @@ export async function callModernDirect(
     headers: withParamHeaders(callHeaders(target, name), paramHeadersFor(options.inputSchema, args)),
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }),
     id,
-    signal: deadline.signal,
+    signal: deadline,
     errorIn400: true,
     onNotification: logRelay(options.onLog),
   });

@@ -11,7 +11,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { createParser } from 'eventsource-parser';
-import type { Exchanged } from '../egress/index.js';
+import { type Cancellation, type Exchanged, onCancel } from '../egress/index.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { type CallExchange, isNotification } from './direct-call.js';
 import { inSdkOrder, isPlainObject, isRequest, type Json } from './direct-wire.js';
@@ -115,18 +115,17 @@ async function reopen(exchange: Exchange, call: CallExchange, cursor: Cursor): P
   throw firstFailure ?? streamEnded();
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function sleep(ms: number, signal: AbortSignal | Cancellation): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
+    const forget = onCancel(signal, () => {
       clearTimeout(timer);
       reject(signal.reason);
-    };
+    });
     const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
+      forget();
       resolve();
     }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
   });
 }
 

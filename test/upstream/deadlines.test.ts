@@ -128,9 +128,9 @@ describe('the Deadline itself', () => {
     const deadline = new Deadline(60_000, caller.signal);
     const order: string[] = [];
     deadline.signal.addEventListener('abort', () => order.push('signal'));
-    deadline.onExpired(() => order.push('first'));
-    const forget = deadline.onExpired(() => order.push('forgotten'));
-    deadline.onExpired(() => order.push('second'));
+    deadline.onAbort(() => order.push('first'));
+    const forget = deadline.onAbort(() => order.push('forgotten'));
+    deadline.onAbort(() => order.push('second'));
     forget();
     const raced = deadline.race(new Promise(() => {}));
     caller.abort();
@@ -144,7 +144,7 @@ describe('the Deadline itself', () => {
   it('lets a race that settled first go, and fires on time', async () => {
     const deadline = new Deadline(20);
     await expect(deadline.race(Promise.resolve('done'))).resolves.toBe('done');
-    const fired = new Promise<string>((resolve) => deadline.onExpired(() => resolve(deadline.expired ?? 'none')));
+    const fired = new Promise<string>((resolve) => deadline.onAbort(() => resolve(deadline.expired ?? 'none')));
     await expect(fired).resolves.toBe('timeout');
     await expect(deadline.race(Promise.resolve('late'))).rejects.toMatchObject({
       code: 'upstream_timeout',
