@@ -8,6 +8,7 @@
  * reader that falls behind, and a body read only in part left to finish so its connection is reused.
  */
 import type { Agent, Dispatcher } from 'undici';
+import { type Cancellation, onCancel } from '../cancellation.js';
 import type { GatehouseError } from '../errors.js';
 import { responseTooLarge } from './body.js';
 import { headerOf, type RawHeaders } from './dispatch.js';
@@ -24,25 +25,6 @@ export interface Exchanged {
   text(): Promise<string>;
   /** Drops the body unread. */
   discard(): void;
-}
-
-/**
- * What ends an exchange early, besides an AbortSignal: anything with the same three members. An upstream call's
- * `Deadline` is one, and needs no AbortSignal of its own for it (making one costs several µs on Node 20: more than
- * the rest of a direct call's bookkeeping).
- */
-export interface Cancellation {
-  readonly aborted: boolean;
-  readonly reason: unknown;
-  /** Runs `fn` once when it is cancelled (not if already cancelled); the returned function forgets it. */
-  onAbort(fn: () => void): () => void;
-}
-
-/** Runs `fn` once when `signal` is aborted; the returned function forgets it. */
-export function onCancel(signal: AbortSignal | Cancellation, fn: () => void): () => void {
-  if ('onAbort' in signal) return signal.onAbort(fn);
-  signal.addEventListener('abort', fn, { once: true });
-  return () => signal.removeEventListener('abort', fn);
 }
 
 export interface ExchangeLimits {

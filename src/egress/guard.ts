@@ -2,12 +2,13 @@
 import { connect as netConnect } from 'node:net';
 import type { ReadableStream } from 'node:stream/web';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
+import type { Cancellation } from '../cancellation.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { capBody, capNodeBody, discard, isEventStream, responseTooLarge } from './body.js';
 import type { NetworkPolicy } from './classify.js';
 import { guardedConnector } from './connector.js';
 import { type DispatchedResponse, dispatch, headerOf, type LeanRequest, leanRequest, webHeaders } from './dispatch.js';
-import { type Cancellation, type Exchanged, exchangeOn } from './exchange.js';
+import { type Exchanged, exchangeOn } from './exchange.js';
 import { toEgressError } from './network-errors.js';
 import {
   type AddressRules,

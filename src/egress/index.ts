@@ -1,6 +1,6 @@
 /** Guarded outbound HTTP: address classification, scheme rules, connect-time address pinning, size caps. */
 export { type AddressClass, classifyAddress, type NetworkPolicy } from './classify.js';
-export { type Cancellation, type Exchanged, onCancel } from './exchange.js';
+export type { Exchanged } from './exchange.js';
 export {
   createEgressGuard,
   type EgressGuard,

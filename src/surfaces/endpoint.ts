@@ -12,6 +12,7 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { AuthInfo, Server, ServerEventBus } from '@modelcontextprotocol/server';
 import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type Cancellation, Canceller } from '../cancellation.js';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import { credentialKeysOf } from '../identity/ended-access.js';
@@ -118,7 +119,7 @@ export interface ListenStreams {
 
 export interface FastAnswer {
   id: string | number;
-  serve(signal: AbortSignal): Promise<FastResponse>;
+  serve(signal: Cancellation): Promise<FastResponse>;
 }
 
 /** A fast-path answer: the JSON-RPC response's bytes and the HTTP status a stateless request gets with it. */
@@ -313,7 +314,7 @@ export class McpEndpoint {
   /** Answers a fast-path request with its JSON-RPC response, as the SDK's per-request transport would. */
   private async serveFast(reply: FastifyReply, fast: FastAnswer) {
     const abandoned = abandonedWith(reply);
-    const answer = await fast.serve(abandoned.signal);
+    const answer = await fast.serve(abandoned);
     // Bytes, so the content type goes out as the SDK sends it (no charset parameter added).
     return reply.code(answer.status).header('content-type', 'application/json').send(answer.body);
   }
@@ -340,9 +341,9 @@ export class McpEndpoint {
     }, this.options.sseKeepAliveMs ?? SSE_KEEP_ALIVE_MS);
     session.fastCalls.set(fast.id, abandoned);
     try {
-      const answer = await fast.serve(abandoned.signal);
+      const answer = await fast.serve(abandoned);
       // A cancelled request gets no answer (the SDK sends none); its stream just ends.
-      if (abandoned.signal.aborted) {
+      if (abandoned.aborted) {
         openStream();
         res.end();
       } else if (streaming) res.end(Buffer.concat([SSE_EVENT_OPENING, answer.body, SSE_EVENT_CLOSING]));
@@ -508,9 +509,12 @@ function scopeOfOwner(owner: string, principalId: string): EndpointScope | undef
   return rest === '' ? undefined : { kind: 'single', serverId: rest };
 }
 
-/** Aborted when the agent goes away before its answer: the call is cancelled, as the SDK's transports do. */
-function abandonedWith(reply: FastifyReply): AbortController {
-  const abandoned = new AbortController();
+/**
+ * Aborted when the agent goes away before its answer: the call is cancelled, as the SDK's transports do. A
+ * `Canceller`, so a fast call that nobody abandons makes no AbortSignal (`../cancellation.ts`).
+ */
+function abandonedWith(reply: FastifyReply): Canceller {
+  const abandoned = new Canceller();
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) abandoned.abort();
   });
@@ -518,7 +522,7 @@ function abandonedWith(reply: FastifyReply): AbortController {
 }
 
 /** The fast call a `notifications/cancelled` body names in this session, if one is running. */
-function cancelledFastCall(session: SessionView, body: unknown): AbortController | undefined {
+function cancelledFastCall(session: SessionView, body: unknown): Canceller | undefined {
   if (session.fastCalls.size === 0 || body === null || typeof body !== 'object' || Array.isArray(body))
     return undefined;
   const { method, params } = body as { method?: unknown; params?: { requestId?: unknown } };

@@ -21,6 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AuthInfo, Server } from '@modelcontextprotocol/server';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/server';
+import type { Canceller } from '../cancellation.js';
 import { ERROR_CATALOGUE, findGatehouseError, GatehouseError } from '../errors.js';
 import type { OrphanedSubscription, SessionMessage, SharedSessionRow, SharedSessionStore } from './shared-sessions.js';
 
@@ -36,7 +37,7 @@ interface Session {
   /** The log level the agent set, as the shared row knows it. */
   logLevel: string | null;
   /** Requests of this session served outside the SDK (the hub's fast path), by JSON-RPC id. */
-  fastCalls: Map<string | number, AbortController>;
+  fastCalls: Map<string | number, Canceller>;
   /** Sends a resource update on this process's copy only (on a fleet, `server.sendResourceUpdated` tells the others too). */
   sendUpdatedHere(params: { uri: string }): Promise<void>;
   /**
@@ -50,7 +51,7 @@ interface Session {
 export interface SessionView {
   id: string;
   server: Server;
-  fastCalls: Map<string | number, AbortController>;
+  fastCalls: Map<string | number, Canceller>;
 }
 
 export interface LegacySessionOptions {
@@ -499,7 +500,7 @@ export class LegacySessions {
       };
     }
     // A session that ends (DELETE, idle, evicted, shutdown) cancels its calls, the fast ones too.
-    const fastCalls = new Map<string | number, AbortController>();
+    const fastCalls = new Map<string | number, Canceller>();
     const cancelFastCalls = () => {
       for (const call of fastCalls.values()) call.abort();
       fastCalls.clear();

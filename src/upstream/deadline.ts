@@ -3,45 +3,37 @@
  * time is up or the caller's signal aborts, and `race` makes sure the operation returns then even
  * where the SDK does not listen (its connect-time probe takes a timeout but no signal).
  *
- * Its AbortSignal is made only when someone asks for it (the SDK's paths do): making one costs several
- * µs on Node 20, and a direct call needs none — its exchange listens to the deadline itself (a
- * `Cancellation`), through the same callbacks `race` uses.
+ * A deadline is a `Cancellation` (`../cancellation.ts`): a direct call's exchange listens to it, and its
+ * AbortSignal is made only for code that asks for one (the SDK's paths). Its caller may be one too (the
+ * hub's fast path), so a direct call makes no AbortSignal at all.
  */
-import type { Cancellation } from '../egress/index.js';
+import { type Cancellation, Canceller, onCancel } from '../cancellation.js';
 import { GatehouseError } from '../errors.js';
 
 export type DeadlineExpiry = 'timeout' | 'cancelled';
 
 export class Deadline implements Cancellation {
-  /** Node makes the controller's signal on first use only. */
-  private readonly controller = new AbortController();
+  private readonly cancel = new Canceller();
   private readonly endsAt: number;
   private readonly timer: NodeJS.Timeout;
   private expiry: DeadlineExpiry | undefined;
-  private readonly detach: () => void;
-  /**
-   * What runs when the deadline fires, after its signal's listeners: `race` and `onAbort`. A set, not
-   * listeners on the signal: adding and removing an EventTarget listener costs several times more, twice
-   * per call.
-   */
-  private readonly expiryCallbacks = new Set<() => void>();
+  private readonly detach: (() => void) | undefined;
 
   constructor(
     readonly ms: number,
-    caller?: AbortSignal,
+    caller?: AbortSignal | Cancellation,
   ) {
     this.endsAt = Date.now() + ms;
     this.timer = setTimeout(() => this.expire('timeout'), ms);
     this.timer.unref();
     const onCallerAbort = () => this.expire('cancelled');
     if (caller?.aborted) onCallerAbort();
-    caller?.addEventListener('abort', onCallerAbort, { once: true });
-    this.detach = () => caller?.removeEventListener('abort', onCallerAbort);
+    this.detach = caller && onCancel(caller, onCallerAbort);
   }
 
   /** Aborted when the deadline fires (made on first use). */
   get signal(): AbortSignal {
-    return this.controller.signal;
+    return this.cancel.signal;
   }
 
   /** Why the deadline fired, if it has. */
@@ -50,12 +42,12 @@ export class Deadline implements Cancellation {
   }
 
   get aborted(): boolean {
-    return this.expiry !== undefined;
+    return this.cancel.aborted;
   }
 
   /** The deadline's error once it has fired (what its signal was aborted with). */
   get reason(): unknown {
-    return this.expiry === undefined ? undefined : this.signal.reason;
+    return this.cancel.reason;
   }
 
   /** Milliseconds left, at least 1 (an SDK timeout of 0 would mean its default). */
@@ -103,22 +95,18 @@ export class Deadline implements Cancellation {
    * waiter passes a function of its own (the same one twice is kept once).
    */
   onAbort(fn: () => void): () => void {
-    this.expiryCallbacks.add(fn);
-    return () => this.expiryCallbacks.delete(fn);
+    return this.cancel.onAbort(fn);
   }
 
   dispose(): void {
     clearTimeout(this.timer);
-    this.detach();
+    this.detach?.();
   }
 
   private expire(why: DeadlineExpiry): void {
     if (this.expiry) return;
     this.expiry = why;
     clearTimeout(this.timer);
-    this.controller.abort(this.error());
-    const callbacks = [...this.expiryCallbacks];
-    this.expiryCallbacks.clear();
-    for (const callback of callbacks) callback();
+    this.cancel.abort(this.error());
   }
 }

@@ -18,7 +18,8 @@ import {
   SdkErrorCode,
   SdkHttpError,
 } from '@modelcontextprotocol/client';
-import type { Cancellation, Exchanged } from '../egress/index.js';
+import type { Cancellation } from '../cancellation.js';
+import type { Exchanged } from '../egress/index.js';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { boundStrings } from './bounds.js';

@@ -12,7 +12,7 @@
  * - when the caller gives up (or the deadline fires) before the answer, the upstream is told with
  *   `notifications/cancelled`, so it stops the tool.
  */
-import type { Cancellation } from '../egress/index.js';
+import type { Cancellation } from '../cancellation.js';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
 import { type AskRelay, askError, isAskMethod, notRelayed, relayAsk } from './asks.js';

@@ -11,7 +11,8 @@
 import { StringDecoder } from 'node:string_decoder';
 import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client';
 import { createParser } from 'eventsource-parser';
-import { type Cancellation, type Exchanged, onCancel } from '../egress/index.js';
+import { type Cancellation, onCancel } from '../cancellation.js';
+import type { Exchanged } from '../egress/index.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { type CallExchange, isNotification } from './direct-call.js';
 import { inSdkOrder, isPlainObject, isRequest, type Json } from './direct-wire.js';

@@ -9,7 +9,9 @@
  *   or a remembered era that stopped working, costs one transparent reconnect and retry.
  * - Every failure leaves as a catalogue error (`map-error.ts`).
  */
+
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
+import type { Cancellation } from '../cancellation.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { inSpan } from '../telemetry/tracing.js';
 import { withCallRelays } from './asks.js';
@@ -357,7 +359,7 @@ export class UpstreamPool {
   private async run<T>(
     rawTarget: UpstreamTarget,
     ms: number,
-    callerSignal: AbortSignal | undefined,
+    callerSignal: AbortSignal | Cancellation | undefined,
     operation: (client: Client, deadline: Deadline, connection: Connection) => Promise<T>,
     /** The caller relays asks: a dual-era upstream is driven at 2025 (`forAsks`), so it can ask. */
     asks = false,

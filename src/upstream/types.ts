@@ -1,5 +1,7 @@
 /** The public shapes of the upstream client side. */
+
 import type { Client, FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
+import type { Cancellation } from '../cancellation.js';
 import type { Exchanged, ExchangeRequest } from '../egress/index.js';
 import type { AskRelay } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
@@ -56,7 +58,7 @@ export interface ListToolsResult {
 
 export interface OperationOptions {
   /** The caller's signal: aborting it cancels the upstream request (and tells the upstream). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | Cancellation;
 }
 
 export interface CallOptions extends OperationOptions {

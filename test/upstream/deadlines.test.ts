@@ -2,6 +2,7 @@
  * Deadlines cover connect and operation; the caller's signal cancels; the upstream is told.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { Canceller } from '../../src/cancellation.js';
 import { Deadline } from '../../src/upstream/deadline.js';
 import { startHostileServer } from '../fixtures/hostile-servers.js';
 import { startLegacyServer, startModernServer } from '../fixtures/mcp-servers.js';
@@ -138,6 +139,20 @@ describe('the Deadline itself', () => {
     await expect(raced).rejects.toMatchObject({ code: 'upstream_timeout', details: { reason: 'cancelled' } });
     expect(order).toEqual(['signal', 'first', 'second']);
     expect(deadline.expired).toBe('cancelled');
+    deadline.dispose();
+  });
+
+  it('follows a caller that is a Canceller, and makes no AbortSignal of its own until asked', async () => {
+    const caller = new Canceller();
+    const deadline = new Deadline(60_000, caller);
+    const raced = deadline.race(new Promise(() => {}));
+    caller.abort();
+    await expect(raced).rejects.toMatchObject({ code: 'upstream_timeout', details: { reason: 'cancelled' } });
+    expect(deadline.aborted).toBe(true);
+    expect(deadline.reason).toMatchObject({ code: 'upstream_timeout' });
+    // Asked for after the fact, its signal is already aborted with the same error.
+    expect(deadline.signal.aborted).toBe(true);
+    expect(deadline.signal.reason).toBe(deadline.reason);
     deadline.dispose();
   });
 

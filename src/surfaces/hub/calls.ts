@@ -20,6 +20,7 @@ import {
   UrlElicitationRequiredError,
 } from '@modelcontextprotocol/server';
 import type { AskRecord } from '../../audit/calls.js';
+import type { Cancellation } from '../../cancellation.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { Principal, TokenPrincipal } from '../../identity/index.js';
 import { withFixedArguments } from '../../overrides/model.js';
@@ -214,7 +215,7 @@ export async function runTaskable(
   toolName: string,
   args: Record<string, unknown>,
   options: {
-    signal?: AbortSignal;
+    signal?: AbortSignal | Cancellation;
     onProgress?: (progress: { progress: number; total?: number; message?: string }) => void;
     onLog?: ((message: UpstreamLogMessage) => void) | undefined;
     logLevel?: string | undefined;
@@ -307,8 +308,8 @@ export function continuationOf(
  * or a progress token.
  */
 export interface CallContext {
-  /** Aborted when the agent goes away (or cancels). */
-  signal: AbortSignal;
+  /** Aborted when the agent goes away (or cancels): the SDK's signal, or the fast path's `Canceller`. */
+  signal: AbortSignal | Cancellation;
   /** The hub's verified state of this round, when the agent sent one. */
   state?: HubRequestState | undefined;
   inputResponses?: Record<string, unknown> | undefined;
@@ -576,7 +577,7 @@ export class HubCalls {
           connectRound &&
           (ctx.inputResponses?.[CONNECT_INPUT_KEY] as { action?: unknown } | undefined)?.action !== 'accept';
         const taskable = ctx.tasks === true && this.ports.tasks !== undefined;
-        const upstreamOptions = (signal: AbortSignal, relay: AskRelay | undefined) => ({
+        const upstreamOptions = (signal: AbortSignal | Cancellation, relay: AskRelay | undefined) => ({
           principal,
           tasks: taskable,
           signal,

@@ -33,6 +33,7 @@ import {
   ProtocolErrorCode,
   SERVER_INFO_META_KEY,
 } from '@modelcontextprotocol/server';
+import type { Cancellation } from '../../cancellation.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { isPlainObject, type Json, MODERN_PROTOCOL_VERSION, resultText } from '../../wire.js';
 import type { EndpointScope, FastResponse } from '../endpoint.js';
@@ -215,7 +216,7 @@ export async function serveFastRequest(
   principal: TokenPrincipal,
   scope: EndpointScope,
   request: FastRequest,
-  signal: AbortSignal,
+  signal: Cancellation,
 ): Promise<FastResponse> {
   const id = JSON.stringify(request.id);
   const ok = (body: Buffer) => ({ body, status: 200 });
@@ -353,7 +354,7 @@ function encodeError(error: unknown): Json {
 }
 
 /** A fast call's context: its signal, and the extensions the agent declared that pass on (MCP Apps). */
-function fastContext(signal: AbortSignal, capabilities: Record<string, unknown>): CallContext {
+function fastContext(signal: Cancellation, capabilities: Record<string, unknown>): CallContext {
   const extensions = pickExtensions(capabilities);
   return extensions ? { signal, extensions } : { signal };
 }

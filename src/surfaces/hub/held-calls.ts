@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '@modelcontextprotocol/server';
 import type { AskRecord } from '../../audit/calls.js';
+import { type Cancellation, onCancel } from '../../cancellation.js';
 import type { Ask, AskRelay } from '../../upstream/asks.js';
 import type { UpstreamLogMessage } from '../../upstream/index.js';
 import type { Json } from '../../wire.js';
@@ -184,12 +185,16 @@ export class HeldCalls<T> {
    * meanwhile to `sink`; asks met park the call for the next round. An agent that gives up on its round (`signal`)
    * gives up the call: the upstream is cancelled.
    */
-  async round(call: HeldCall<T>, owner: string, signal: AbortSignal, sink: RoundSink): Promise<RoundStep<T>> {
-    const giveUp = () => call.drop('The agent went away.');
-    signal.addEventListener('abort', giveUp, { once: true });
+  async round(
+    call: HeldCall<T>,
+    owner: string,
+    signal: AbortSignal | Cancellation,
+    sink: RoundSink,
+  ): Promise<RoundStep<T>> {
+    const forget = onCancel(signal, () => call.drop('The agent went away.'));
     call.round = sink;
     const step = await call.next().finally(() => {
-      signal.removeEventListener('abort', giveUp);
+      forget();
       call.round = undefined;
     });
     if (step.done) return step;
@@ -206,7 +211,7 @@ export class HeldCalls<T> {
     owner: string,
     responses: Record<string, unknown> | undefined,
     asks: AskRecord[],
-    signal: AbortSignal,
+    signal: AbortSignal | Cancellation,
     sink: RoundSink,
   ): Promise<RoundStep<T>> | undefined {
     const call = this.claim(id, owner);

@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProtocolError } from '@modelcontextprotocol/server';
 import type { AskRecord } from '../../audit/calls.js';
+import { type Cancellation, onCancel } from '../../cancellation.js';
 import { type ErrorCode, type ErrorDetails, findGatehouseError, GatehouseError } from '../../errors.js';
 import type { Store } from '../../store/db.js';
 import { parseJson } from '../../store/json.js';
@@ -98,7 +99,7 @@ export class HeldRelay<T> {
     owner: string,
     responses: Record<string, unknown> | undefined,
     asks: AskRecord[],
-    signal: AbortSignal,
+    signal: AbortSignal | Cancellation,
     sink: RoundSink,
   ): Promise<RoundStep<T> | undefined> {
     // A call this process held and no longer holds is gone: no other replica has it.
@@ -144,28 +145,33 @@ export class HeldRelay<T> {
   }
 
   /** Publishes the round and waits for its holder: taken and answered, nobody took it, or the agent left. */
-  private await(id: string, p: string, signal: AbortSignal, sink: RoundSink): Promise<'step' | 'gone' | 'abandoned'> {
+  private await(
+    id: string,
+    p: string,
+    signal: AbortSignal | Cancellation,
+    sink: RoundSink,
+  ): Promise<'step' | 'gone' | 'abandoned'> {
     return new Promise((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      let forget = () => {};
       const silence = (ms: number) => {
         clearTimeout(timer);
         timer = setTimeout(() => finish('gone'), ms);
       };
       const finish = (how: 'step' | 'gone' | 'abandoned') => {
         clearTimeout(timer);
-        signal.removeEventListener('abort', abandon);
+        forget();
         resolve(how);
       };
-      const abandon = () => finish('abandoned');
       this.waiters.set(id, {
         sink,
         heard: (kind) => (kind === 'step' ? finish('step') : silence(SILENT_MS)),
       });
-      signal.addEventListener('abort', abandon, { once: true });
+      forget = onCancel(signal, () => finish('abandoned'));
       silence(ACK_MS);
       this.send({ t: 'round', id, p }).catch((error: unknown) => {
         clearTimeout(timer);
-        signal.removeEventListener('abort', abandon);
+        forget();
         reject(error);
       });
     });
