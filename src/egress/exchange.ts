@@ -83,6 +83,8 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
   private failure: unknown;
   /** Set once undici has ended the request (its end or its error): nothing is left to abort. */
   private settled = false;
+  /** Set when the whole body is read as text: the cap bounds it, so nothing holds the upstream back. */
+  private wholeBody = false;
   /** The reader waiting for more of the body (or its end, or a failure). */
   private wake: (() => void) | undefined;
   /** Set once the body is no longer wanted: its rest is read up to this many bytes, then the connection dropped. */
@@ -134,7 +136,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
     }
     this.parts.push(chunk);
     this.unread += chunk.byteLength;
-    if (this.unread > HIGH_WATER_BYTES) controller.pause();
+    if (this.unread > HIGH_WATER_BYTES && !this.wholeBody) controller.pause();
     this.notify();
   }
 
@@ -163,7 +165,7 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
 
   text(): Promise<string> {
     return new Promise<string>((resolve, reject) => {
-      // The whole body is wanted: the cap bounds it, so nothing holds the upstream back.
+      this.wholeBody = true;
       this.controller?.resume();
       const settle = () => {
         if (this.failure !== undefined) reject(this.failure);
@@ -212,9 +214,9 @@ class ExchangeHandler implements Dispatcher.DispatchHandler, Exchanged {
    * second or further than 64 KiB (or the cap) is dropped, as an unread body always was.
    */
   private release(): void {
-    const unread = this.unread;
+    // What arrived and was not read counts against the 64 KiB; the cap counts every byte already.
+    this.releaseBudget = Math.min(RELEASE_LIMIT_BYTES - this.unread, this.limits.maxBytes - this.total);
     this.take();
-    this.releaseBudget = Math.min(RELEASE_LIMIT_BYTES, this.limits.maxBytes - this.total) - unread;
     if (this.releaseBudget < 0) {
       this.abort(DROPPED);
       return;

@@ -156,6 +156,18 @@ describe('exchange', () => {
     });
   });
 
+  it('reads a whole body far larger than what it buffers unread as text', async () => {
+    const body = 'z'.repeat(4 * 1024 * 1024);
+    const upstream = await server(PUBLIC, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+    const answer = await guard().exchange(upstream.origin, { method: 'GET', headers: {} });
+    // The upstream may have sent well past the reader's high-water mark before text() was called.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await answer.text()).toBe(body);
+  });
+
   it('holds the upstream back while the reader falls behind, and hands over every byte once it reads', async () => {
     const CHUNK = 64 * 1024;
     const TOTAL = 96 * 1024 * 1024; // well past what the kernel buffers on loopback (tcp_rmem up to 32 MiB here)

@@ -108,6 +108,8 @@ const RESULT_CASES: [string, string, Record<string, unknown> | undefined][] = [
   ['arguments left out', 'envelope', undefined],
   ['an unknown tool (JSON-RPC error)', 'nope', {}],
   ['arguments the upstream rejects', 'add', { a: 'x' }],
+  // More than the exchange keeps unread before it holds the upstream back (64 KiB): read whole all the same.
+  ['an answer of 150 KB', 'echo', { text: 'x'.repeat(150_000) }],
 ];
 
 type Differential = (
