@@ -9,7 +9,6 @@
  *   or a remembered era that stopped working, costs one transparent reconnect and retry.
  * - Every failure leaves as a catalogue error (`map-error.ts`).
  */
-
 import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@modelcontextprotocol/client';
 import type { Cancellation } from '../cancellation.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';

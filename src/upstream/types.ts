@@ -1,5 +1,4 @@
 /** The public shapes of the upstream client side. */
-
 import type { Client, FetchLike, Progress, Tool } from '@modelcontextprotocol/client';
 import type { Cancellation } from '../cancellation.js';
 import type { Exchanged, ExchangeRequest } from '../egress/index.js';
