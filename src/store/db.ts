@@ -440,6 +440,23 @@ async function openPostgres(url: string): Promise<Store> {
     locks,
     relaxedInsert: async (table, rows, increments = []) => {
       if (rows.length === 0 && increments.length === 0) return;
+      // biome-ignore lint/suspicious/noExplicitAny: the table is generic; the rows are typed by the caller
+      const anyTable = db as Kysely<any>;
+      if (increments.length === 0) {
+        // Rows alone (an audit group): one statement, committed on its own, instead of begin, `set local`, insert
+        // and commit — a round trip each, and this runs for every group of calls. `set_config(…, true)` is
+        // `set local` for the statement's own transaction, so its commit does not wait for the WAL flush either
+        // (and nothing outlives it on a pooled connection); the CTE runs because the RETURNING reads it.
+        await anyTable
+          .with('relaxed', (qb) =>
+            qb.selectNoFrom(sql<string>`set_config('synchronous_commit', 'off', true)`.as('mode')),
+          )
+          .insertInto(table)
+          .values(rows as readonly Record<string, unknown>[] as Record<string, unknown>[])
+          .returning(sql<string>`(select mode from relaxed)`.as('mode'))
+          .execute();
+        return;
+      }
       await db.transaction().execute(async (trx) => {
         await sql`set local synchronous_commit = off`.execute(trx);
         // biome-ignore lint/suspicious/noExplicitAny: the table is generic; the rows are typed by the caller

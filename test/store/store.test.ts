@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { hashToken } from '../../src/identity/index.js';
 import { loadSealKey } from '../../src/secrets/key.js';
@@ -145,5 +146,43 @@ describeEachStore('store', (target) => {
     expect(await durability(store.db)).toBe(strict);
     const keys = (await store.db.selectFrom('settings').select('key').execute()).map((r) => r.key).sort();
     expect(keys).toEqual(['other', 'probe']);
+  });
+
+  it('appends rows by a relaxed insert; on PostgreSQL in one statement that relaxes its own commit', async () => {
+    const rows = ['a', 'b', 'c'].map((key) => ({
+      key: `relaxed.${key}`,
+      value: key,
+      updated_at: 'now',
+      updated_by: null,
+    }));
+    // Every statement the store sends while the rows go in (PostgreSQL), observed on their way out.
+    const sent: string[] = [];
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+      sent.push(text ?? '');
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof query;
+    try {
+      await store.relaxedInsert('settings', rows);
+    } finally {
+      pg.Client.prototype.query = query;
+    }
+    if (target.kind === 'postgres') {
+      // An audit group's write: one round trip, not begin, `set local`, insert and commit.
+      expect(sent).toHaveLength(1);
+      expect(sent[0]).toContain(`set_config('synchronous_commit', 'off', true)`);
+      // The setting was local to that statement's transaction: the connection is strict again.
+      const { rows: after } = await sql<{
+        setting: string;
+      }>`select current_setting('synchronous_commit') as setting`.execute(store.db);
+      expect(after[0]?.setting).toBe('on');
+    }
+    const stored = await store.db
+      .selectFrom('settings')
+      .select(['key', 'value'])
+      .where('key', 'like', 'relaxed.%')
+      .execute();
+    expect(stored.sort((x, y) => x.key.localeCompare(y.key))).toEqual(rows.map(({ key, value }) => ({ key, value })));
   });
 });
