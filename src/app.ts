@@ -4,6 +4,7 @@
  * envelope `{"error": {"code", "message", ...}}`.
  */
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, {
@@ -33,6 +34,37 @@ export interface AppParts {
   challenge?: (request: FastifyRequest) => string | undefined;
   /** Runs before authentication: CORS headers (on refusals too) and preflight answers. */
   cors?: onRequestHookHandler;
+  /** While it answers true (a replica draining), every answer closes its connection (`Connection: close`). */
+  closingConnections?: () => boolean;
+}
+
+/**
+ * The server's responses, each sent with `Connection: close` while `closing()` answers true: a keep-alive
+ * client then opens its next connection elsewhere. At the head of every answer, Fastify's own and those
+ * written on the raw response (2025-era sessions, the MCP SDK's transport, event streams) alike — over a
+ * `Connection: keep-alive` the writer names itself (the SDK's event streams do).
+ */
+function closingResponse(closing: () => boolean): typeof http.ServerResponse {
+  class ClosingResponse extends http.ServerResponse {
+    override writeHead(statusCode: number, ...rest: unknown[]): this {
+      if (closing() && !this.headersSent) {
+        this.setHeader('connection', 'close');
+        const last = rest.length - 1;
+        const headers = rest[last];
+        // Headers given here are set over those set before: theirs is replaced.
+        if (headers && typeof headers === 'object' && !Array.isArray(headers)) {
+          rest[last] = Object.fromEntries(
+            Object.entries(headers).map(([name, value]) => [
+              name,
+              name.toLowerCase() === 'connection' ? 'close' : value,
+            ]),
+          );
+        }
+      }
+      return (super.writeHead as (statusCode: number, ...rest: unknown[]) => this)(statusCode, ...rest);
+    }
+  }
+  return ClosingResponse as typeof http.ServerResponse;
 }
 
 /** Whether a request announces a body (a length above zero, or chunked). */
@@ -98,6 +130,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     // them every `connectionsCheckingInterval` (30 s by default: far too coarse for these bounds).
     requestTimeout: requestTimeoutMs,
     http: {
+      ...(parts.closingConnections && { ServerResponse: closingResponse(parts.closingConnections) }),
       headersTimeout: headersTimeoutMs,
       connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(headersTimeoutMs / 2))),
     },
@@ -157,7 +190,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   // Callback style: a token found in the warm cache is settled without a promise (every request passes here).
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id);
+    // On the raw response: answers written there (2025-era sessions, the SDK's transport, streams) carry it too.
+    reply.raw.setHeader('x-request-id', request.id);
     const nonce = request.headers[GRANT_HEADER];
     const grant = typeof nonce === 'string' ? parts.grants?.redeem(nonce) : undefined;
     if (grant) {

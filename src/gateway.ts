@@ -464,6 +464,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       config,
       logger,
       grants,
+      // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
+      closingConnections: () => readiness.draining,
       onRequestTimeout: () => metrics.requestTimeouts.inc(),
       authenticate: eitherAuthenticator(
         tokenUsage.tracking(
@@ -560,12 +562,6 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           },
         }),
       ],
-    });
-    // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
-    // Callback style: on every answer's path, and an async hook costs each one a promise.
-    app.addHook('onSend', (_request, reply, payload, done) => {
-      if (readiness.draining && !reply.sent) reply.header('connection', 'close');
-      done(null, payload);
     });
     hub.register(app);
     await oauth.register(app);
