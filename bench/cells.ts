@@ -24,7 +24,10 @@ export function takeLoadSamples(): { min: number; max: number } | undefined {
 
 export interface CellResult {
   report: LoadReport;
-  /** The gateway's (or conduit's) CPU in the measured phase, per call (from its `process.cpuUsage()`). */
+  /**
+   * The CPU of the process in the middle in the measured phase, per call: the gateway's (or conduit's), from its
+   * `process.cpuUsage()`, or the bare proxy's, from /proc.
+   */
   gatewayCpuMsPerCall: number | undefined;
   /** The upstream process's CPU in the measured phase, per call (from /proc). */
   upstreamCpuMsPerCall: number | undefined;
@@ -33,7 +36,7 @@ export interface CellResult {
 export async function measureCell(
   label: string,
   load: Record<string, string | number | undefined>,
-  parties: { gateway?: Party | undefined; upstreamPid: number },
+  parties: { gateway?: Party | undefined; upstreamPid: number; proxyPid?: number | undefined },
 ): Promise<CellResult> {
   noteLoad();
   process.stderr.write(`  ${label} … `);
@@ -41,15 +44,21 @@ export async function measureCell(
   let gateway1: number | undefined;
   let upstream0: number | undefined;
   let upstream1: number | undefined;
+  const middleCpuMs = async () =>
+    parties.gateway
+      ? parties.gateway.cpuMs()
+      : parties.proxyPid !== undefined
+        ? procCpuMs(parties.proxyPid)
+        : undefined;
   const report = await runLoad(
     { 'duration-ms': DURATION_MS, 'warmup-ms': WARMUP_MS, ...load },
     {
       beforeMeasure: async () => {
         upstream0 = procCpuMs(parties.upstreamPid);
-        gateway0 = await parties.gateway?.cpuMs();
+        gateway0 = await middleCpuMs();
       },
       afterMeasure: async () => {
-        gateway1 = await parties.gateway?.cpuMs();
+        gateway1 = await middleCpuMs();
         upstream1 = procCpuMs(parties.upstreamPid);
       },
     },

@@ -284,7 +284,7 @@ export async function hubSection(): Promise<string> {
           const proxy = await measureCell(
             `bare proxy ${era} c=${c}${suffix}`,
             { mode: 'sdk', url: proxies[era].info.url, era, concurrency: c, 'duration-ms': ROUND_MS },
-            { upstreamPid: upstream.info.pid },
+            { upstreamPid: upstream.info.pid, proxyPid: proxies[era].info.pid },
           );
           const cell = { concurrency: c, 'duration-ms': ROUND_MS };
           const cellName = ` c=${c}${suffix}`;
@@ -412,7 +412,7 @@ export async function hubSection(): Promise<string> {
     await Promise.all([...gateways.map((g) => stopGateway(g)), ...parties.map((p) => p.stop())]);
   }
 
-  const callTable = renderCallTable(rows, { era: 'era', gateway: 'gateway' });
+  const callTable = renderCallTable(rows, { era: 'era', gateway: 'proxy or gateway' });
   const listTable = renderTable(
     [
       { title: 'agent', align: 'left' },
