@@ -6,6 +6,7 @@
  */
 import { once } from 'node:events';
 import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { afterEach, expect, it } from 'vitest';
 import { type LegacyFixture, startLegacyServer } from '../fixtures/mcp-servers.js';
@@ -14,7 +15,9 @@ import { sqliteTarget } from '../helpers/stores.js';
 
 let gw: TestGateway | undefined;
 let upstream: LegacyFixture | undefined;
+const sockets: net.Socket[] = [];
 afterEach(async () => {
+  for (const socket of sockets.splice(0)) socket.destroy();
   await gw?.close();
   gw = undefined;
   await upstream?.close();
@@ -101,6 +104,7 @@ it('closes the connection of every kind of answer while draining, and carries th
   // And the server ends the connection after such an answer (a session's fast-path call, written raw).
   const { hostname, port } = new URL(base);
   const socket = net.connect(Number(port), hostname);
+  sockets.push(socket);
   socket.on('error', () => {});
   await once(socket, 'connect');
   const body = JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: call });
@@ -110,7 +114,11 @@ it('closes the connection of every kind of answer while draining, and carries th
   socket.on('data', (chunk) => {
     received += String(chunk);
   });
-  await once(socket, 'close');
+  const ended = await Promise.race([
+    once(socket, 'close').then(() => 'closed' as const),
+    sleep(5_000, 'open' as const),
+  ]);
+  expect(ended).toBe('closed');
   expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
   expect(received.toLowerCase()).toContain('connection: close');
   expect(received).toContain('"text":"hi"');
