@@ -11,6 +11,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
   type FastifyRequest,
   type onRequestHookHandler,
 } from 'fastify';
@@ -19,6 +20,7 @@ import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
 import { GatehouseError, isGatehouseError } from './errors.js';
 import type { Authenticator } from './identity/index.js';
+import { mcpBodyRefusal, parseJsonBody } from './json-body.js';
 import { type Logger, requestLogger } from './logging.js';
 
 export interface AppParts {
@@ -103,6 +105,17 @@ function toGatehouseError(error: FastifyError): GatehouseError {
   return new GatehouseError('internal_error');
 }
 
+/** Why the router refused a URL (`frameworkErrors`), in words that do not repeat it. */
+function frameworkErrorMessage(code: string): string {
+  if (code === 'FST_ERR_BAD_URL') return 'The URL path is not valid percent-encoding.';
+  if (code === 'FST_ERR_MAX_PARAM_LENGTH') return 'A path parameter of the URL is longer than any id.';
+  return 'The URL could not be routed.';
+}
+
+function isMcpEndpoint(request: FastifyRequest): boolean {
+  return (request.routeOptions.config as { mcpEndpoint?: boolean } | undefined)?.mcpEndpoint === true;
+}
+
 /**
  * A body nobody may send is refused before it is read: a request without a principal that carries one,
  * to a route that needs a token (or to an MCP endpoint with a token that failed — only a request without
@@ -152,8 +165,16 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
       }
       socket.destroy();
     },
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
+    // A URL the router cannot take apart (bad percent-encoding, a path parameter over `maxParamLength`) is
+    // refused from the catalogue like any other bad request; no hook has run, and the URL is not echoed.
+    frameworkErrors(error, request, reply) {
+      reply.raw.setHeader('x-request-id', request.id);
+      const refused = new GatehouseError('validation_error', frameworkErrorMessage(error.code), {
+        issues: [{ path: 'url', message: frameworkErrorMessage(error.code) }],
+      });
+      request.log.info({ code: refused.code, reason: error.code }, 'request refused');
+      return (reply as FastifyReply).code(refused.status).send(refused.toBody());
+    },
     genReqId: () => randomUUID(),
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
@@ -161,6 +182,9 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
 
   // JSON only: a text/plain body would otherwise reach the routes as a string.
   app.removeContentTypeParser('text/plain');
+  // Fastify's JSON parser refuses prototype-poisoning keys as "not valid JSON"; this one says which it is.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
 
   const routeTable: RouteTableEntry[] = [];
   app.decorate('routeTable', routeTable);
@@ -220,6 +244,9 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     const mapped = toGatehouseError(error);
     if (mapped.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
     else request.log.info({ code: mapped.code }, 'request refused');
+    // An MCP endpoint's client reads JSON-RPC: a body refused before the endpoint saw it is answered so too.
+    const mcpRefusal = isMcpEndpoint(request) ? mcpBodyRefusal(mapped) : undefined;
+    if (mcpRefusal) return reply.code(mapped.status).send(mcpRefusal);
     if (mapped.code === 'unauthorized') reply.header('www-authenticate', parts.challenge?.(request) ?? 'Bearer');
     return reply.code(mapped.status).send(mapped.toBody());
   });
