@@ -4,7 +4,7 @@ import type { RevocationDeps } from '../approvals/principals.js';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
-import { type Principal, toolViewValue } from '../identity/index.js';
+import { checkRoleWithinOwner, type Principal, toolViewValue } from '../identity/index.js';
 import { revokeToken } from '../identity/token-revocation.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
@@ -114,10 +114,14 @@ export function tokenRoutes(
         const userId =
           member?.userId ??
           (body.userId === undefined ? (body.role === 'agent' ? principal?.user?.id : undefined) : body.userId);
-        if (userId && deps.users && !(await deps.users.get(userId))) {
-          throw new GatehouseError('validation_error', `No user ${userId}.`, {
-            issues: [{ path: 'body.userId', message: 'no such user' }],
-          });
+        if (userId && deps.users) {
+          const owner = await deps.users.get(userId);
+          if (!owner) {
+            throw new GatehouseError('validation_error', `No user ${userId}.`, {
+              issues: [{ path: 'body.userId', message: 'no such user' }],
+            });
+          }
+          checkRoleWithinOwner(body.role, owner, 'body.role');
         }
         const { record, token } = await tokens.create({ ...body, userId: userId ?? null, source: 'api' });
         await audit.recordAdmin({

@@ -6,7 +6,7 @@ import { AuditLog } from '../audit/log.js';
 import { EventHub } from '../audit/stream.js';
 import type { Config } from '../config.js';
 import { GatehouseError } from '../errors.js';
-import { type Role, toolViewValue } from '../identity/index.js';
+import { checkRoleWithinOwner, type Role, toolViewValue } from '../identity/index.js';
 import { revokeToken } from '../identity/token-revocation.js';
 import { TokenStore } from '../store/tokens.js';
 import { UserStore } from '../store/users.js';
@@ -73,6 +73,7 @@ export function addTokenCommands(program: Command, configOf: (flags: Record<stri
       if (flags.user) {
         const owner = await new UserStore(store).find(flags.user);
         if (!owner) throw new GatehouseError('not_found', `No user ${flags.user} (or the name is shared: use the id).`);
+        checkRoleWithinOwner(flags.role as Role, owner, '--role');
         userId = owner.id;
       }
       created = await new TokenStore(store).create({

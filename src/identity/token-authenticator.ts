@@ -8,6 +8,7 @@
 import type { Store } from '../store/db.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
+import { roleWithinOwner } from './owner-role.js';
 import { type Authenticator, bearerToken, type TokenPrincipal } from './principal.js';
 import { hashToken } from './tokens.js';
 import type { User } from './users.js';
@@ -16,7 +17,7 @@ function toPrincipal(record: TokenRecord, owner: User | undefined): TokenPrincip
   return {
     id: record.id,
     name: record.name,
-    role: record.role,
+    role: owner ? roleWithinOwner(record.role, owner.role) : record.role,
     groups: record.groups,
     rateLimit: record.rateLimit,
     maxConcurrent: record.maxConcurrent,

@@ -123,6 +123,37 @@ describe('users, sessions and sign-in', () => {
     expect(actions).toEqual(expect.arrayContaining(['user.create', 'user.update', 'user.delete']));
   });
 
+  it("a token acts within its owner's role: a demotion reaches it at once, and none is made above its owner", async () => {
+    gw = await startTestGateway(sqliteTarget);
+    const dave = (await gw.request('POST', '/api/users', { body: { name: 'dave', role: 'operator' } })).json();
+    const token = (
+      await gw.request('POST', '/api/tokens', { body: { role: 'operator', name: 'dave-ops', userId: dave.id } })
+    ).json().token;
+    expect((await gw.request('GET', '/api/approvals', { token })).statusCode).toBe(200);
+
+    await gw.request('PATCH', `/api/users/${dave.id}`, { body: { role: 'member' } });
+    // A member decides no approvals and manages no servers: nor does the operator token dave still holds.
+    expect((await gw.request('GET', '/api/approvals', { token })).statusCode).toBe(403);
+    expect((await gw.request('GET', '/api/mcp/servers', { token })).statusCode).toBe(403);
+    const me = (await gw.request('GET', '/api/users/me', { token })).json();
+    expect(me.principal).toMatchObject({ role: 'member' });
+    expect(me.user).toMatchObject({ id: dave.id, role: 'member' });
+
+    for (const role of ['operator', 'admin']) {
+      const above = await gw.request('POST', '/api/tokens', { body: { role, name: `x-${role}`, userId: dave.id } });
+      expect(above.statusCode).toBe(400);
+      expect(above.json().error).toMatchObject({ code: 'validation_error', issues: [{ path: 'body.role' }] });
+    }
+    expect(
+      (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'dave-agent', userId: dave.id } }))
+        .statusCode,
+    ).toBe(201);
+
+    // Promoted back: the same token is an operator's again.
+    await gw.request('PATCH', `/api/users/${dave.id}`, { body: { role: 'operator' } });
+    expect((await gw.request('GET', '/api/approvals', { token })).statusCode).toBe(200);
+  });
+
   it('a session cookie: HttpOnly, SameSite=Lax, not Secure on loopback; CSRF refused; logout revokes it', async () => {
     gw = await startTestGateway(sqliteTarget);
     const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice', role: 'admin' } })).json();
