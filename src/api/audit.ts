@@ -43,10 +43,10 @@ export function auditRoutes(deps: { store: Store; settle?: () => Promise<void> }
       query: auditQuery,
       async handler({ query, principal }) {
         const { limit, offset, ...filter } = query;
-        // A member sees its own activity only.
-        if (principal?.role === 'member') filter.user = principal.user?.id ?? principal.id;
+        // A member sees its own activity only: its user id, never a name that happens to equal it.
+        const own = principal?.role === 'member' ? { userId: principal.user?.id ?? principal.id } : {};
         await settle();
-        const { events, total } = await audit.list(filter, { limit, offset });
+        const { events, total } = await audit.list({ ...filter, ...own }, { limit, offset });
         return listAnswer('events', events, total);
       },
     }),

@@ -19,6 +19,8 @@ export interface AuditFilter {
   since?: string | undefined;
   /** A user id or name: events of that person (their agents' calls and their own changes). */
   user?: string | undefined;
+  /** A user id, matched as an id only: the events of exactly that person (a member's own activity). */
+  userId?: string | undefined;
   /** An OpenTelemetry trace id: the events of that trace (a call, and its approved execution). */
   trace?: string | undefined;
 }
@@ -113,6 +115,7 @@ export class AuditQuery {
     if (filter.kind !== undefined) query = query.where('kind', '=', filter.kind);
     if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
     if (filter.user !== undefined) query = query.where('user_id', 'in', await this.userIds(filter.user));
+    if (filter.userId !== undefined) query = query.where('user_id', '=', filter.userId);
     if (filter.trace !== undefined) query = query.where('trace_id', '=', filter.trace);
     const [rows, counted] = await Promise.all([
       query.selectAll().orderBy('at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute(),

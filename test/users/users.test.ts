@@ -154,6 +154,24 @@ describe('users, sessions and sign-in', () => {
     expect((await gw.request('GET', '/api/approvals', { token })).statusCode).toBe(200);
   });
 
+  it("a member's audit is its own by user id, not another user's whose name is that id", async () => {
+    gw = await startTestGateway(sqliteTarget);
+    const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice' } })).json();
+    const impostor = (await gw.request('POST', '/api/users', { body: { name: alice.id } })).json();
+    const tokenOf = async (userId: string, name: string) =>
+      (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name, userId } })).json().token as string;
+    const aliceSession = await signIn(gw, await tokenOf(alice.id, 'alice-agent'));
+    await signIn(gw, await tokenOf(impostor.id, 'impostor-agent'));
+
+    const own = (await asSession(gw, aliceSession, 'GET', '/api/audit?kind=admin')).json();
+    const users = own.events.map((e: Json) => e.userId);
+    expect(users).toContain(alice.id);
+    expect(users).not.toContain(impostor.id);
+    // Asking for the other user by name changes nothing: the member's own id still bounds the answer.
+    const asked = (await asSession(gw, aliceSession, 'GET', `/api/audit?user=${impostor.id}`)).json();
+    expect(asked.total).toBe(0);
+  });
+
   it('a session cookie: HttpOnly, SameSite=Lax, not Secure on loopback; CSRF refused; logout revokes it', async () => {
     gw = await startTestGateway(sqliteTarget);
     const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice', role: 'admin' } })).json();
