@@ -544,6 +544,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           registry,
           settings,
           baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
+          listening: () => ({
+            host: config.host,
+            port: (app?.server.address() as AddressInfo | null)?.port ?? config.port,
+          }),
         }),
         ...overviewRoutes({ store, settle: () => audit.settle() }),
         ...connectRoutes({

@@ -22,6 +22,7 @@ import { GatehouseError } from '../errors.js';
 import { serversOf } from '../importing/clients.js';
 import { type ImportItem, planImport } from '../importing/plan.js';
 import { rewriteConfig } from '../importing/rewrite.js';
+import { reachesSelf } from '../importing/self.js';
 import type { Registry } from '../registry/service.js';
 import type { SettingsService } from '../settings/service.js';
 import { entryName, wiringInput } from './connect.js';
@@ -68,6 +69,8 @@ export interface ImportRouteDeps {
   settings: SettingsService;
   /** This gateway as its clients reach it (`GATEHOUSE_PUBLIC_URL`, or where it listens). */
   baseUrl(): string;
+  /** Where this gateway listens: an entry pointing there is Gatehouse itself. */
+  listening(): { host: string; port: number };
 }
 
 /** A client entry's secret-bearing fields (env and header values) masked, everything else as given. */
@@ -110,7 +113,7 @@ function showImportBody(body: Record<string, unknown>): Record<string, unknown> 
 /** An item as answered: the record to install stays inside. */
 const shown = ({ server: _server, ...item }: ImportItem) => item;
 
-export function importRoutes({ registry, settings, baseUrl }: ImportRouteDeps): RouteDeclaration[] {
+export function importRoutes({ registry, settings, baseUrl, listening }: ImportRouteDeps): RouteDeclaration[] {
   return [
     defineRoute({
       method: 'POST',
@@ -130,7 +133,8 @@ export function importRoutes({ registry, settings, baseUrl }: ImportRouteDeps): 
         }));
         const allowed = (await settings.current())['stdio.allowedCommands'];
         const entries = body.servers ?? serversOf(body.config as string, PASTED);
-        const items = planImport(entries, installed, allowed);
+        const own = { publicUrl: baseUrl(), ...listening() };
+        const items = planImport(entries, installed, allowed, (url) => reachesSelf(url, own));
         let registered = 0;
         if (!body.dryRun) {
           for (const item of items) {

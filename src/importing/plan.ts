@@ -60,6 +60,8 @@ export function planImport(
   entries: Record<string, unknown>,
   installed: readonly Installed[],
   allowedCommands: readonly string[],
+  /** Whether a URL reaches this gateway itself (`self.ts`). */
+  isSelf: (url: string) => boolean = () => false,
 ): ImportItem[] {
   const items: ImportItem[] = [];
   const taken = new Set(installed.map((s) => s.id));
@@ -98,7 +100,8 @@ export function planImport(
       refuse('neither a command nor a url', shown);
       continue;
     }
-    if (name.toLowerCase() === 'gatehouse' || (entry.args?.includes('stdio') && entry.args.includes('--url'))) {
+    const bridge = entry.args?.includes('stdio') && entry.args.includes('--url');
+    if (name.toLowerCase() === 'gatehouse' || bridge || (url !== undefined && isSelf(url))) {
       refuse('this entry is Gatehouse itself', shown);
       continue;
     }

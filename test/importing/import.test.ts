@@ -108,6 +108,20 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(refusedBody.json().error.code).toBe('validation_error');
   });
 
+  it("refuses an entry whose URL is this gateway's own, by any loopback name", async () => {
+    const port = new URL(env.GATEHOUSE_URL as string).port;
+    const servers = {
+      self: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'Bearer gh_x' } },
+      alias: { url: `http://localhost:${port}/mcp/` },
+      six: { url: `http://[::1]:${port}/mcp/s/already` },
+      otherPort: { url: `http://127.0.0.1:${Number(port) === 1 ? 2 : 1}/mcp` },
+    };
+    const plan = (await gw.request('POST', '/api/mcp/import', { body: { servers, dryRun: true } })).json();
+    const actions = Object.fromEntries(plan.items.map((i: { name: string; action: string }) => [i.name, i.action]));
+    expect(actions).toEqual({ self: 'refused', alias: 'refused', six: 'refused', otherPort: 'register' });
+    expect(plan.items[0].reason).toBe('this entry is Gatehouse itself');
+  });
+
   it('reads client files: JSONC, mcpServers or VS Code servers, the usual places', () => {
     const vscode = '{\n  // a comment\n  "servers": {"x": {"type": "http", "url": "https://e.example/mcp"},},\n}';
     expect(serversOf(vscode, 'mcp.json')).toEqual({ x: { type: 'http', url: 'https://e.example/mcp' } });
