@@ -4,8 +4,10 @@
  * quarantined (`changed`), a tool that first appears later is quarantined
  * (`new`) unless the server trusts new tools, an oversized schema is
  * quarantined (`schema_too_large`), and so is one with a pattern the linear-time engine cannot run
- * (`unsafe_schema`). Only an operator's approval re-pins.
+ * (`unsafe_schema`), and a name listed more than once with different definitions (`duplicate`: which one a
+ * call reaches is the upstream's choice). Only an operator's approval re-pins.
  */
+import { createHash } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { GatehouseError } from '../errors.js';
 import { nowIso, parseJson } from '../store/json.js';
@@ -20,7 +22,8 @@ import {
   type ToolDefinition,
 } from './pins.js';
 
-export type QuarantineReason = 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema';
+/** `duplicate`: the upstream lists the name more than once, with different definitions. */
+export type QuarantineReason = 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema' | 'duplicate';
 
 export interface PinChange {
   /** Set for every kind but `tool`. */
@@ -85,15 +88,25 @@ export async function reconcilePins(
     ).map((r) => [r.tool_name, r]),
   );
   const changes: PinChange[] = [];
-  for (const listed of items) {
-    const item = listed as PinnableItem;
-    const tool = { name: item.name };
-    const row = existing.get(item.name);
+  for (const [name, copies] of byName(items as readonly PinnableItem[])) {
+    const item = copies[0] as PinnableItem;
+    const tool = { name };
+    const row = existing.get(name);
     const scheme = row ? Number(row.scheme) : CURRENT_PIN_SCHEME;
     const definition = JSON.stringify(pinnedItem(item, kind, scheme));
-    const hash = itemPinHash(item, kind, scheme);
+    const hashes = [...new Set(copies.map((copy) => itemPinHash(copy, kind, scheme)))].sort();
+    // Copies that differ are ambiguous (which one a call reaches is the upstream's choice): never pinned,
+    // whatever was approved, until the upstream lists the name once. Identical copies are one item.
+    const ambiguous = hashes.length > 1;
+    const hash = ambiguous
+      ? `duplicate:${createHash('sha256').update(hashes.join(',')).digest('hex')}`
+      : (hashes[0] as string);
     // Only a tool's schemas are compiled and run: a prompt has none to refuse.
-    const refused = kind === 'tool' ? schemaRefusal(listed as ToolDefinition) : null;
+    const refused: QuarantineReason | null = ambiguous
+      ? 'duplicate'
+      : kind === 'tool'
+        ? schemaRefusal(item as ToolDefinition)
+        : null;
     if (!row) {
       const trusted = options.firstHandshake || (kind === 'tool' && options.trustNewTools);
       const quarantine: QuarantineReason | null = refused ?? (trusted ? null : 'new');
@@ -152,6 +165,17 @@ export async function reconcilePins(
     changes.push({ ...ofKind, tool: tool.name, change: 'quarantined', reason });
   }
   return changes;
+}
+
+/** Listed items by name, in the order first listed; a name listed more than once has every copy. */
+function byName(items: readonly PinnableItem[]): Map<string, PinnableItem[]> {
+  const names = new Map<string, PinnableItem[]>();
+  for (const item of items) {
+    const copies = names.get(item.name);
+    if (copies) copies.push(item);
+    else names.set(item.name, [item]);
+  }
+  return names;
 }
 
 /** A server's pins of every kind (tools first, then prompts, …), by name. */

@@ -274,6 +274,9 @@ export class Registry {
     }
 
     const result = outcome;
+    // A name the upstream lists twice is served once: its pins judge every copy (`reconcilePins`).
+    const tools = firstOfEachName(result.tools);
+    const prompts = firstOfEachName(result.prompts);
     let pinChanges: Awaited<ReturnType<typeof reconcilePins>> = [];
     await this.records.update(
       id,
@@ -284,8 +287,8 @@ export class Registry {
         r.latency_ms = latencyMs;
         r.protocol_era = result.era;
         r.discover = result.discover === undefined ? null : JSON.stringify(result.discover);
-        r.discovered_tools = JSON.stringify(result.tools);
-        r.discovered_prompts = JSON.stringify(result.prompts);
+        r.discovered_tools = JSON.stringify(tools);
+        r.discovered_prompts = JSON.stringify(prompts);
         r.discovered_resources = JSON.stringify(result.resources);
       },
       async (trx, r: ServerTable) => {
@@ -309,16 +312,16 @@ export class Registry {
     const answer = async (): Promise<TestResult> => ({
       ok: true,
       latencyMs,
-      discoveredTools: result.tools,
-      discoveredToolsCount: result.tools.length,
-      verdicts: verdictsFor(policy, result.tools, await pinStates(this.store.db, id)),
+      discoveredTools: tools,
+      discoveredToolsCount: tools.length,
+      verdicts: verdictsFor(policy, tools, await pinStates(this.store.db, id)),
       error: null,
     });
     const sameLists =
       row.status === 'connected' &&
       row.protocol_era === result.era &&
-      row.discovered_tools === JSON.stringify(result.tools) &&
-      row.discovered_prompts === JSON.stringify(result.prompts) &&
+      row.discovered_tools === JSON.stringify(tools) &&
+      row.discovered_prompts === JSON.stringify(prompts) &&
       row.discovered_resources === JSON.stringify(result.resources);
     if (action === 'server.refresh' && sameLists && pinChanges.length === 0) {
       // Nothing changed: the test time above is the only trace (no events, no audit row, no agent told).
@@ -326,9 +329,9 @@ export class Registry {
     }
     const quarantined = pinChanges.filter((c) => c.change === 'quarantined');
     const opening = why.trigger === undefined ? 'Connected' : `Lists refreshed (${why.trigger})`;
-    await this.serverEvent(id, 'handshake', `${opening}: ${result.tools.length} tools in ${latencyMs} ms.`, {
+    await this.serverEvent(id, 'handshake', `${opening}: ${tools.length} tools in ${latencyMs} ms.`, {
       ok: true,
-      tools: result.tools.length,
+      tools: tools.length,
       quarantined: quarantined.map((q) => q.tool),
       ...trigger,
     });
@@ -336,9 +339,9 @@ export class Registry {
       action,
       actor,
       serverId: id,
-      data: { ok: true, tools: result.tools.length, ...trigger },
+      data: { ok: true, tools: tools.length, ...trigger },
     });
-    await this.events.publish('server.status', { id, status: 'connected', discoveredToolsCount: result.tools.length });
+    await this.events.publish('server.status', { id, status: 'connected', discoveredToolsCount: tools.length });
     for (const q of quarantined) {
       // Its own audit event, as an approval has: who was using the tool needs to find when it was pulled.
       await this.audit.recordAdmin({
@@ -408,4 +411,15 @@ function promptItems(prompts: readonly unknown[]): PinnableItem[] {
 function assertSandboxChange(sandbox: unknown, actor: Principal | undefined): void {
   if (sandbox === undefined || actor?.role === 'admin') return;
   throw new GatehouseError('forbidden', "Only an admin may set or change a stdio server's sandbox.");
+}
+
+/** The first item of each name, in order: what the hub serves of a list that repeats a name. */
+function firstOfEachName<T>(items: readonly T[]): T[] {
+  const seen = new Set<unknown>();
+  return items.filter((item) => {
+    const name = (item as { name?: unknown } | null)?.name;
+    if (seen.has(name)) return false;
+    seen.add(name);
+    return true;
+  });
 }

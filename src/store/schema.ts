@@ -96,7 +96,7 @@ export interface ToolPinTable {
   definition: string;
   /** `pinned` or `quarantined`. */
   state: string;
-  /** Why it is quarantined: `changed`, `new`, `schema_too_large`, `unsafe_schema`. */
+  /** Why it is quarantined: `changed`, `new`, `schema_too_large`, `unsafe_schema`, `duplicate`. */
   reason: string | null;
   pending_hash: string | null;
   pending_definition: string | null;

@@ -211,7 +211,7 @@ export interface Pin {
   kind?: 'tool' | 'prompt' | 'resource';
   tool: string;
   state: 'pinned' | 'quarantined';
-  reason: 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema' | null;
+  reason: 'changed' | 'new' | 'schema_too_large' | 'unsafe_schema' | 'duplicate' | null;
   pinHash: string | null;
   pendingHash: string | null;
   definition: { description?: string } | null;
