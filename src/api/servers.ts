@@ -61,6 +61,21 @@ const absolutePath = z
   .refine((p) => isAbsolute(p), 'must be an absolute path');
 
 /**
+ * The per-server options beside the manifest: the path sandbox and a stdio server's lifecycle. A config file
+ * states them as they are; the config body takes each with null to remove it.
+ */
+export const serverOptionFields = {
+  /** Arguments the path sandbox checks (default path, file, dir, directory). */
+  pathArgs: z.array(z.string().min(1).max(128)).max(32),
+  /** Folders path arguments must stay inside. */
+  workspaceRoots: z.array(absolutePath).max(32),
+  /** stdio: start the server on its first call instead of at boot. */
+  lazyStart: z.boolean(),
+  /** stdio: stop the server after this many seconds without a call; 0 never. */
+  idleShutdownS: z.number().int().min(0).max(604_800),
+};
+
+/**
  * A stdio server's bubblewrap sandbox: `mode: "off"` runs it unsandboxed (the admin's escape hatch),
  * `network: "none"` cuts it off the network, `readOnlyPaths` mounts more of the host read-only.
  * Admin-only: each of them widens or narrows what the server reaches.
@@ -159,14 +174,14 @@ const configBody = z.strictObject({
   auth: authSchema.optional(),
   privateNetwork: z.boolean().optional(),
   trustNewTools: z.boolean().optional(),
-  /** Arguments the path sandbox checks (default path, file, dir, directory); null restores the default. */
-  pathArgs: z.array(z.string().min(1).max(128)).max(32).nullable().optional(),
-  /** Folders path arguments must stay inside; null removes the sandbox. */
-  workspaceRoots: z.array(absolutePath).max(32).nullable().optional(),
-  /** stdio: start the server on its first call instead of at boot; null restores the default (false). */
-  lazyStart: z.boolean().nullable().optional(),
-  /** stdio: stop the server after this many seconds without a call; null or 0 never. */
-  idleShutdownS: z.number().int().min(0).max(604_800).nullable().optional(),
+  /** null restores the default. */
+  pathArgs: serverOptionFields.pathArgs.nullable().optional(),
+  /** null removes the sandbox. */
+  workspaceRoots: serverOptionFields.workspaceRoots.nullable().optional(),
+  /** null restores the default (false). */
+  lazyStart: serverOptionFields.lazyStart.nullable().optional(),
+  /** null or 0 never. */
+  idleShutdownS: serverOptionFields.idleShutdownS.nullable().optional(),
   /** stdio, admin only: the sandbox (mode, network, readOnlyPaths), replaced whole; null restores the default. */
   sandbox: sandboxSchema.nullable().optional(),
 });

@@ -5,7 +5,7 @@
  * with them (the file's `toolsets:`, as `--config` takes them), so a registry and its toolsets travel together.
  */
 import { Document } from 'yaml';
-import type { ServerDetail } from '../registry/records.js';
+import type { ServerDetail, ShownAuth } from '../registry/records.js';
 import type { ShownValue } from '../registry/secret-values.js';
 import type { Toolset } from '../toolsets/model.js';
 import { formatPath, type PathSegment } from './paths.js';
@@ -60,14 +60,18 @@ export function exportServers(
     if (server.transport !== 'stdio') {
       entry.url = server.url;
       if (Object.keys(server.headers).length > 0) entry.headers = refMap('headers', server.headers);
-      entry.auth =
-        server.auth.type === 'bearer' ? { type: 'bearer', token: refs.get('auth\0token') } : { type: 'none' };
+      entry.auth = exportedAuth(server.auth, refs);
     } else {
       entry.command = server.command;
       entry.args = server.args;
       if (server.sandbox && Object.keys(server.sandbox).length > 0) entry.sandbox = server.sandbox;
     }
     if (Object.keys(server.env).length > 0) entry.env = refMap('env', server.env);
+    // The path sandbox and the lifecycle, as the file takes them (left out when never set).
+    for (const field of ['workspaceRoots', 'pathArgs', 'lazyStart', 'idleShutdownS'] as const) {
+      const value = server[field];
+      if (value !== undefined && value !== null) entry[field] = value;
+    }
     entry.enabled = server.enabled;
     entry.privateNetwork = server.privateNetwork;
     entry.trustNewTools = server.trustNewTools;
@@ -94,12 +98,36 @@ function secretsOf(server: ServerDetail): Array<[PathSegment[], ShownValue]> {
     for (const [name, value] of Object.entries(server[field])) values.push([[field, name], value]);
   }
   if (server.auth.type === 'bearer') values.push([['auth', 'token'], server.auth.token]);
+  if (server.auth.type === 'oauth' && server.auth.clientSecret !== undefined) {
+    values.push([['auth', 'clientSecret'], server.auth.clientSecret]);
+  }
   return values;
 }
 
-/** `my-server` → `MY_SERVER`, `['headers', 'X-Api-Key']` → `X_API_KEY`, `['auth', 'token']` → `AUTH_TOKEN`. */
+/** A server's upstream auth as the file states it: its secret (a bearer token, a client secret) a reference. */
+function exportedAuth(auth: ShownAuth, refs: Map<string, { env: string }>): Record<string, unknown> {
+  if (auth.type === 'bearer') return { type: 'bearer', token: refs.get('auth\0token') };
+  if (auth.type !== 'oauth') return { type: 'none' };
+  const { clientSecret, ...settings } = auth;
+  return {
+    ...Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined)),
+    ...(clientSecret !== undefined ? { clientSecret: refs.get('auth\0clientSecret') } : {}),
+  };
+}
+
+/**
+ * `my-server` → `MY_SERVER`, `['headers', 'X-Api-Key']` → `X_API_KEY`, `['auth', 'token']` → `AUTH_TOKEN`,
+ * `['auth', 'clientSecret']` → `AUTH_CLIENT_SECRET`.
+ */
 function envPart(value: string | PathSegment[]): string {
-  const text = typeof value === 'string' ? value : value[0] === 'auth' ? 'auth_token' : String(value[1]);
+  const text =
+    typeof value === 'string'
+      ? value
+      : value[0] === 'auth'
+        ? value[1] === 'clientSecret'
+          ? 'auth_client_secret'
+          : 'auth_token'
+        : String(value[1]);
   return text.toUpperCase().replace(/[^A-Z0-9]/g, '_');
 }
 

@@ -4,7 +4,7 @@
  * a hash or an env reference: the file and the API cannot disagree on what a server or a token is.
  */
 import { z } from 'zod';
-import { manifestSchema } from '../api/servers.js';
+import { manifestSchema, serverOptionFields } from '../api/servers.js';
 import { createBody } from '../api/tokens.js';
 import { isGatehouseError } from '../errors.js';
 import { assertToolPolicy } from '../policy/tool-policy.js';
@@ -13,15 +13,24 @@ import { envNameSchema } from '../registry/manifest.js';
 import { isSettingName, SETTING_KEYS } from '../settings/keys.js';
 import { toolsetNameSchema, toolsetToolsSchema } from '../toolsets/model.js';
 
-export const serverEntrySchema = manifestSchema.safeExtend({ id: serverIdSchema }).superRefine((server, ctx) => {
-  if (!server.toolPolicy) return;
-  try {
-    assertToolPolicy(server.toolPolicy);
-  } catch (error) {
-    if (!isGatehouseError(error)) throw error;
-    ctx.addIssue({ code: 'custom', path: ['toolPolicy'], message: error.message });
-  }
-});
+/** A server entry: the install manifest, its id, and the options an install by manifest does not take. */
+export const serverEntrySchema = manifestSchema
+  .safeExtend({
+    id: serverIdSchema,
+    pathArgs: serverOptionFields.pathArgs.optional(),
+    workspaceRoots: serverOptionFields.workspaceRoots.optional(),
+    lazyStart: serverOptionFields.lazyStart.optional(),
+    idleShutdownS: serverOptionFields.idleShutdownS.optional(),
+  })
+  .superRefine((server, ctx) => {
+    if (!server.toolPolicy) return;
+    try {
+      assertToolPolicy(server.toolPolicy);
+    } catch (error) {
+      if (!isGatehouseError(error)) throw error;
+      ctx.addIssue({ code: 'custom', path: ['toolPolicy'], message: error.message });
+    }
+  });
 
 /** Each key checked against the settings catalogue, so an error names the key and the file line. */
 const settingsSchema = z.record(z.string(), z.unknown()).superRefine((settings, ctx) => {

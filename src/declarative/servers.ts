@@ -95,13 +95,14 @@ async function installOrDiff(
   warnings: string[],
 ): Promise<ServerDiff | undefined> {
   try {
-    const { sandbox, ...fields } = entry;
+    const { sandbox, pathArgs, workspaceRoots, lazyStart, idleShutdownS, ...fields } = entry;
+    const options = definedOnly({ sandbox, pathArgs, workspaceRoots, lazyStart, idleShutdownS });
     await registry.install(
       {
         ...fields,
         description: entry.description ?? null,
         sourceKind: 'config',
-        ...(sandbox && { options: { sandbox } }),
+        ...(Object.keys(options).length > 0 && { options }),
       },
       actor,
     );
@@ -212,10 +213,16 @@ export function diffServer(
     if (entry[flag] !== undefined && entry[flag] !== current[flag]) patch[flag] = entry[flag];
   }
 
-  // A stated sandbox is the whole sandbox.
+  // A stated sandbox is the whole sandbox; an option the entry leaves out is not managed.
+  const options: NonNullable<ConfigPatch['options']> = {};
   if (entry.sandbox !== undefined && !isDeepStrictEqual(entry.sandbox, current.sandbox ?? {})) {
-    patch.options = { sandbox: entry.sandbox };
+    options.sandbox = entry.sandbox;
   }
+  for (const field of OPTION_FIELDS) {
+    const wanted = entry[field];
+    if (wanted !== undefined && !isDeepStrictEqual(wanted, current[field])) Object.assign(options, { [field]: wanted });
+  }
+  if (Object.keys(options).length > 0) patch.options = options;
 
   const toolPolicy =
     entry.toolPolicy && !isDeepStrictEqual(entry.toolPolicy, current.toolPolicy) ? entry.toolPolicy : undefined;
@@ -228,6 +235,13 @@ export function diffServer(
     ...(toolPolicy ? { toolPolicy } : {}),
     ...(exposure ? { exposure } : {}),
   };
+}
+
+/** The options a config file states beside the manifest (`serverOptionFields`). */
+const OPTION_FIELDS = ['pathArgs', 'workspaceRoots', 'lazyStart', 'idleShutdownS'] as const;
+
+function definedOnly<T extends Record<string, unknown>>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 function droppedWarning(at: string, field: string): string {

@@ -29,6 +29,10 @@ const CONFIG_FIELDS = [
   'trustNewTools',
   'exposure',
   'toolPolicy',
+  'workspaceRoots',
+  'pathArgs',
+  'lazyStart',
+  'idleShutdownS',
 ] as const;
 const configOf = (s: ServerView) => Object.fromEntries(CONFIG_FIELDS.map((f) => [f, s[f]]));
 
@@ -77,6 +81,10 @@ describeEachStore('declarative config: export and round trip', (target) => {
     await source.request('PATCH', '/api/mcp/servers/secretive/tools', {
       body: { mode: 'exclude', exclude: ['add'], allow: ['echo'] },
     });
+    // The path sandbox, set after the install (an install by manifest does not take it).
+    const configure = async (id: string, body: object) =>
+      expect((await source.request('PATCH', `/api/mcp/servers/${id}/config`, { body })).statusCode).toBe(200);
+    await configure('secretive', { workspaceRoots: ['/srv/ws'], pathArgs: ['target'] });
     await install({
       id: 'runner',
       name: 'Runner',
@@ -86,6 +94,21 @@ describeEachStore('declarative config: export and round trip', (target) => {
       env: { API_KEY: `${SENTINEL}-env` },
       enabled: false,
       trustNewTools: true,
+    });
+    await configure('runner', { lazyStart: true, idleShutdownS: 300 });
+    // OAuth to the upstream, with a registered client whose secret is sealed.
+    await install({
+      id: 'vault',
+      name: 'Vault',
+      transport: 'streamable-http',
+      url: `${upstream.url}?vault`,
+      auth: {
+        type: 'oauth',
+        mode: 'per-user',
+        clientId: 'gatehouse-client',
+        clientSecret: `${SENTINEL}-client`,
+        scopes: ['read', 'write'],
+      },
     });
     // Names that collide once upper-cased, and with an existing reference.
     await install({
@@ -142,6 +165,7 @@ describeEachStore('declarative config: export and round trip', (target) => {
       { name: 'MCP_SECRET_SECRETIVE_X_API_KEY', path: 'servers[2].headers.X-Api-Key', sealed: true },
       { name: 'MCP_SECRET_EXPORT_REF', path: 'servers[2].headers.X-From-Env', sealed: false },
       { name: 'MCP_SECRET_SECRETIVE_AUTH_TOKEN', path: 'servers[2].auth.token', sealed: true },
+      { name: 'MCP_SECRET_VAULT_AUTH_CLIENT_SECRET', path: 'servers[3].auth.clientSecret', sealed: true },
     ]);
     for (const v of variables)
       expect(yaml).toMatch(new RegExp(`^#\\s+${v.name}\\s+${v.path.replace(/[[\]]/g, '\\$&')}`, 'm'));
@@ -152,9 +176,20 @@ describeEachStore('declarative config: export and round trip', (target) => {
         'X-From-Env': { env: 'MCP_SECRET_EXPORT_REF' },
       },
       auth: { type: 'bearer', token: { env: 'MCP_SECRET_SECRETIVE_AUTH_TOKEN' } },
+      workspaceRoots: ['/srv/ws'],
+      pathArgs: ['target'],
+    });
+    expect(parseYaml(yaml).servers[1]).toMatchObject({ lazyStart: true, idleShutdownS: 300 });
+    expect(parseYaml(yaml).servers[3].auth).toEqual({
+      type: 'oauth',
+      mode: 'per-user',
+      grant: 'authorization_code',
+      clientId: 'gatehouse-client',
+      clientSecret: { env: 'MCP_SECRET_VAULT_AUTH_CLIENT_SECRET' },
+      scopes: ['read', 'write'],
     });
     // What it writes, `--config` accepts.
-    expect(parse(yaml).servers?.map((s) => s.id)).toEqual(['dup', 'runner', 'secretive']);
+    expect(parse(yaml).servers?.map((s) => s.id)).toEqual(['dup', 'runner', 'secretive', 'vault']);
     expect(parse(yaml).toolsets).toEqual([
       {
         name: 'pair',
@@ -177,12 +212,13 @@ describeEachStore('declarative config: export and round trip', (target) => {
       MCP_SECRET_RUNNER_API_KEY: `${SENTINEL}-env`,
       MCP_SECRET_SECRETIVE_X_API_KEY: `${SENTINEL}-header`,
       MCP_SECRET_SECRETIVE_AUTH_TOKEN: `${SENTINEL}-bearer`,
+      MCP_SECRET_VAULT_AUTH_CLIENT_SECRET: `${SENTINEL}-client`,
     };
     for (const v of variables.filter((v) => v.sealed)) setEnv(v.name, values[v.name] as string);
 
     copy = await startTestGateway(target);
     const report = await apply(copy, yaml);
-    expect(report.servers.created).toEqual(['dup', 'runner', 'secretive']);
+    expect(report.servers.created).toEqual(['dup', 'runner', 'secretive', 'vault']);
     expect(report.servers.warnings).toEqual([]);
     expect(report.toolsets?.created).toEqual(['pair', 'solo']);
     expect(await toolsetsOf(copy)).toEqual(await toolsetsOf(source));
@@ -193,8 +229,17 @@ describeEachStore('declarative config: export and round trip', (target) => {
       for (const field of ['headers', 'env'] as const) {
         expect(Object.keys(server[field])).toEqual(Object.keys(original[i]?.[field] ?? {}));
       }
-      expect(server.auth.type).toBe(original[i]?.auth.type);
+      // The auth settings, every one (a secret compared by where it is: sealed before, a reference now).
+      const settings = (auth: object) => {
+        const { token: _t, clientSecret: _c, ...rest } = auth as Record<string, unknown>;
+        return rest;
+      };
+      expect(settings(server.auth)).toEqual(settings(original[i]?.auth ?? {}));
+      expect('clientSecret' in server.auth).toBe('clientSecret' in (original[i]?.auth ?? {}));
     }
+    expect(reproduced.find((s) => s.id === 'vault')?.auth).toMatchObject({
+      clientSecret: { env: 'MCP_SECRET_VAULT_AUTH_CLIENT_SECRET' },
+    });
 
     // The same values reach the upstream: sealed before, env references now.
     upstream.log.clear();
@@ -216,7 +261,7 @@ describeEachStore('declarative config: export and round trip', (target) => {
     // stderr names the store it read (never a secret: a PostgreSQL URL is shown without its password).
     expect(printed).toMatchObject({ code: 0, stderr: expect.stringMatching(/^gatehouse: using the store at \S+\n$/) });
     expect(printed.stdout).not.toContain(SENTINEL);
-    expect(parse(printed.stdout).servers).toHaveLength(3);
+    expect(parse(printed.stdout).servers).toHaveLength(4);
     expect(parse(printed.stdout).toolsets?.map((t) => t.name)).toEqual(['pair', 'solo']);
 
     const out = join(dir, 'gatehouse.yaml');
@@ -224,7 +269,7 @@ describeEachStore('declarative config: export and round trip', (target) => {
     const written = await exportCli(source, ['--out', out]);
     expect(written.code).toBe(0);
     expect(written.stdout).toBe('');
-    expect(written.stderr).toContain(`wrote ${out}: 7 env variables to set (5 were sealed values)`);
+    expect(written.stderr).toContain(`wrote ${out}: 8 env variables to set (6 were sealed values)`);
     expect(statSync(out).mode & 0o777).toBe(0o600);
     const text = readFileSync(out, 'utf8');
     expect(text).not.toContain(SENTINEL);
