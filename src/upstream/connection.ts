@@ -3,7 +3,7 @@
  * traced Streamable HTTP transport, connected with a remembered era verdict or by negotiating; or,
  * for a legacy HTTP+SSE target, over the SDK's SSE transport, always at the 2025 era.
  */
-import { Client, type FetchLike, type PriorDiscovery } from '@modelcontextprotocol/client';
+import { Client, type FetchLike, type PriorDiscovery, type ReconnectionScheduler } from '@modelcontextprotocol/client';
 import { type AskingCall, handleAsks, handleLogs } from './asks.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './client-capabilities.js';
 import type { DirectTarget } from './direct-call.js';
@@ -20,6 +20,60 @@ const CLIENT_INFO = { name: 'gatehouse', version: '0.1.0' };
 const SSE_ERA: PriorDiscovery = { kind: 'legacy' };
 /** How long a closing connection waits for the upstream to acknowledge the session DELETE. */
 const TERMINATE_WAIT_MS = 1_000;
+
+/** The session's GET stream is reopened no sooner than this after it ended, doubling per quick end. */
+const REOPEN_MIN_MS = 1_000;
+/** The longest wait before a reopen, whatever the upstream's `retry:` says (a timer past 2^31 ms fires at once). */
+const REOPEN_MAX_MS = 60_000;
+/** A GET stream open at least this long ended for a reason of its own: the backoff starts over. */
+const STREAM_STABLE_MS = 10_000;
+/** Quick ends in a row after which the GET stream stays closed (calls go on over POST). */
+const MAX_QUICK_REOPENS = 5;
+/** A request's own stream, resumed by GET: the upstream's `retry:` is obeyed, but not below this. */
+const RESUME_MIN_MS = 250;
+
+/**
+ * Paces the SDK's reopening of event streams (its `reconnectionScheduler`). Its `reconnectionOptions`
+ * cannot: an upstream's `retry:` replaces the backoff (`retry: 0` reopens at once), and the attempt count
+ * starts over after every reopen that succeeded, so a stream ended at once is reopened in a tight loop.
+ * Here the session's GET stream backs off until one stays open `STREAM_STABLE_MS`, and after
+ * `MAX_QUICK_REOPENS` quick ends it is left closed. A request's stream ends with its request: only a floor.
+ */
+class StreamPacer {
+  private quickReopens = 0;
+  private openedAt = Date.now();
+  private abandon!: () => void;
+  /** Settles when the GET stream was given up: the upstream hears nothing more from this session's stream. */
+  readonly abandoned = new Promise<void>((resolve) => {
+    this.abandon = resolve;
+  });
+
+  constructor(private readonly onAbandon: (reopens: number) => void) {}
+
+  readonly schedule: ReconnectionScheduler = (reconnect, delay) => {
+    // The SDK reports a stream's end in the scope it was opened in: a request's, or none for the GET stream.
+    const sessionStream = currentScope()?.requestId === undefined;
+    let wait = Math.max(delay, RESUME_MIN_MS);
+    if (sessionStream) {
+      if (Date.now() - this.openedAt >= STREAM_STABLE_MS) this.quickReopens = 0;
+      if (this.quickReopens >= MAX_QUICK_REOPENS) {
+        this.onAbandon(this.quickReopens);
+        this.abandon();
+        return;
+      }
+      wait = Math.max(delay, REOPEN_MIN_MS * 2 ** this.quickReopens);
+      this.quickReopens += 1;
+    }
+    const timer = setTimeout(
+      () => {
+        if (sessionStream) this.openedAt = Date.now();
+        reconnect();
+      },
+      Math.min(wait, REOPEN_MAX_MS),
+    );
+    return () => clearTimeout(timer);
+  };
+}
 
 export interface OpenOptions {
   target: NormalizedTarget;
@@ -52,6 +106,7 @@ export class Connection {
   private direct: DirectTarget | undefined;
   private session: LegacySession | undefined;
   private retire!: () => void;
+  private pacer: StreamPacer | undefined;
   /** Settles once the connection is no good any more: retired after a transport failure, or closed. */
   readonly retired = new Promise<void>((resolve) => {
     this.retire = resolve;
@@ -64,6 +119,11 @@ export class Connection {
     private readonly logger: UpstreamLogger,
   ) {}
 
+  /** Settles when the session's GET stream was given up (`StreamPacer`); never on HTTP+SSE. */
+  get streamAbandoned(): Promise<void> {
+    return this.pacer?.abandoned ?? new Promise<void>(() => {});
+  }
+
   static async open(options: OpenOptions): Promise<Connection> {
     const { target, signal } = options;
     const sse = target.transport === 'sse';
@@ -73,9 +133,15 @@ export class Connection {
       // `manual`: every redirect reaches the SDK as a response and fails the request; none is followed.
       requestInit: { headers: target.headers, redirect: 'manual' as const },
     };
-    const transport = sse
-      ? new BoundedSseTransport(new URL(target.url), transportOptions, options.timeoutMs)
-      : new TracedHttpTransport(new URL(target.url), transportOptions);
+    const upstream = new URL(target.url).origin;
+    const pacer = sse
+      ? undefined
+      : new StreamPacer((reopens) =>
+          options.logger.warn({ upstream, reopens }, 'upstream keeps ending its event stream; not reopening it'),
+        );
+    const transport = pacer
+      ? new TracedHttpTransport(new URL(target.url), { ...transportOptions, reconnectionScheduler: pacer.schedule })
+      : new BoundedSseTransport(new URL(target.url), transportOptions, options.timeoutMs);
     const client = new Client(CLIENT_INFO, {
       versionNegotiation: { mode: 'auto' },
       // Gatehouse has no user to ask: an upstream's request for input is a typed error, not a hang.
@@ -83,6 +149,7 @@ export class Connection {
       ...(options.declareAsks ? { capabilities: LEGACY_CLIENT_CAPABILITIES } : {}),
     });
     const connection = new Connection(client, transport, target, options.logger);
+    connection.pacer = pacer;
     if (options.declareAsks)
       handleAsks(client, () => (connection.asking.size === 1 ? [...connection.asking][0] : undefined));
     // Log messages on a call's own answer stream reach that call's agent (SDK path; `asks.ts`). HTTP+SSE has
@@ -197,7 +264,7 @@ export class Connection {
       void this.close();
       return;
     }
-    // A bare SSE disconnect outside a request is the GET stream; the SDK reconnects it by itself.
+    // A bare SSE disconnect outside a request is the GET stream; the SDK reopens it, paced (`StreamPacer`).
     const inRequest = scope?.requestId !== undefined;
     const gaveUp = /^(Failed to reconnect SSE stream|Maximum reconnection attempts)/.test(error.message);
     const standaloneDrop = !inRequest && /^SSE stream disconnected/.test(error.message);

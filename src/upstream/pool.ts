@@ -262,7 +262,12 @@ export class UpstreamPool {
     try {
       const watch = await traced(() => watchListChanges(connection.client, onChanged, { timeoutMs, signal }));
       return {
-        ended: Promise.race([connection.retired, ...(watch.ended ? [watch.ended] : [])]).then(() => undefined),
+        // A session whose GET stream was given up hears no notification: the watch ends, to be made anew.
+        ended: Promise.race([
+          connection.retired,
+          connection.streamAbandoned,
+          ...(watch.ended ? [watch.ended] : []),
+        ]).then(() => undefined),
         ...(connection.era === 'legacy' && {
           ping: () => traced(() => connection.client.ping({ timeout: timeoutMs, signal })).then(() => undefined),
         }),
