@@ -173,7 +173,7 @@ export const ERROR_CATALOGUE = {
     status: 403,
     mcp: 'result',
     message:
-      'The tool’s input schema has a pattern the linear-time engine cannot run (lookaround or backreference); the tool is quarantined.',
+      'The tool’s input schema cannot be checked safely (a pattern the linear-time engine cannot run, or a $ref loop); the tool is quarantined.',
   },
   bad_host: {
     status: 400,

@@ -371,7 +371,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
+    // Logs to the gateway's log a validation that threw (once per schema).
+    const validator = new ArgumentValidator({ log: logger });
     const hub = createHub({
+      validator,
       config,
       store,
       records: registry.records,
@@ -539,7 +542,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
         }),
         ...toolsetRoutes({ store, audit, events, hub: hub.registry }),
-        ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator: new ArgumentValidator() }),
+        ...overrideRoutes({ store, audit, events, registry, hub: hub.registry, validator }),
         ...importRoutes({
           registry,
           settings,

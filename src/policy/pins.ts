@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import canonicalize from 'canonicalize';
-import { unsafePatterns } from './schema-safety.js';
+import { refLoop, unsafePatterns } from './schema-safety.js';
 
 export interface ToolDefinition {
   name: string;
@@ -140,10 +140,13 @@ export function schemaTooLarge(tool: ToolDefinition): boolean {
 
 /**
  * Why a tool's schemas are refused before anything compiles them: over the size or depth limit
- * (`schema_too_large`), or with a pattern RE2 cannot run (`unsafe_schema`); null when they are fine.
+ * (`schema_too_large`), or with a pattern RE2 cannot run or a `$ref` loop that consumes nothing (both
+ * `unsafe_schema`: validating would hang or overflow the stack on every call); null when they are fine.
+ * The size check comes first: it bounds the walks after it.
  */
 export function schemaRefusal(tool: ToolDefinition): 'schema_too_large' | 'unsafe_schema' | null {
   if (schemaTooLarge(tool)) return 'schema_too_large';
   if (unsafePatterns(tool.inputSchema, tool.outputSchema).length > 0) return 'unsafe_schema';
+  if (refLoop(tool.inputSchema, tool.outputSchema)) return 'unsafe_schema';
   return null;
 }

@@ -5,7 +5,9 @@
  * `unsafe_schema`, quarantined at the handshake. `uniqueItems` runs in linear time (canonical JSON in
  * a set) instead of Ajv's pairwise deep comparison. Linear is not enough on a 2 MB body, so both draw on
  * one work budget per validation (bytes scanned, plus a fixed cost per test or item): past it the
- * validation stops with `tool.arguments_too_complex` (see `ArgumentValidator`).
+ * validation stops with `tool.arguments_too_complex` (see `ArgumentValidator`). A `$ref` loop that never
+ * descends into the instance (`$ref: "#"` at the root) would recurse until the stack overflows, on every
+ * call: `refLoop` finds it, and its tool is `unsafe_schema` too.
  */
 import canonicalize from 'canonicalize';
 import { RE2JS } from 're2js';
@@ -128,4 +130,154 @@ export function itemsAreUnique(items: readonly unknown[]): boolean {
     seen.add(key);
   }
   return true;
+}
+
+/** Subschemas applied to the instance itself: a loop through only these (and `$ref`s) consumes nothing. */
+const IN_PLACE_ONES = ['not', 'if', 'then', 'else'];
+const IN_PLACE_LISTS = ['allOf', 'anyOf', 'oneOf'];
+const IN_PLACE_MAPS = ['dependentSchemas', 'dependencies'];
+const REFS = ['$ref', '$dynamicRef', '$recursiveRef'];
+/** The base URI of a schema without `$id` (any absolute URI does: it only names the document). */
+const DEFAULT_BASE = 'https://schema.gatehouse.invalid/root.json';
+
+function resolveUri(ref: string, base: string): URL | undefined {
+  try {
+    return new URL(ref, base);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the `$ref`s of one schema document can reach: its resources (by `$id`) and anchors. */
+class RefIndex {
+  /** Each schema object's base URI and its location in the document (`#/$defs/a`). */
+  readonly nodes = new Map<object, { base: string; at: string }>();
+  private readonly resources = new Map<string, unknown>();
+  private readonly anchors = new Map<string, object>();
+
+  constructor(root: unknown) {
+    this.resources.set(DEFAULT_BASE, root);
+    this.add(root, DEFAULT_BASE, '#');
+  }
+
+  /** Walks a schema (iteratively: the document is untrusted), recording ids, anchors and locations. */
+  add(schema: unknown, base: string, at: string): void {
+    const stack: [unknown, string, string][] = [[schema, base, at]];
+    for (let next = stack.pop(); next; next = stack.pop()) {
+      const [node, parentBase, where] = next;
+      if (!isObject(node) || this.nodes.has(node)) continue;
+      let nodeBase = parentBase;
+      if (typeof node.$id === 'string') {
+        const id = resolveUri(node.$id, parentBase);
+        if (id) {
+          const anchor = id.hash.slice(1);
+          id.hash = '';
+          if (anchor) this.anchors.set(`${id.href}#${anchor}`, node);
+          else this.resources.set(id.href, node);
+          nodeBase = id.href;
+        }
+      }
+      for (const key of ['$anchor', '$dynamicAnchor'])
+        if (typeof node[key] === 'string') this.anchors.set(`${nodeBase}#${node[key]}`, node);
+      this.nodes.set(node, { base: nodeBase, at: where });
+      const push = (child: unknown, path: string) => stack.push([child, nodeBase, `${where}/${path}`]);
+      for (const key of [...SCHEMA_MAPS, 'dependencies']) {
+        const map = node[key];
+        if (isObject(map))
+          for (const [name, child] of Object.entries(map)) push(child, `${key}/${escapePointer(name)}`);
+      }
+      for (const key of SCHEMA_LISTS) {
+        const list = node[key];
+        if (Array.isArray(list)) for (const [i, child] of list.entries()) push(child, `${key}/${i}`);
+      }
+      for (const key of SCHEMA_ONES) push(node[key], key);
+    }
+  }
+
+  /** The schema a reference names, or undefined when it is not in this document (or not a schema object). */
+  resolve(ref: string, base: string): object | undefined {
+    const url = resolveUri(ref, base);
+    if (!url) return undefined;
+    const fragment = url.hash.slice(1);
+    url.hash = '';
+    const resource = this.resources.get(url.href);
+    if (resource === undefined) return undefined;
+    if (fragment && !fragment.startsWith('/'))
+      return this.anchors.get(`${url.href}#${decodeURIComponentSafe(fragment)}`);
+    let target: unknown = resource;
+    for (const token of fragment ? fragment.slice(1).split('/') : []) {
+      if (target === null || typeof target !== 'object') return undefined;
+      const key = decodeURIComponentSafe(token).replaceAll('~1', '/').replaceAll('~0', '~');
+      if (!Object.hasOwn(target, key)) return undefined;
+      target = (target as Record<string, unknown>)[key];
+    }
+    if (!isObject(target)) return undefined;
+    // A pointer may land where no keyword walks (under an unknown keyword): Ajv compiles it all the same.
+    if (!this.nodes.has(target)) this.add(target, url.href, `#${fragment}`);
+    return target;
+  }
+
+  /** The schemas applied to the same instance as `node`: its in-place subschemas and what its refs name. */
+  inPlace(node: object): object[] {
+    const schema = node as Record<string, unknown>;
+    const base = this.nodes.get(node)?.base ?? DEFAULT_BASE;
+    const next: unknown[] = IN_PLACE_ONES.map((key) => schema[key]);
+    for (const key of IN_PLACE_LISTS) if (Array.isArray(schema[key])) next.push(...(schema[key] as unknown[]));
+    for (const key of IN_PLACE_MAPS) if (isObject(schema[key])) next.push(...Object.values(schema[key]));
+    for (const key of REFS) if (typeof schema[key] === 'string') next.push(this.resolve(schema[key] as string, base));
+    return next.filter(isObject);
+  }
+}
+
+function escapePointer(token: string): string {
+  return token.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * A `$ref` loop in these schemas that consumes nothing — each step applies to the same instance (`$ref`,
+ * `allOf`, `not`, `if`/`then`, …), never to a property or an item — as the locations around it
+ * (`["#", "#"]` for `$ref: "#"` at the root); undefined when there is none. Validating through such a loop
+ * never ends (the JSON Schema specs forbid it). A recursive schema that descends (a tree whose `children`
+ * items refer back to the node) stops when the instance does, and is fine.
+ */
+export function refLoop(...schemas: unknown[]): string[] | undefined {
+  for (const schema of schemas) {
+    if (!isObject(schema)) continue;
+    const index = new RefIndex(schema);
+    // Iterative depth-first search (the document is untrusted): `stack` is the path being followed.
+    const done = new Set<object>();
+    const onPath = new Map<object, number>();
+    for (const start of [...index.nodes.keys()]) {
+      if (done.has(start)) continue;
+      const stack: { node: object; next: object[] }[] = [];
+      const enter = (node: object) => {
+        onPath.set(node, stack.length);
+        stack.push({ node, next: index.inPlace(node) });
+      };
+      enter(start);
+      while (stack.length > 0) {
+        const top = stack[stack.length - 1] as { node: object; next: object[] };
+        const child = top.next.pop();
+        if (child === undefined) {
+          done.add(top.node);
+          onPath.delete(top.node);
+          stack.pop();
+        } else if (onPath.has(child)) {
+          const loop = [...stack.slice(onPath.get(child)).map((s) => s.node), child];
+          return loop.map((node) => index.nodes.get(node)?.at ?? '?');
+        } else if (!done.has(child)) {
+          enter(child);
+        }
+      }
+    }
+  }
+  return undefined;
 }

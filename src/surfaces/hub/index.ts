@@ -12,7 +12,7 @@ import type { EventHub } from '../../audit/stream.js';
 import type { Config } from '../../config.js';
 import { findGatehouseError, GatehouseError } from '../../errors.js';
 import { type Principal, type TokenPrincipal, toolViewFor } from '../../identity/index.js';
-import { ArgumentValidator } from '../../policy/arguments.js';
+import type { ArgumentValidator } from '../../policy/arguments.js';
 import { assertPathsInside } from '../../policy/paths.js';
 import type { ServerStore } from '../../registry/records.js';
 import { DEFAULT_SETTINGS, type Settings } from '../../settings/keys.js';
@@ -59,6 +59,8 @@ export interface HubDeps {
   poolFor(privateNetwork: boolean): UpstreamPool;
   stdio: CallPorts['stdio'];
   limiter: CallPorts['limiter'];
+  /** Checks arguments against pinned schemas (one per gateway: its compiled schemas are shared). */
+  validator: ArgumentValidator;
   audit: CallPorts['audit'];
   /** Signs the hub's multi-round-trip state; derived from the sealing key so every replica shares it. */
   stateCodec: HubStateCodec;
@@ -133,7 +135,7 @@ export function createHub(deps: HubDeps): Hub {
     tasks,
     onToolCalled,
     settings: deps.settings,
-    validator: new ArgumentValidator(),
+    validator: deps.validator,
     poolFor: deps.poolFor,
     stateCodec: deps.stateCodec,
     stdio: deps.stdio,
