@@ -98,8 +98,9 @@ export async function reconcilePins(
     // Copies that differ are ambiguous (which one a call reaches is the upstream's choice): never pinned,
     // whatever was approved, until the upstream lists the name once. Identical copies are one item.
     const ambiguous = hashes.length > 1;
+    // An ambiguous name's hash covers every copy: a change to any of them is a new pending definition.
     const hash = ambiguous
-      ? `duplicate:${createHash('sha256').update(hashes.join(',')).digest('hex')}`
+      ? createHash('sha256').update(`duplicate\0${hashes.join(',')}`).digest('hex')
       : (hashes[0] as string);
     // Only a tool's schemas are compiled and run: a prompt has none to refuse.
     const refused: QuarantineReason | null = ambiguous
@@ -324,8 +325,15 @@ export async function approvePin(
   if (refused === 'unsafe_schema') {
     throw new GatehouseError(
       'conflict',
-      `Tool "${tool}" has a pattern the linear-time engine cannot run (lookaround or backreference); it cannot be approved.`,
+      `Tool "${tool}" has a schema that cannot be checked safely (a pattern the linear-time engine cannot run, or a $ref loop); it cannot be approved.`,
       { server: serverId, tool, reason: 'unsafe_schema' },
+    );
+  }
+  if (row.reason === 'duplicate') {
+    throw new GatehouseError(
+      'conflict',
+      `"${tool}" is listed more than once by its server, with different definitions (which one a call reaches is the server's choice); it cannot be approved until the server lists it once.`,
+      { server: serverId, tool, reason: 'duplicate' },
     );
   }
   if (!pending || row.reason === 'schema_too_large' || refused) {

@@ -55,6 +55,15 @@ describeEachStore('a name listed more than once', (target) => {
       { tool: 'twin', change: 'quarantined', reason: 'duplicate' },
     ]);
     expect(await pins()).toEqual({ echo: 'pinned:null', twin: 'quarantined:duplicate' });
+    // Not approvable: whichever copy the operator reviewed, a call could reach the other.
+    const twin = (await gw.request('GET', '/api/mcp/servers/dup/pins'))
+      .json()
+      .pins.find((p: { tool: string }) => p.tool === 'twin');
+    const approve = await gw.request('POST', '/api/mcp/servers/dup/pins/twin/approve', {
+      body: { pendingHash: twin.pendingHash },
+    });
+    expect(approve.statusCode).toBe(409);
+    expect(approve.json().error).toMatchObject({ code: 'conflict', reason: 'duplicate' });
     // The same list again changes nothing.
     expect(
       await reconcile([
