@@ -134,7 +134,7 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
 
   it('per-user: the caller gets their own link asking for the wider scope', async () => {
     await install('team', 'per-user');
-    const carol = (await gw.request('POST', '/api/users', { body: { name: 'carol' } })).json().id;
+    const carol = (await gw.request('POST', '/api/users', { body: { name: 'carol', role: 'operator' } })).json().id;
     const token = (
       await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'c', userId: carol } })
     ).json().token;
