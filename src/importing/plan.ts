@@ -138,6 +138,11 @@ export function planImport(
       refuse('its url is not an absolute URL', shown);
       continue;
     }
+    if (transport !== 'stdio' && (new URL(url as string).username || new URL(url as string).password)) {
+      // A URL is stored and shown as it is: its credentials would not be sealed.
+      refuse('its url carries credentials; give them as a header instead', { ...shown, target: null });
+      continue;
+    }
     const warnings: string[] = [];
     const env = literals(entry.env, 'env', warnings);
     const headers = literals(entry.headers, 'header', warnings);

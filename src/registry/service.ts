@@ -109,6 +109,7 @@ export class Registry {
   }
 
   async install(input: NewServer, actor: Principal | undefined): Promise<ServerDetail> {
+    refuseUrlCredentials(input.url);
     assertSandboxChange(input.options?.sandbox, actor);
     if (input.transport === 'stdio' && input.command) await this.checkCommand(input.command);
     const installed = await this.records.insert(input);
@@ -155,6 +156,7 @@ export class Registry {
     if (patch.privateNetwork !== undefined && actor?.role !== 'admin') {
       throw new GatehouseError('forbidden', 'Only an admin may change privateNetwork.');
     }
+    refuseUrlCredentials(patch.url);
     assertSandboxChange(patch.options?.sandbox, actor);
     if (patch.command !== undefined) {
       const row = await this.records.getRow(id);
@@ -411,6 +413,23 @@ function promptItems(prompts: readonly unknown[]): PinnableItem[] {
 function assertSandboxChange(sandbox: unknown, actor: Principal | undefined): void {
   if (sandbox === undefined || actor?.role === 'admin') return;
   throw new GatehouseError('forbidden', "Only an admin may set or change a stdio server's sandbox.");
+}
+
+/**
+ * A server's URL is stored, shown and exported as it is; headers and auth are sealed. So credentials in the
+ * URL (`https://user:secret@host/mcp`) are refused on every way in (REST, config file, import), as a
+ * manifest's URL already was.
+ */
+function refuseUrlCredentials(url: string | null | undefined): void {
+  if (!url || !URL.canParse(url)) return;
+  const { username, password } = new URL(url);
+  if (username === '' && password === '') return;
+  const message =
+    'Credentials in the URL are refused; give them as a header or bearer auth instead (those are sealed).';
+  throw new GatehouseError('validation_error', message, {
+    issues: [{ path: 'url', message }],
+    reason: 'credentials_in_url',
+  });
 }
 
 /** The first item of each name, in order: what the hub serves of a list that repeats a name. */

@@ -173,6 +173,16 @@ describeEachStore('server registry', (target) => {
       expect(JSON.stringify(scheme.json().error.issues)).toContain('only http:// and https:// URLs');
     }
     expect((await gw.request('GET', '/api/mcp/servers/twice')).json().url).toBe(upstream.url);
+    // Credentials in a URL would be stored and shown in the clear: refused on install and on change.
+    const withCredentials = upstream.url.replace('://', '://user:s3cret@');
+    const installed = await gw.request('POST', '/api/mcp/install', { body: { url: withCredentials, id: 'creds' } });
+    const changed = await gw.request('PATCH', '/api/mcp/servers/twice/config', { body: { url: withCredentials } });
+    for (const refused of [installed, changed]) {
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json().error).toMatchObject({ code: 'validation_error', reason: 'credentials_in_url' });
+      expect(refused.body).not.toContain('s3cret');
+    }
+    expect((await gw.request('GET', '/api/mcp/servers/creds')).statusCode).toBe(404);
 
     const both = await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, preset: 'x' } });
     expect(both.json().error.code).toBe('validation_error');

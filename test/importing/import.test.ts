@@ -108,18 +108,28 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(refusedBody.json().error.code).toBe('validation_error');
   });
 
-  it("refuses an entry whose URL is this gateway's own, by any loopback name", async () => {
+  it("refuses an entry whose URL is this gateway's own, by any loopback name, or carries credentials", async () => {
     const port = new URL(env.GATEHOUSE_URL as string).port;
     const servers = {
       self: { type: 'http', url: `http://127.0.0.1:${port}/mcp`, headers: { Authorization: 'Bearer gh_x' } },
       alias: { url: `http://localhost:${port}/mcp/` },
       six: { url: `http://[::1]:${port}/mcp/s/already` },
       otherPort: { url: `http://127.0.0.1:${Number(port) === 1 ? 2 : 1}/mcp` },
+      credentials: { url: 'https://user:s3cret@mcp.example.com/mcp' },
     };
     const plan = (await gw.request('POST', '/api/mcp/import', { body: { servers, dryRun: true } })).json();
     const actions = Object.fromEntries(plan.items.map((i: { name: string; action: string }) => [i.name, i.action]));
-    expect(actions).toEqual({ self: 'refused', alias: 'refused', six: 'refused', otherPort: 'register' });
+    expect(actions).toEqual({
+      self: 'refused',
+      alias: 'refused',
+      six: 'refused',
+      otherPort: 'register',
+      credentials: 'refused',
+    });
     expect(plan.items[0].reason).toBe('this entry is Gatehouse itself');
+    // A URL's credentials would not be sealed: refused, and never repeated in the plan.
+    expect(plan.items[4].reason).toContain('credentials');
+    expect(JSON.stringify(plan)).not.toContain('s3cret');
   });
 
   it('reads client files: JSONC, mcpServers or VS Code servers, the usual places', () => {
