@@ -100,7 +100,9 @@ export async function reconcilePins(
     const ambiguous = hashes.length > 1;
     // An ambiguous name's hash covers every copy: a change to any of them is a new pending definition.
     const hash = ambiguous
-      ? createHash('sha256').update(`duplicate\0${hashes.join(',')}`).digest('hex')
+      ? createHash('sha256')
+          .update(`duplicate\0${hashes.join(',')}`)
+          .digest('hex')
       : (hashes[0] as string);
     // Only a tool's schemas are compiled and run: a prompt has none to refuse.
     const refused: QuarantineReason | null = ambiguous
