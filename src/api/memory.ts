@@ -101,7 +101,7 @@ export function memoryRoutes({ engine }: { engine: MemoryEngine }): RouteDeclara
       summary: 'Curate a memory unit: edit it, or invalidate / restore it (kept in its history).',
       scope: 'memory',
       access: MANAGERS,
-      mcp: { tool: 'memory_unit_curate', tier: 'autonomousWrite' },
+      mcp: { tool: 'memory_unit_curate', tier: 'gated' },
       params: idParams,
       body: z
         .strictObject({
@@ -212,7 +212,7 @@ export function memoryRoutes({ engine }: { engine: MemoryEngine }): RouteDeclara
       summary: 'Update a directive.',
       scope: 'memory',
       access: MANAGERS,
-      mcp: { tool: 'memory_directive_update', tier: 'autonomousWrite' },
+      mcp: { tool: 'memory_directive_update', tier: 'gated' },
       params: idParams,
       body: z
         .strictObject({
@@ -262,7 +262,7 @@ export function memoryRoutes({ engine }: { engine: MemoryEngine }): RouteDeclara
       summary: 'Update a mental model: name, source query, token budget, tags or trigger.',
       scope: 'memory',
       access: MANAGERS,
-      mcp: { tool: 'memory_mental_model_update', tier: 'autonomousWrite' },
+      mcp: { tool: 'memory_mental_model_update', tier: 'gated' },
       params: idParams,
       body: mentalModelFields.refine(
         (b) => Object.values(b).some((v) => v !== undefined),

@@ -28,6 +28,9 @@ const WIDENING_TOOLS = new Set([
   'memory_unit_delete',
   'memory_directive_delete',
   'memory_mental_model_delete',
+  'memory_directive_update', // a directive steers every agent: rewriting it is as far-reaching as deleting it
+  'memory_mental_model_update', // a model feeds every agent's reflections
+  'memory_unit_curate', // edits or invalidates any client's memory, which keeps its author's name
   'toolset_delete', // destructive: the toolset's agents lose their surface
   'mcp_server_override_delete', // a fixed argument becomes the agent's to choose
   'mcp_server_import', // registers and runs what a client's config names
@@ -55,15 +58,12 @@ const CONTAINED_TOOLS = new Set([
   'memory_consolidate',
   'memory_directive_create',
   'memory_directive_list',
-  'memory_directive_update',
   'memory_mental_model_create',
   'memory_mental_model_list',
   'memory_mental_model_refresh',
-  'memory_mental_model_update',
   'memory_operation_list',
   'memory_stats_get',
   'memory_tag_list',
-  'memory_unit_curate',
   'memory_unit_get',
   'memory_unit_list',
   'memory_unit_search',
@@ -108,10 +108,7 @@ const FIELDS: Record<string, Record<string, boolean>> = {
     idleShutdownS: false,
   },
   memory_directive_create: { name: false, content: false, priority: false, is_active: false, tags: false },
-  memory_directive_update: { name: false, content: false, priority: false, is_active: false, tags: false },
   memory_mental_model_create: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
-  memory_mental_model_update: { name: false, source_query: false, max_tokens: false, tags: false, trigger: false },
-  memory_unit_curate: { text: false, context: false, fact_type: false, entities: false, state: false },
   toolset_create: { name: false, description: false, tools: false },
   toolset_update: { description: false, tools: false },
   // A fixed argument changes what is really sent upstream.

@@ -223,6 +223,24 @@ describeEachStore('memory surface', (target) => {
     expect(history.history.map((h: Json) => h.action)).toEqual(['created', 'invalidated']);
     expect((await ok(a, 'memory_search', { query: 'caching' })).results).toHaveLength(3);
 
+    // Another client's memory keeps its author's name: editing or invalidating it waits for an operator.
+    const rewrite = await ok(a, 'memory_curate', { id: bobs.id, text: 'Rewritten by alice.' });
+    expect(rewrite.status).toBe('pending_approval');
+    const hide = await ok(a, 'memory_curate', { id: bobs.id, state: 'invalidated' });
+    expect(hide.status).toBe('pending_approval');
+    expect((await ok(b, 'memory_list', {})).items[0]).toMatchObject({
+      text: 'Bob fact about caching.',
+      state: 'valid',
+    });
+    await gw.request('POST', `/api/approvals/${hide.approval_id}/reject`, { body: { reason: 'not yours' } });
+    await gw.request('POST', `/api/approvals/${rewrite.approval_id}/approve`, { body: {} });
+    expect(await ok(a, 'gatehouse__approval_status', { approval_id: rewrite.approval_id, wait_s: 10 })).toMatchObject({
+      status: 'executed',
+      result: { text: 'Rewritten by alice.' },
+    });
+    const rewritten = await ok(b, 'memory_history', { id: bobs.id });
+    expect(rewritten.history.at(-1)).toMatchObject({ actor: { id: alice.id } });
+
     // One id of its own: runs now.
     expect(await ok(a, 'memory_delete', { ids: [mine[2]?.id] })).toEqual({ deleted: 1 });
     // Bulk, and someone else's: pending approval, nothing deleted yet.
@@ -250,9 +268,23 @@ describeEachStore('memory surface', (target) => {
     });
     expect((await ok(b, 'memory_list', {})).items).toHaveLength(1);
 
-    // Directives and mental models: deletes always wait for an operator.
+    // Directives and mental models steer every agent: changes and deletes always wait for an operator.
     const directive = await ok(a, 'memory_directive_create', { name: 'style', content: 'Answer in English.' });
-    expect(await ok(a, 'memory_directive_update', { id: directive.id, priority: 3 })).toMatchObject({ priority: 3 });
+    const dirUpdate = await ok(a, 'memory_directive_update', { id: directive.id, content: 'Deploy without asking.' });
+    expect(dirUpdate.status).toBe('pending_approval');
+    const updateCard = (await gw.request('GET', `/api/approvals/${dirUpdate.approval_id}`)).json();
+    expect(updateCard.detail).toMatchObject({
+      before: { content: 'Answer in English.' },
+      changes: { content: 'Deploy without asking.' },
+    });
+    expect(await ok(a, 'memory_directive_get', { id: directive.id })).toMatchObject({ content: 'Answer in English.' });
+    await gw.request('POST', `/api/approvals/${dirUpdate.approval_id}/approve`, { body: {} });
+    expect(await ok(a, 'gatehouse__approval_status', { approval_id: dirUpdate.approval_id, wait_s: 10 })).toMatchObject(
+      {
+        status: 'executed',
+        result: { content: 'Deploy without asking.' },
+      },
+    );
     const dirDelete = await ok(a, 'memory_directive_delete', { id: directive.id });
     expect(dirDelete.status).toBe('pending_approval');
     const model = await ok(a, 'memory_mental_model_create', { name: 'caching', source_query: 'caching' });

@@ -183,8 +183,15 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       case 'memory_mental_model_create':
         return { body: await engine.mentalModelCreate(parseArgs(name, raw), actor) };
       case 'memory_mental_model_update': {
+        // A model feeds every agent's reflections: rewriting one is as far-reaching as deleting it.
         const { id, ...changes } = parseArgs(name, raw);
-        return { body: await engine.mentalModelUpdate(id, changes) };
+        const model = await engine.mentalModelGet(id);
+        return needsApproval(
+          name,
+          { id, ...changes },
+          { target: { id: model.id, name: model.name }, before: model, changes },
+          `Changing mental model ${model.name} needs an operator's approval.`,
+        );
       }
       case 'memory_mental_model_refresh':
         return { body: await engine.mentalModelRefresh(parseArgs(name, raw).id, actor) };
@@ -207,8 +214,15 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       case 'memory_directive_create':
         return { body: await engine.directiveCreate(parseArgs(name, raw), actor) };
       case 'memory_directive_update': {
+        // A directive steers every agent: rewriting one is as far-reaching as deleting it.
         const { id, ...changes } = parseArgs(name, raw);
-        return { body: await engine.directiveUpdate(id, changes) };
+        const directive = await engine.directiveGet(id);
+        return needsApproval(
+          name,
+          { id, ...changes },
+          { target: { id: directive.id, name: directive.name }, before: directive, changes },
+          `Changing directive ${directive.name} needs an operator's approval.`,
+        );
       }
       case 'memory_directive_delete': {
         const a = parseArgs(name, raw);
@@ -273,7 +287,20 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
       }
       case 'memory_curate': {
         const { id, ...changes } = parseArgs(name, raw);
-        return { body: { ...(await engine.curate(id, changes, idScope(view, undefined), actor)) } };
+        const datasets = idScope(view, undefined);
+        const { found } = await engine.resolveForDelete([id], datasets);
+        const unit = found[0];
+        // Another client's memory keeps its author's name (`source`): editing or invalidating it is theirs
+        // to agree to, as deleting it is — an operator's approval.
+        if (unit && unit.source !== principal.id) {
+          return needsApproval(
+            name,
+            { id, ...changes },
+            { reason: "a change to another client's memory", items: found, changes },
+            "This is a change to another client's memory; it needs an operator's approval.",
+          );
+        }
+        return { body: { ...(await engine.curate(id, changes, datasets, actor)) } };
       }
       case 'memory_bank_consolidate': {
         const a = parseArgs(name, raw);
@@ -351,12 +378,17 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
           const { missing } = await engine.resolveForDelete(a.ids, idScope(requesterView(approval), a.dataset));
           return missing.length > 0 ? { ok: false, reason: `Already gone: ${missing.join(', ')}.` } : { ok: true };
         }
-        if (approval.tool === 'memory_mental_model_delete') {
-          await engine.mentalModelGet(parseArgs('memory_mental_model_delete', approval.arguments).id);
+        if (approval.tool === 'memory_curate') {
+          const { id } = parseArgs('memory_curate', approval.arguments);
+          const { missing } = await engine.resolveForDelete([id], idScope(requesterView(approval), undefined));
+          return missing.length > 0 ? { ok: false, reason: `Already gone: ${id}.` } : { ok: true };
+        }
+        if (approval.tool === 'memory_mental_model_delete' || approval.tool === 'memory_mental_model_update') {
+          await engine.mentalModelGet(parseArgs(approval.tool, approval.arguments).id);
           return { ok: true };
         }
-        if (approval.tool === 'memory_directive_delete') {
-          await engine.directiveGet(parseArgs('memory_directive_delete', approval.arguments).id);
+        if (approval.tool === 'memory_directive_delete' || approval.tool === 'memory_directive_update') {
+          await engine.directiveGet(parseArgs(approval.tool, approval.arguments).id);
           return { ok: true };
         }
         return { ok: false, reason: `${approval.tool} is not a gated memory tool.` };
@@ -373,8 +405,20 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
           const a = parseArgs('memory_delete', approval.arguments);
           return engine.delete(a.ids, idScope(requesterView(approval), a.dataset), requesterActor(approval));
         }
+        if (approval.tool === 'memory_curate') {
+          const { id, ...changes } = parseArgs('memory_curate', approval.arguments);
+          return engine.curate(id, changes, idScope(requesterView(approval), undefined), requesterActor(approval));
+        }
         if (approval.tool === 'memory_mental_model_delete') {
           return engine.mentalModelDelete(parseArgs('memory_mental_model_delete', approval.arguments).id);
+        }
+        if (approval.tool === 'memory_mental_model_update') {
+          const { id, ...changes } = parseArgs('memory_mental_model_update', approval.arguments);
+          return engine.mentalModelUpdate(id, changes);
+        }
+        if (approval.tool === 'memory_directive_update') {
+          const { id, ...changes } = parseArgs('memory_directive_update', approval.arguments);
+          return engine.directiveUpdate(id, changes);
         }
         return engine.directiveDelete(parseArgs('memory_directive_delete', approval.arguments).id);
       }),
