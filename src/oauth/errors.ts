@@ -11,7 +11,10 @@ export function oauthError(code: OAuthCode, description?: string): GatehouseErro
 export function rfcCode(error: GatehouseError): string {
   if (error.code.startsWith('oauth.')) return error.code.slice('oauth.'.length);
   if (error.code === 'rate_limited') return 'temporarily_unavailable';
-  if (error.code === 'validation_error' || error.code === 'payload_too_large') return 'invalid_request';
+  // A request for something that is not there (a well-known path, an endpoint) is the request's fault.
+  if (['validation_error', 'payload_too_large', 'unsupported_media_type', 'not_found'].includes(error.code)) {
+    return 'invalid_request';
+  }
   return 'server_error';
 }
 

@@ -50,7 +50,11 @@ export function redirectUriMatches(requested: string, registered: readonly strin
   } catch {
     return false;
   }
-  if (url.protocol !== 'http:' || !LOOPBACK.has(url.hostname) || url.hash) return false;
+  // Only the port varies: credentials (`http://trusted.example@127.0.0.1/cb` reads as another host on the
+  // consent page) and fragments never match.
+  if (url.protocol !== 'http:' || !LOOPBACK.has(url.hostname) || url.hash || url.username || url.password) {
+    return false;
+  }
   const portless = (u: URL) => `${u.protocol}//${u.hostname}${u.pathname}${u.search}`;
   return registered.some((candidate) => {
     try {

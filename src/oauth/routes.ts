@@ -16,7 +16,7 @@ import { hashToken } from '../identity/tokens.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { SettingsService } from '../settings/service.js';
 import type { Store } from '../store/db.js';
-import { parseJson } from '../store/json.js';
+import { nowIso, parseJson } from '../store/json.js';
 import type { TokenStore } from '../store/tokens.js';
 import type { OAuthAuditor } from './audit.js';
 import { type ClientDirectory, checkClientMetadata } from './clients.js';
@@ -74,7 +74,12 @@ function cookie(request: FastifyRequest, name: string): string | undefined {
   if (!header) return undefined;
   for (const part of header.split(';')) {
     const [key, ...rest] = part.trim().split('=');
-    if (key === name) return decodeURIComponent(rest.join('='));
+    if (key !== name) continue;
+    try {
+      return decodeURIComponent(rest.join('='));
+    } catch {
+      return undefined; // a mangled cookie is no cookie: a fresh one replaces it
+    }
   }
   return undefined;
 }
@@ -172,6 +177,19 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       .executeTakeFirst();
     if (!user || user.disabled) return undefined;
     return { subject: `user:${user.id}`, name: user.name, groups: parseJson<string[]>(user.groups, []) };
+  };
+
+  /** Whether the dashboard session `id` is still live: not logged out or revoked, not expired. */
+  const sessionLive = async (id: string | undefined): Promise<boolean> => {
+    if (id === undefined) return false;
+    const row = await deps.store.db
+      .selectFrom('user_sessions')
+      .select('id')
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>', nowIso())
+      .executeTakeFirst();
+    return row !== undefined;
   };
 
   /** The person of the browser's dashboard session (users' sign-in), if the request carries one. */
@@ -351,7 +369,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         }
         if (fromSession) {
           // The answer (a form post, which carries no session principal) comes back with the person sealed in.
-          const pending = { ...outcome.pending, person: fromSession };
+          const pending = { ...outcome.pending, person: fromSession, sessionId: request.session?.id };
           return showConsent(reply, pending, deps.server.sealPending(pending), fromSession);
         }
         return showConsent(reply, outcome.pending, outcome.sealed, signedIn?.person);
@@ -379,7 +397,11 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
             'The consent request expired or is not from this browser; start again from the client.',
           );
         const client = await deps.clients.find(pending.clientId, true);
-        const sealedPerson = !form.token && pending.person ? await personOfSubject(pending.person.subject) : undefined;
+        // Signed in by the session that showed the page, while it lives: a logout since ends that sign-in.
+        const sealedPerson =
+          !form.token && pending.person && (await sessionLive(pending.sessionId))
+            ? await personOfSubject(pending.person.subject)
+            : undefined;
         const signedIn = sealedPerson ? { person: sealedPerson } : await personOf(request, form.token);
         if (form.decision === 'deny')
           return reply.code(302).header('location', deps.server.deny(pending, signedIn?.person)).send();

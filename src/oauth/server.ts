@@ -44,6 +44,8 @@ export interface PendingAuthorization {
   nonceHash: string;
   /** The person the browser's dashboard session named when the page was shown (re-checked on the answer). */
   person?: Person;
+  /** That session: the answer counts as signed in only while it is live (not logged out, not expired). */
+  sessionId?: string;
   exp: number;
 }
 

@@ -203,6 +203,10 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
         status,
         expect.stringContaining('application/json'),
       ]);
+      // A path that is not there is the request's fault, not the server's.
+      if (status !== 200 && answer.json().error !== undefined && typeof answer.json().error === 'string') {
+        expect({ path, error: answer.json().error }).not.toEqual({ path, error: 'server_error' });
+      }
     }
     expect((await gw.request('GET', '/oauth/jwks', { token: null })).json().keys[0]).toMatchObject({
       kty: 'EC',
@@ -265,6 +269,22 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
     );
     expect(otherPort.statusCode).toBe(200);
     expect(otherPort.headers['content-security-policy']).toContain("default-src 'none'");
+    // Only the port varies: credentials would show another host on the consent page.
+    for (const redirect_uri of ['http://trusted.example:443@127.0.0.1:50123/cb', 'http://u:p@127.0.0.1/cb']) {
+      const spoof = await gw.request('GET', authorizeUrl(clientId, challenge, { redirect_uri }), { token: null });
+      expect([spoof.statusCode, spoof.json().error, spoof.headers.location]).toEqual([
+        400,
+        'invalid_request',
+        undefined,
+      ]);
+    }
+    // A mangled cookie is no cookie: the page is shown, with a fresh one.
+    const mangled = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(clientId, challenge),
+      headers: { cookie: 'gh_oauth_csrf=%E0%A4%A; gh_oauth_person=%' },
+    });
+    expect(mangled.statusCode).toBe(200);
     const plain = await gw.request('GET', authorizeUrl(clientId, challenge, { code_challenge_method: 'plain' }), {
       token: null,
     });
@@ -493,6 +513,30 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
     );
     expect(answer.statusCode).toBe(302);
     const code = new URL(answer.headers.location as string).searchParams.get('code') as string;
+    // The same page answered after a logout is not signed in any more: no code, the sign-in asked again.
+    const second = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(clientId, challenge, { scope: 'mcp group:default' }),
+      headers: { cookie: session },
+    });
+    const again = /name="request" value="([^"]+)"/
+      .exec(second.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    expect(again).toBeDefined();
+    const csrf = /gatehouse_csrf=([^;]+)/.exec(session)?.[1] as string;
+    const logout = await gw.gateway.app.inject({
+      method: 'POST',
+      url: '/auth/logout',
+      headers: { cookie: session, 'x-gatehouse-csrf': csrf },
+    });
+    expect(logout.statusCode).toBe(200);
+    const late = await form(
+      '/authorize',
+      { request: again as string, decision: 'approve' },
+      { cookie: cookiesOf(second, session) },
+    );
+    expect(late.headers.location ?? '').not.toContain('code=');
+    expect(late.body).toContain('name="token"');
     const tokens = await form('/token', {
       grant_type: 'authorization_code',
       code,
