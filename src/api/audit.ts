@@ -1,6 +1,6 @@
 /** The audit trail over REST: `GET /api/audit` (filtered, paged) and `GET /api/mcp/clients` (clients seen). */
 import { z } from 'zod';
-import { AuditQuery } from '../audit/query.js';
+import { type AuditEventView, AuditQuery } from '../audit/query.js';
 import { CALL_VERDICTS } from '../policy/verdicts.js';
 import type { Store } from '../store/db.js';
 import { listAnswer, pageQuery } from './lists.js';
@@ -28,6 +28,19 @@ const auditQuery = pageQuery.extend({
 
 const clientsQuery = pageQuery.extend({ since: isoTime.optional() });
 
+/** A call row of another client, for an agent's eyes: its arguments, result, asks and digest taken out. */
+function withoutOthersPayload(event: AuditEventView, callerId: string): AuditEventView {
+  if (event.kind !== 'call' || event.actorId === callerId) return event;
+  const data = event.data as Record<string, unknown> | null;
+  const kept =
+    data && typeof data === 'object'
+      ? Object.fromEntries(Object.entries(data).filter(([key]) => !PAYLOAD_KEYS.has(key)))
+      : null;
+  return { ...event, argsDigest: null, data: kept && Object.keys(kept).length > 0 ? kept : null };
+}
+
+const PAYLOAD_KEYS: ReadonlySet<string> = new Set(['arguments', 'result', 'asks', 'payloadError']);
+
 /** `settle` resolves once every call row this process answered is in the store (the audit's journal). */
 export function auditRoutes(deps: { store: Store; settle?: () => Promise<void> }): RouteDeclaration[] {
   const audit = new AuditQuery(deps.store);
@@ -47,6 +60,15 @@ export function auditRoutes(deps: { store: Store; settle?: () => Promise<void> }
         const own = principal?.role === 'member' ? { userId: principal.user?.id ?? principal.id } : {};
         await settle();
         const { events, total } = await audit.list({ ...filter, ...own }, { limit, offset });
+        // An agent reading the trail (`mcp.scope.audit` on /mcp/admin) sees other clients' calls without what they
+        // sent or got: no payload, and no digest, which a guess at low-entropy arguments (a PIN) would confirm.
+        if (principal?.role === 'agent') {
+          return listAnswer(
+            'events',
+            events.map((event) => withoutOthersPayload(event, principal.id)),
+            total,
+          );
+        }
         return listAnswer('events', events, total);
       },
     }),

@@ -210,6 +210,35 @@ describe('admin surface', () => {
     expect((await gw.request('GET', '/api/mcp/servers/again')).statusCode).toBe(200);
   });
 
+  it("an agent reading the audit sees other clients' calls without their payloads or digests, its own in full", async () => {
+    await settings({
+      'mcp.adminEnabled': true,
+      'mcp.scope.audit': 'read',
+      'mcp.scope.servers': 'read',
+      'audit.payloads': 'data',
+    });
+    await gw.request('PATCH', '/api/mcp/servers/files/tools', { body: { allow: ['echo'] } });
+    await gw.request('POST', '/api/mcp/servers/files/test');
+    const other = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'other' } })).json();
+    const hub = await connectAgent(`${base}/mcp`, other.token);
+    clients.push(hub);
+    await hub.callTool({ name: 'files__echo', arguments: { text: 'my PIN is 1690' } });
+    const reader = await connect(agent.token);
+    await call(reader, 'mcp_server_list', {});
+    await gw.gateway.audit.flush();
+
+    const events = (await call(reader, 'audit_list', { kind: 'call', limit: 50 })).structuredContent.events as Json[];
+    const theirs = events.find((e) => e.tool === 'echo') as Json;
+    expect(theirs).toMatchObject({ actorId: other.id, argsDigest: null });
+    expect(JSON.stringify(events)).not.toContain('1690');
+    const mine = events.find((e) => e.tool === 'mcp_server_list') as Json;
+    expect(mine.argsDigest).toEqual(expect.any(String));
+    expect(mine.data).toHaveProperty('arguments');
+    // An operator reads every row in full.
+    const all = (await gw.request('GET', '/api/audit?kind=call&limit=50')).json().events as Json[];
+    expect(JSON.stringify(all.find((e) => e.tool === 'echo'))).toContain('1690');
+  });
+
   it('keeps the secrets of a gated install sealed: the card and the stored row show them masked, the run sends them', async () => {
     // Payloads on: the audit keeps arguments, and must keep these masked too.
     await settings({ 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write', 'audit.payloads': 'data' });
