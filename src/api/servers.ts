@@ -208,21 +208,39 @@ const CONFIG_FIELD_TIERS: Readonly<Record<keyof z.input<typeof configBody>, Tier
   idleShutdownS: 'autonomousWrite',
 };
 
+/**
+ * Variables that decide what code a process loads or runs: an approver must see their values (a
+ * `NODE_OPTIONS=--import=data:…` runs whatever it names), so cards show them; they are not credentials.
+ */
+const CODE_LOADING_ENV =
+  /^(NODE_OPTIONS|NODE_PATH|PATH|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|DYLD_\w+|PYTHON(PATH|STARTUP|HOME|INSPECT|EXECUTABLE)|PERL5(OPT|LIB)|RUBY(OPT|LIB)|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|BASH_ENV|ENV|GIT_SSH_COMMAND|GIT_EXEC_PATH)$/;
+
+/** A value the call writes, masked: a literal shows that a new value is set (not which), a reference its name. */
+function showNewInput(input: SecretInput | null): Record<string, unknown> | null {
+  const shown = showInput(input);
+  return shown && 'set' in shown ? { ...shown, new: true } : shown;
+}
+
 /** A config body as an approval card shows it: header, env and bearer values masked, references named. */
 function showConfigBody(body: Record<string, unknown>): Record<string, unknown> {
   const shown: Record<string, unknown> = { ...body };
   for (const field of ['env', 'headers'] as const) {
     const values = body[field] as Record<string, SecretInput | null> | undefined;
     if (values && typeof values === 'object') {
-      shown[field] = Object.fromEntries(Object.entries(values).map(([name, value]) => [name, showInput(value)]));
+      shown[field] = Object.fromEntries(
+        Object.entries(values).map(([name, value]) => [
+          name,
+          field === 'env' && CODE_LOADING_ENV.test(name) && typeof value === 'string' ? value : showNewInput(value),
+        ]),
+      );
     }
   }
   const auth = body.auth as { type?: string; token?: SecretInput; clientSecret?: SecretInput } | undefined;
   if (auth && typeof auth === 'object') {
     shown.auth = {
       ...auth,
-      ...(auth.token !== undefined ? { token: showInput(auth.token) } : {}),
-      ...(auth.clientSecret !== undefined ? { clientSecret: showInput(auth.clientSecret) } : {}),
+      ...(auth.token !== undefined ? { token: showNewInput(auth.token) } : {}),
+      ...(auth.clientSecret !== undefined ? { clientSecret: showNewInput(auth.clientSecret) } : {}),
     };
   }
   // An install by manifest carries the same secret fields one level down.

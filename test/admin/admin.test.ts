@@ -268,7 +268,7 @@ describe('admin surface', () => {
     for (const text of [card.body, list.body, stored.arguments, stored.detail ?? '', stored.sealed_arguments ?? '']) {
       expect(text).not.toContain(secret);
     }
-    expect(card.json().arguments.manifest.headers).toEqual({ 'X-Upstream-Key': { set: true } });
+    expect(card.json().arguments.manifest.headers).toEqual({ 'X-Upstream-Key': { set: true, new: true } });
     expect(stored.sealed_arguments).toEqual(expect.any(String));
 
     // Approved, the install runs with the literal value: the upstream receives it on the handshake.

@@ -215,9 +215,27 @@ describe('admin tiers', () => {
     expect(card.detail.changes).toEqual({
       enabled: { from: false, to: true },
       url: { from: upstream.url, to: `${upstream.url}?moved=1` },
-      headers: { from: { 'X-Api-Key': { set: true } }, to: { 'X-Api-Key': { set: true } } },
+      // A new value is visibly new, though not shown.
+      headers: { from: { 'X-Api-Key': { set: true } }, to: { 'X-Api-Key': { set: true, new: true } } },
     });
     expect(JSON.stringify(card.detail)).not.toContain('the-new-secret');
+    // A variable that decides what code runs is shown: the approver must see what it loads.
+    const loader = await call('mcp_server_install', {
+      manifest: {
+        id: 'runner',
+        name: 'Runner',
+        transport: 'stdio',
+        command: 'node',
+        env: { NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)', API_KEY: 'the-api-secret' },
+      },
+    });
+    expect(loader.status).toBe('pending_approval');
+    const loaderCard = (await gw.request('GET', `/api/approvals/${loader.approval_id}`)).json();
+    expect(loaderCard.arguments.manifest.env).toEqual({
+      NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
+      API_KEY: { set: true, new: true },
+    });
+    await gw.request('POST', `/api/approvals/${loader.approval_id}/reject`, { body: { reason: 'no' } });
 
     await gw.request('POST', `/api/approvals/${mixed.approval_id}/approve`, { body: {} });
     const done = await call('gatehouse__approval_status', { approval_id: mixed.approval_id, wait_s: 10 });
