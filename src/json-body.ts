@@ -11,7 +11,14 @@ import { GatehouseError } from './errors.js';
 
 const POISON_CHECKS = { protoAction: 'error', constructorAction: 'error' } as const;
 
-export type BodyRefusalReason = 'empty_body' | 'invalid_json' | 'forbidden_key';
+/**
+ * Deepest nesting of arrays and objects a body may have. Far past any real request, and far short of the
+ * depth (a few thousand) at which the recursive code every body meets later — JSON.stringify, schema
+ * validation — overflows the stack: such a body is refused here, in words, instead of failing there.
+ */
+export const MAX_BODY_DEPTH = 512;
+
+export type BodyRefusalReason = 'empty_body' | 'invalid_json' | 'forbidden_key' | 'too_deep';
 
 function bodyError(reason: BodyRefusalReason, message: string): GatehouseError {
   return new GatehouseError('validation_error', message, { issues: [{ path: 'body', message }], reason });
@@ -28,6 +35,10 @@ export function parseJsonBody(
     done(bodyError('empty_body', 'The body is empty.'));
     return;
   }
+  if (text.length > MAX_BODY_DEPTH && nestingDepth(text) > MAX_BODY_DEPTH) {
+    done(bodyError('too_deep', `The body nests arrays and objects deeper than ${MAX_BODY_DEPTH} levels.`));
+    return;
+  }
   let value: unknown;
   try {
     value = secureJson.parse(text, undefined, POISON_CHECKS);
@@ -37,6 +48,26 @@ export function parseJsonBody(
     return;
   }
   done(null, value);
+}
+
+/** The deepest nesting of `{` and `[` outside strings (a text shorter than the limit cannot pass it: not scanned). */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      // A backslash escapes the next character.
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth > deepest) deepest = depth;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return deepest;
 }
 
 function isJson(text: string): boolean {
@@ -79,7 +110,7 @@ export function mcpBodyRefusal(error: GatehouseError): McpBodyRefusal | undefine
     if (reason === 'empty_body' || reason === 'invalid_json') {
       return answer(-32700, 'Parse error: the request body is not valid JSON');
     }
-    if (reason === 'forbidden_key') return answer(-32600, `Invalid Request: ${error.message}`);
+    if (reason === 'forbidden_key' || reason === 'too_deep') return answer(-32600, `Invalid Request: ${error.message}`);
     return undefined;
   }
   if (error.code === 'unsupported_media_type') {

@@ -4,6 +4,7 @@
  * never Fastify's own `FST_ERR_*` bodies. A real gateway through `inject()`.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MAX_BODY_DEPTH } from '../../src/json-body.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 
@@ -87,6 +88,23 @@ describe('refused bodies and URLs', () => {
         id: null,
       });
     }
+
+    // Nesting past the limit is refused before any recursive code meets it; up to the limit is the route's to judge.
+    const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+    const deep = await post(callWithArguments(`{"text":${nested(MAX_BODY_DEPTH + 1)}}`));
+    expect(deep.statusCode).toBe(400);
+    expect(deep.json().error).toMatchObject({ code: -32600, data: { reason: 'too_deep' } });
+    const deepRest = await gw.request('POST', '/api/tokens', {
+      body: `{"role":"agent","name":"x","groups":${nested(MAX_BODY_DEPTH + 1)}}`,
+      headers: JSON_HEADERS,
+    });
+    expect(deepRest.json().error).toMatchObject({ code: 'validation_error', reason: 'too_deep' });
+    const atLimit = await gw.request('POST', '/api/tokens', {
+      // Brackets inside a string are text, not nesting.
+      body: `{"role":"agent","name":"x","groups":${nested(MAX_BODY_DEPTH - 1)},"pad":"[[[[\\"[["}`,
+      headers: JSON_HEADERS,
+    });
+    expect(atLimit.json().error.reason).not.toBe('too_deep');
 
     const plain = await post('hello', { ...MCP_HEADERS, 'content-type': 'text/plain' });
     expect(plain.statusCode).toBe(415);
