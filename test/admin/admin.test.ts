@@ -140,6 +140,16 @@ describe('admin surface', () => {
     const failed = await call(client, 'mcp_server_get', { id: 'files' });
     expect(failed.isError).toBeFalsy();
     expect(failed.structuredContent.status).toBe('failed');
+    // What a tool does not declare is refused, never silently dropped: fields and q belong to lists.
+    for (const [name, args, key] of [
+      ['mcp_server_get', { id: 'files', bogus: 1 }, 'bogus'],
+      ['mcp_server_get', { id: 'files', fields: 'status' }, 'fields'],
+      ['platform_version', { q: 'x' }, 'q'],
+    ] as const) {
+      const undeclared = await call(client, name, args);
+      expect(undeclared.isError).toBe(true);
+      expect(undeclared.structuredContent.error).toMatchObject({ code: 'validation_error', issues: [{ path: key }] });
+    }
   });
 
   it('holds path arguments to hal0’s rules and encodes them as one segment', async () => {

@@ -86,6 +86,16 @@ export async function invokeTool(
   const rest: AdminArgs = {};
   for (const [key, value] of Object.entries(args)) if (!tool.pathParams.some((p) => p.name === key)) rest[key] = value;
   const { fields, q, ...forwarded } = rest as AdminArgs & { fields?: unknown; q?: unknown };
+  // What the tool's schema does not declare is refused, not dropped: a caller must not think it was applied.
+  const undeclared = [
+    ...(tool.argsIn === 'none' ? Object.keys(forwarded) : []),
+    ...(tool.isList ? [] : ['fields', 'q'].filter((key) => Object.hasOwn(rest, key))),
+  ];
+  if (undeclared.length > 0) {
+    const message = `${tool.name} takes no argument ${undeclared.map((key) => `"${key}"`).join(', ')}.`;
+    const issues = undeclared.map((key) => ({ path: key, message: 'not an argument of this tool' }));
+    return { ok: false, body: { status: 'error', error: { code: 'validation_error', message, issues } } };
+  }
   const call = async (query: AdminArgs): Promise<InvokeOutcome> => {
     const nonce = grants.issue({
       principal,
