@@ -18,7 +18,7 @@ import Fastify, {
 import { GRANT_HEADER, type SurfaceGrants } from './api/grants.js';
 import { type RouteDeclaration, registerRoutes } from './api/route.js';
 import type { Config } from './config.js';
-import { GatehouseError, isGatehouseError } from './errors.js';
+import { GatehouseError, isGatehouseError, noRouteError } from './errors.js';
 import type { Authenticator } from './identity/index.js';
 import { mcpBodyRefusal, parseJsonBody } from './json-body.js';
 import { type Logger, requestLogger } from './logging.js';
@@ -252,7 +252,7 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    const error = new GatehouseError('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
+    const error = noRouteError(request.method, request.url.split('?')[0] ?? '');
     return reply.code(error.status).send(error.toBody());
   });
 

@@ -419,3 +419,9 @@ export function validationError(issues: ValidationIssue[], message?: string, det
   const summary = message ?? `Invalid request: ${issues.map((i) => `${i.path || '(body)'}: ${i.message}`).join('; ')}`;
   return new GatehouseError('validation_error', summary, { ...details, issues });
 }
+
+/** No route for a request. The path is the caller's own input: named, but cut short (an id of 5,000 characters is not echoed whole). */
+export function noRouteError(method: string, path: string): GatehouseError {
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  return new GatehouseError('not_found', `No route ${method} ${shown}.`);
+}

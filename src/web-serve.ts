@@ -13,7 +13,7 @@ import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyReply } from 'fastify';
 import { defineRoute, type RouteDeclaration } from './api/route.js';
-import { GatehouseError } from './errors.js';
+import { GatehouseError, noRouteError } from './errors.js';
 
 /** `dist/web` at the package root, from `src/` and from `dist/` alike. */
 export const DASHBOARD_DIR = fileURLToPath(new URL('../dist/web/', import.meta.url));
@@ -140,7 +140,7 @@ export function dashboardRoutes(options: DashboardOptions = {}): RouteDeclaratio
   };
 
   const serve = async (path: string, reply: FastifyReply, ifNoneMatch: string | undefined) => {
-    if (isReserved(path)) throw new GatehouseError('not_found', `No route GET ${path}.`);
+    if (isReserved(path)) throw noRouteError('GET', path);
     securityHeaders(reply);
     const loaded = await current();
     if (!loaded) {

@@ -134,5 +134,9 @@ describe('refused bodies and URLs', () => {
       expect(answer.body).not.toContain('%ZZ');
       expect(answer.headers['x-request-id']).toEqual(expect.any(String));
     }
+    // A long id on a route that has none that long is no route: said without echoing the whole path.
+    const long = await gw.request('GET', `/api/mcp/servers/${'x'.repeat(5000)}`);
+    expect(long.statusCode).toBe(404);
+    expect(long.json().error.message.length).toBeLessThan(300);
   });
 });
