@@ -158,12 +158,15 @@ export class ClientDirectory {
       text = await response.text();
     } catch (error) {
       const refused = findGatehouseError(error);
+      const reason = refused?.details?.reason;
       const why =
         refused?.code === 'private_network_blocked'
           ? 'is on a private or loopback address'
-          : refused?.code === 'upstream_protocol_error' || refused?.code === 'payload_too_large'
-            ? `is larger than ${DOCUMENT_MAX_BYTES} bytes or unreadable`
-            : 'could not be fetched';
+          : reason === 'redirect_refused'
+            ? 'answered with a redirect, which is not followed (serve it at its client_id URL)'
+            : refused?.code === 'upstream_protocol_error' || refused?.code === 'payload_too_large'
+              ? `is larger than ${DOCUMENT_MAX_BYTES} bytes or unreadable`
+              : 'could not be fetched';
       throw oauthError('oauth.invalid_client', `The client metadata document ${why}.`);
     }
     if (response.status !== 200) {

@@ -43,6 +43,10 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
         res.writeHead(200, { 'content-type': 'application/json' });
         return res.end(JSON.stringify({ client_id: id, redirect_uris: [REDIRECT], padding: 'x'.repeat(40_000) }));
       }
+      if (req.url === '/moved.json') {
+        res.writeHead(302, { location: `${documents.origin}/good.json` });
+        return res.end();
+      }
       const claimed = req.url === '/liar.json' ? 'https://someone-else.example/client.json' : id;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ client_id: claimed, client_name: 'Doc client', redirect_uris: [REDIRECT] }));
@@ -317,6 +321,10 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
       const answer = await gw.request('GET', authorizeUrl(clientId, challenge), { token: null });
       expect([clientId, answer.statusCode, answer.json().error]).toEqual([clientId, 400, 'invalid_client']);
     }
+    // A redirect is not followed, and said so (not "too large").
+    const moved = await gw.request('GET', authorizeUrl(`${documents.origin}/moved.json`, challenge), { token: null });
+    expect([moved.statusCode, moved.json().error]).toEqual([400, 'invalid_client']);
+    expect(moved.json().error_description).toContain('redirect');
     const ok = await gw.request('GET', authorizeUrl(`${documents.origin}/good.json`, challenge), { token: null });
     expect(ok.statusCode).toBe(200);
     expect(ok.body).toContain(`<code>${new URL(documents.origin).host}</code>`);
