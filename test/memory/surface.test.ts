@@ -192,6 +192,10 @@ describeEachStore('memory surface', (target) => {
       ['memory_mental_model_create', { name: 'x' }],
       ['memory_search', { query: 'x', dataset: 'elsewhere' }],
       ['memory_list', { cursor: '%%%' }],
+      ['memory_add', { text: 'x', occurred_start: '1' }],
+      ['memory_add', { text: 'x', occurred_start: 'next tuesday' }],
+      ['memory_add', { text: 'x', occurred_start: '2025-06-01', occurred_end: '2020-01-01T00:00:00Z' }],
+      ['memory_curate', { id: 'mem_x', occurred_start: '2025-06-01', occurred_end: '2020-01-01' }],
     ];
     for (const [name, args] of cases) {
       const error = await refused(a, name, args, 'mcp.memory_schema');

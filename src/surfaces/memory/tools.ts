@@ -21,10 +21,23 @@ const dataset = z
     'Dataset: "shared" (default), "agents", "project:<id>", or your own "private:<client>". Reads default to shared plus your private dataset.',
   );
 const tags = z.array(z.string().regex(TAG_PATTERN, 'a tag of 1-64 letters, digits, _ . : / or -')).max(32);
+/** `2026-12-05`, or a date and time (`2026-12-05T10:00`, seconds, a fraction and an offset optional). */
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 const isoDate = z
   .string()
   .max(40)
-  .refine((v) => !Number.isNaN(Date.parse(v)), 'an ISO-8601 date or time');
+  .refine((v) => ISO_8601.test(v) && !Number.isNaN(Date.parse(v)), 'an ISO-8601 date or time');
+
+/** An event's start is not after its end, when both are given. */
+const startNotAfterEnd = (
+  value: { occurred_start?: string | null | undefined; occurred_end?: string | null | undefined },
+  ctx: z.RefinementCtx,
+): void => {
+  const { occurred_start: start, occurred_end: end } = value;
+  if (start && end && Date.parse(start) > Date.parse(end)) {
+    ctx.addIssue({ code: 'custom', path: ['occurred_end'], message: 'occurred_end is before occurred_start' });
+  }
+};
 const factType = z.enum(['world', 'experience']);
 const budget = z.enum(['low', 'mid', 'high']);
 const query = z.string().trim().min(1).max(2000);
@@ -128,17 +141,19 @@ export const MEMORY_SCHEMAS = {
   memory_operation_retry: z.strictObject({ id }),
   memory_tags_list: z.strictObject({ dataset: dataset.optional() }),
   memory_bank_stats: z.strictObject({ dataset: dataset.optional() }),
-  memory_add: z.strictObject({
-    text: z.string().trim().min(1, 'text must not be empty').max(100_000),
-    context: z.string().max(2000).optional(),
-    fact_type: factType.optional(),
-    entities: entities.optional(),
-    tags: tags.optional(),
-    occurred_start: isoDate.optional(),
-    occurred_end: isoDate.optional(),
-    metadata: z.record(z.string(), z.union([z.string().max(2000), z.number(), z.boolean(), z.null()])).optional(),
-    dataset: dataset.optional(),
-  }),
+  memory_add: z
+    .strictObject({
+      text: z.string().trim().min(1, 'text must not be empty').max(100_000),
+      context: z.string().max(2000).optional(),
+      fact_type: factType.optional(),
+      entities: entities.optional(),
+      tags: tags.optional(),
+      occurred_start: isoDate.optional(),
+      occurred_end: isoDate.optional(),
+      metadata: z.record(z.string(), z.union([z.string().max(2000), z.number(), z.boolean(), z.null()])).optional(),
+      dataset: dataset.optional(),
+    })
+    .superRefine(startNotAfterEnd),
   memory_delete: z.strictObject({
     ids: z.array(id).min(1, 'ids must name at least one memory').max(100),
     dataset: dataset.optional(),
@@ -154,7 +169,8 @@ export const MEMORY_SCHEMAS = {
       entities: entities.optional(),
       state: z.enum(['valid', 'invalidated']).optional(),
     })
-    .superRefine(atLeastOne(CURATE_FIELDS)),
+    .superRefine(atLeastOne(CURATE_FIELDS))
+    .superRefine(startNotAfterEnd),
   memory_bank_consolidate: z.strictObject({ dataset: dataset.optional() }),
 } as const;
 
