@@ -51,12 +51,12 @@ export async function resolveForDelete(ctx: MemoryContext, ids: readonly string[
   return withStore(async () => {
     const units = await ctx.store.db
       .selectFrom('memory_units')
-      .select(['id', 'dataset', 'source'])
+      .select(['id', 'dataset', 'source', 'text'])
       .where('id', 'in', [...ids])
       .execute();
     const docs = await ctx.store.db
       .selectFrom('memory_documents')
-      .select(['id', 'dataset', 'source'])
+      .select(['id', 'dataset', 'source', 'text'])
       .where('id', 'in', [...ids])
       .execute();
     const found = [...units, ...docs].filter((r) => visible(datasets, r.dataset));

@@ -263,6 +263,11 @@ describeEachStore('memory surface', (target) => {
       tool: 'memory_delete',
       arguments: { ids: [mine[0]?.id, mine[1]?.id] },
     });
+    // The card says what would go: each memory's text.
+    expect(card.detail.items.map((item: Json) => item.text).sort()).toEqual([
+      'Alpha fact about caching, corrected.',
+      'Beta fact about caching.',
+    ]);
     await gw.request('POST', `/api/approvals/${bulk.approval_id}/approve`, { body: {} });
     const executed = await ok(a, 'gatehouse__approval_status', { approval_id: bulk.approval_id, wait_s: 10 });
     expect(executed).toMatchObject({ status: 'executed', result: { deleted: 2 } });

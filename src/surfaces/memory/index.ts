@@ -99,6 +99,10 @@ export function parseArgs<N extends MemoryToolName>(name: N, raw: unknown): Memo
 
 const actorOf = (p: { id: string; name: string }): Actor => ({ id: p.id, name: p.name });
 
+/** The memories a card is about, with their text (the first 500 characters): what the operator agrees to. */
+const cardItems = (items: ReadonlyArray<{ text: string } & Record<string, unknown>>) =>
+  items.map(({ text, ...item }) => ({ ...item, text: text.length > 500 ? `${text.slice(0, 500)}…` : text }));
+
 export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
   const { engine } = deps;
 
@@ -281,7 +285,7 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
         return needsApproval(
           name,
           args,
-          { reason, items: found },
+          { reason, items: cardItems(found) },
           `This is ${reason}; it needs an operator's approval.`,
         );
       }
@@ -296,7 +300,7 @@ export function createMemorySurface(deps: MemorySurfaceDeps): MemorySurface {
           return needsApproval(
             name,
             { id, ...changes },
-            { reason: "a change to another client's memory", items: found, changes },
+            { reason: "a change to another client's memory", items: cardItems(found), changes },
             "This is a change to another client's memory; it needs an operator's approval.",
           );
         }
