@@ -8,6 +8,7 @@
 
 import { commandAllowed } from '../policy/commands.js';
 import { deriveServerId, serverIdSchema } from '../registry/ids.js';
+import { hasUrlCredentials } from '../registry/manifest.js';
 import type { NewServer } from '../registry/records.js';
 import { type ClientEntry, clientEntrySchema } from './clients.js';
 
@@ -138,7 +139,7 @@ export function planImport(
       refuse('its url is not an absolute URL', shown);
       continue;
     }
-    if (transport !== 'stdio' && (new URL(url as string).username || new URL(url as string).password)) {
+    if (transport !== 'stdio' && hasUrlCredentials(url as string)) {
       // A URL is stored and shown as it is: its credentials would not be sealed.
       refuse('its url carries credentials; give them as a header instead', { ...shown, target: null });
       continue;

@@ -353,6 +353,13 @@ function invalid(reason: string, message: string, details?: Record<string, unkno
   return new GatehouseError('mcp.manifest_invalid', message, { ...details, reason });
 }
 
+/** Whether a URL carries credentials (`https://user:secret@host/…`): a URL is stored and shown as it is, unsealed. */
+export function hasUrlCredentials(url: string): boolean {
+  if (!URL.canParse(url)) return false;
+  const { username, password } = new URL(url);
+  return username !== '' || password !== '';
+}
+
 /** An `http(s)` URL a server can be reached at: parsed, and free of credentials (those belong in sealed headers). */
 function serverUrl(value: string, path = 'url'): URL {
   let url: URL;
@@ -366,7 +373,7 @@ function serverUrl(value: string, path = 'url'): URL {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw specError(`Unsupported URL scheme; supported are ${SUPPORTED_SPECS}.`, 'unsupported_scheme');
   }
-  if (url.username !== '' || url.password !== '') {
+  if (hasUrlCredentials(value)) {
     const message = 'Credentials in the URL are refused; give them as a header instead.';
     throw validationError([{ path, message }], message, { reason: 'credentials_in_url' });
   }

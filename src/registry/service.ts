@@ -16,6 +16,7 @@ import { nowIso, parseJson } from '../store/json.js';
 import type { ServerTable } from '../store/schema.js';
 import { missingConfiguration } from './configuration.js';
 import type { HandshakeResult, Handshaker } from './handshake.js';
+import { hasUrlCredentials } from './manifest.js';
 import {
   type ConfigPatch,
   type Connection,
@@ -421,9 +422,7 @@ function assertSandboxChange(sandbox: unknown, actor: Principal | undefined): vo
  * manifest's URL already was.
  */
 function refuseUrlCredentials(url: string | null | undefined): void {
-  if (!url || !URL.canParse(url)) return;
-  const { username, password } = new URL(url);
-  if (username === '' && password === '') return;
+  if (!url || !hasUrlCredentials(url)) return;
   const message =
     'Credentials in the URL are refused; give them as a header or bearer auth instead (those are sealed).';
   throw new GatehouseError('validation_error', message, {
