@@ -64,6 +64,7 @@ import { FleetCallLimiter } from './policy/fleet-limits.js';
 import { CallLimiter } from './policy/limits.js';
 import { Readiness } from './readiness.js';
 import { loadCatalog } from './registry/catalog.js';
+import { endUnwantedConnections } from './registry/connection-janitor.js';
 import { createHandshaker } from './registry/handshake.js';
 import { ListWatchers, type ListWatchTimings } from './registry/list-watch.js';
 import { type ServerOptions, ServerStore } from './registry/records.js';
@@ -612,6 +613,15 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     retention.start();
     await memory.start();
     await supervisor.boot();
+    // A record's change ends the pooled connections it no longer wants (removed, disabled, repointed) here too.
+    const unpool = events.subscribe((event) => {
+      const id = event.data.id;
+      if (event.type !== 'server.changed' || typeof id !== 'string') return;
+      void endUnwantedConnections(id, registry.records, pools).catch((error) =>
+        logger.warn({ server: id, err: error }, 'could not end the upstream connections of a changed server'),
+      );
+    });
+    app.addHook('onClose', async () => unpool());
     if (config.listWatch) {
       // Any replica's change to a record (install, configure, enable, a first handshake) reaches every
       // replica's watches. A watch (re)started by a change of the record refreshes once connected (a

@@ -283,7 +283,7 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
         return runningOnly ? undefined : stdioHandshake(row, connection, options);
       }
       const pool = options.poolFor(connection.privateNetwork);
-      const target = upstreamTargetOf(connection);
+      const target = upstreamTargetOf(connection, row.id);
       const abandon = signal ? { signal } : {};
       const { tools } = await pool.listTools(target, { ...abandon, catalog: true }).catch((error: unknown) => {
         throw connection.privateNetwork ? error : (withPrivateNetworkHint(error, row.id) ?? error);

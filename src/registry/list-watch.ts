@@ -192,7 +192,7 @@ export class ListWatchers {
   private targetOf(row: ServerTable) {
     const connection = this.options.records.connectionOf(row);
     if (connection.transport === 'stdio') return undefined;
-    const target = upstreamTargetOf(connection);
+    const target = upstreamTargetOf(connection, row.id);
     // A digest, so the header values (secrets) are not kept around twice.
     const fingerprint = createHash('sha256')
       .update(

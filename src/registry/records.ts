@@ -162,10 +162,13 @@ export type Connection =
   | { transport: 'streamable-http' | 'sse'; url: string; headers: Record<string, string>; privateNetwork: boolean }
   | { transport: 'stdio'; command: string; args: string[]; env: Record<string, string> };
 
-/** What the upstream pool is handed for a URL server: its URL, headers and (for HTTP+SSE) its transport. */
-export function upstreamTargetOf(connection: Extract<Connection, { url: string }>): UpstreamTarget {
+/**
+ * What the upstream pool is handed for server `owner`'s URL: its URL, headers and (for HTTP+SSE) its
+ * transport, owned by the record (so its connections end when the record stops wanting them).
+ */
+export function upstreamTargetOf(connection: Extract<Connection, { url: string }>, owner: string): UpstreamTarget {
   const { url, headers, transport } = connection;
-  return transport === 'sse' ? { url, headers, transport } : { url, headers };
+  return transport === 'sse' ? { url, headers, transport, owner } : { url, headers, owner };
 }
 
 export class ServerStore {

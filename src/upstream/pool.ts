@@ -54,6 +54,10 @@ const MODERN_RECYCLE_AFTER = 1_000;
 /** A pooled connection, or the connect that will produce it. */
 interface Slot {
   key: string;
+  /** What it connects to (every target of one key has the same URL, headers and transport). */
+  target: NormalizedTarget;
+  /** The server records whose operations used it (`closeOwner`). */
+  owners: Set<string>;
   pending: Promise<Connection>;
   connection?: Connection;
   /** Operations holding or waiting for it. */
@@ -318,6 +322,21 @@ export class UpstreamPool {
     return { open, connecting: this.connecting, eraByUrl: this.eras.size, directCalls: this.directCalls };
   }
 
+  /**
+   * Ends the pooled connections of a server record that no longer wants them (removed, disabled, or its URL,
+   * headers or network changed): every connection an operation of `owner` used, except those `keep` accepts.
+   * Operations running on one finish first; the next connects anew. Answers how many were ended.
+   */
+  closeOwner(owner: string, keep: (target: NormalizedTarget) => boolean = () => false): number {
+    let ended = 0;
+    for (const slot of [...this.slots.values()]) {
+      if (!slot.owners.has(owner) || keep(slot.target)) continue;
+      this.retire(slot);
+      ended += 1;
+    }
+    return ended;
+  }
+
   /** Closes every connection (ending 2025-era sessions politely); later operations fail. */
   async close(): Promise<void> {
     this.closed = true;
@@ -438,6 +457,7 @@ export class UpstreamPool {
       slot = undefined;
     }
     if (slot) {
+      if (target.owner !== undefined) slot.owners.add(target.owner);
       // Map order is the LRU order.
       this.slots.delete(slot.key);
       this.slots.set(slot.key, slot);
@@ -464,6 +484,8 @@ export class UpstreamPool {
   private openSlot(target: NormalizedTarget, timeoutMs: number): Slot {
     const slot: Slot = {
       key: target.key,
+      target,
+      owners: new Set(target.owner === undefined ? [] : [target.owner]),
       pending: this.connect(target, timeoutMs, this.lifetime.signal),
       users: 0,
       retired: false,

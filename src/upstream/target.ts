@@ -19,6 +19,8 @@ export interface NormalizedTarget {
    * the upstream also speaks, so a call of an agent that can be asked lets the upstream ask (`asks.ts`).
    */
   forAsks?: true;
+  /** `UpstreamTarget.owner`. */
+  owner?: string;
 }
 
 /** Headers the MCP transport or HTTP itself owns; a caller's value would corrupt or hijack the exchange. */
@@ -82,5 +84,5 @@ export function normalizeTarget(target: UpstreamTarget): NormalizedTarget {
   // The same URL spoken over the other transport is another connection (Streamable HTTP keys are unchanged).
   const keyed = transport === 'sse' ? [url, sorted, transport] : [url, sorted];
   const key = createHash('sha256').update(JSON.stringify(keyed)).digest('hex');
-  return { url, headers, key, transport };
+  return { url, headers, key, transport, ...(target.owner !== undefined ? { owner: target.owner } : {}) };
 }

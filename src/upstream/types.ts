@@ -14,6 +14,11 @@ export interface UpstreamTarget {
   headers?: Record<string, string>;
   /** `sse`: the 2024-11-05 HTTP+SSE transport (`url` is its GET stream). Default Streamable HTTP. */
   transport?: UpstreamTransport;
+  /**
+   * The server record this target serves (its id), not part of the pool key: `UpstreamPool.closeOwner`
+   * ends a record's pooled connections when it is removed, disabled or repointed.
+   */
+  owner?: string;
 }
 
 export type UpstreamTransport = 'streamable-http' | 'sse';

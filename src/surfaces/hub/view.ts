@@ -340,7 +340,7 @@ export class Snapshot {
         connection.transport === 'stdio'
           ? null
           : {
-              target: upstreamTargetOf(connection),
+              target: upstreamTargetOf(connection, server.row.id),
               privateNetwork: connection.privateNetwork,
             };
       this.upstreams.set(server.row.id, upstream);
