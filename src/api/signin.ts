@@ -17,6 +17,7 @@ import {
   readCookie,
   SESSION_COOKIE,
   safeEqual,
+  signInRoleOf,
   userPrincipal,
 } from '../identity/index.js';
 import { mapClaims, type OidcClient, randomSecret } from '../identity/oidc.js';
@@ -122,13 +123,15 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
         if (record.userId) {
           const owner = await users.get(record.userId);
           if (!owner || owner.disabled) throw new GatehouseError('unauthorized', 'That token’s owner is disabled.');
-          principal = userPrincipal(owner);
+          // The owner, within what the token may do: an agent's token never opens its owner's admin session.
+          principal = { ...userPrincipal(owner), role: signInRoleOf(record.role, owner.role) };
         } else if (record.role === 'admin' || record.role === 'operator') {
           principal = { id: record.id, name: record.name, role: record.role, groups: record.groups };
         } else {
           throw new GatehouseError('forbidden', 'Only admin and operator tokens, or tokens a user owns, sign in here.');
         }
-        const opened = await sessions.create(record.userId ? { userId: record.userId } : { tokenId: record.id });
+        // The token is kept on the session: revoking it ends the session, and its role bounds the session's.
+        const opened = await sessions.create({ userId: record.userId, tokenId: record.id });
         if (record.userId) await users.touch(record.userId);
         await audit.recordAdmin({
           action: 'session.create',

@@ -7,7 +7,7 @@ export {
   type OAuthTokenVerifier,
   oauthAuthenticator,
 } from './oauth-authenticator.js';
-export { checkRoleWithinOwner, roleWithinOwner } from './owner-role.js';
+export { checkRoleWithinOwner, roleWithinOwner, signInRoleOf } from './owner-role.js';
 export { type Authenticator, bearerToken, type Principal, type Role, type TokenPrincipal } from './principal.js';
 export {
   CSRF_COOKIE,

@@ -16,6 +16,14 @@ export function roleWithinOwner(role: Role, ownerRole: UserRole): Role {
   return (MANAGING_RANK[ownerRole] ?? 0) < rank ? ownerRole : role;
 }
 
+/**
+ * The role a dashboard session opened with a token of `role` acts with: a managing token's, within its owner's;
+ * an agent or ops token's at most a member's (it is a credential an agent holds, not the person's sign-in).
+ */
+export function signInRoleOf(role: Role, ownerRole: UserRole): UserRole {
+  return roleWithinOwner(MANAGING_RANK[role] === undefined ? 'member' : role, ownerRole) as UserRole;
+}
+
 /** Refuses a new token above its owner's role (`field` names the role in the request, for the error). */
 export function checkRoleWithinOwner(role: Role, owner: { name: string; role: UserRole }, field: string): void {
   if (roleWithinOwner(role, owner.role) === role) return;

@@ -9,8 +9,9 @@ import type { FastifyRequest } from 'fastify';
 import { GatehouseError } from '../errors.js';
 import type { Store } from '../store/db.js';
 import type { SessionRecord, SessionStore } from '../store/sessions.js';
-import type { TokenStore } from '../store/tokens.js';
+import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
+import { signInRoleOf } from './owner-role.js';
 import { type Authenticator, bearerToken, type Principal } from './principal.js';
 import { hashToken, safeEqual } from './tokens.js';
 import type { User } from './users.js';
@@ -62,13 +63,22 @@ export interface SessionDeps {
 
 /** Sessions read at most once per change of sessions, users or tokens (any replica's change moves the version). */
 export function sessionAuthenticator(deps: SessionDeps): Authenticator {
-  let cache: { version: string; byHash: Map<string, SessionRecord | null>; users: Map<string, User> } | undefined;
+  let cache:
+    | {
+        version: string;
+        byHash: Map<string, SessionRecord | null>;
+        users: Map<string, User>;
+        tokens: Map<string, TokenRecord | null>;
+      }
+    | undefined;
   const versionNow = () =>
     `${deps.store.version('sessions')}|${deps.store.version('users')}|${deps.store.version('tokens')}`;
 
   const resolve = async (request: FastifyRequest, secret: string): Promise<Principal | undefined> => {
     const version = versionNow();
-    if (cache?.version !== version) cache = { version, byHash: new Map(), users: await deps.users.all() };
+    if (cache?.version !== version) {
+      cache = { version, byHash: new Map(), users: await deps.users.all(), tokens: new Map() };
+    }
     const hash = hashToken(secret);
     let session = cache.byHash.get(hash);
     if (session === undefined) {
@@ -78,13 +88,24 @@ export function sessionAuthenticator(deps: SessionDeps): Authenticator {
     }
     if (!session || session.expiresAt <= new Date().toISOString()) return undefined;
     let principal: Principal | undefined;
+    // The token a session was opened with, if any: revoked, it ends the session.
+    let token: TokenRecord | null | undefined;
+    if (session.tokenId) {
+      token = cache.tokens.get(session.tokenId);
+      if (token === undefined) {
+        token = (await deps.tokens.get(session.tokenId)) ?? null;
+        if (cache.tokens.size > 10_000) cache.tokens.clear();
+        cache.tokens.set(session.tokenId, token);
+      }
+    }
+    if (session.tokenId && !token) return undefined;
     if (session.userId) {
       const user = cache.users.get(session.userId);
       if (!user || user.disabled) return undefined;
       principal = userPrincipal(user);
-    } else if (session.tokenId) {
-      const token = await deps.tokens.get(session.tokenId);
-      if (!token) return undefined;
+      // Opened with a token the user owns: the user, within what that token may do (`signInRoleOf`).
+      if (token) principal = { ...principal, role: signInRoleOf(token.role, user.role) };
+    } else if (token) {
       principal = { id: token.id, name: token.name, role: token.role, groups: token.groups };
     }
     if (!principal) return undefined;

@@ -154,6 +154,38 @@ describe('users, sessions and sign-in', () => {
     expect((await gw.request('GET', '/api/approvals', { token })).statusCode).toBe(200);
   });
 
+  it("signing in with an agent's token opens a member's session at most, and revoking the token ends it", async () => {
+    gw = await startTestGateway(sqliteTarget);
+    const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice', role: 'admin' } })).json();
+    const tokenOf = async (role: string, name: string) =>
+      (await gw.request('POST', '/api/tokens', { body: { role, name, userId: alice.id } })).json() as Json;
+    const agent = await tokenOf('agent', 'claude');
+    // Before: the agent's token (in a config file, in an agent's reach) signed in as alice, an admin.
+    const asAgent = await signIn(gw, agent.token);
+    expect((await asSession(gw, asAgent, 'GET', '/auth/session')).json().principal).toMatchObject({
+      id: alice.id,
+      role: 'member',
+      user: { id: alice.id, role: 'admin' },
+    });
+    expect((await asSession(gw, asAgent, 'GET', '/api/users')).statusCode).toBe(403);
+    const minted = await asSession(gw, asAgent, 'POST', '/api/tokens', { body: { role: 'admin', name: 'escalated' } });
+    expect(minted.statusCode).toBe(403);
+    // A member's own view still works: its audit.
+    expect((await asSession(gw, asAgent, 'GET', '/api/audit')).statusCode).toBe(200);
+
+    // An operator token of alice's signs in as an operator; her admin token as an admin.
+    const operator = await signIn(gw, (await tokenOf('operator', 'alice-ops')).token);
+    expect((await asSession(gw, operator, 'GET', '/auth/session')).json().principal.role).toBe('operator');
+    const admin = await signIn(gw, (await tokenOf('admin', 'alice-admin')).token);
+    expect((await asSession(gw, admin, 'GET', '/api/users')).statusCode).toBe(200);
+
+    // Revoking the token signed in with ends that session, and only that one.
+    expect((await gw.request('DELETE', `/api/tokens/${agent.id}`)).statusCode).toBe(200);
+    expect((await asSession(gw, asAgent, 'GET', '/api/audit')).statusCode).toBe(401);
+    expect((await asSession(gw, asAgent, 'GET', '/auth/session')).json().signedIn).toBe(false);
+    expect((await asSession(gw, admin, 'GET', '/api/users')).statusCode).toBe(200);
+  });
+
   it("a member's audit is its own by user id, not another user's whose name is that id", async () => {
     gw = await startTestGateway(sqliteTarget);
     const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice' } })).json();
@@ -176,7 +208,7 @@ describe('users, sessions and sign-in', () => {
     gw = await startTestGateway(sqliteTarget);
     const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice', role: 'admin' } })).json();
     const token = (
-      await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'alice-key', userId: alice.id } })
+      await gw.request('POST', '/api/tokens', { body: { role: 'admin', name: 'alice-key', userId: alice.id } })
     ).json();
 
     const response = await gw.request('POST', '/auth/session', { token: null, body: { token: token.token } });
@@ -190,7 +222,7 @@ describe('users, sessions and sign-in', () => {
     expect(response.json().principal).toMatchObject({ id: alice.id, role: 'admin', user: { id: alice.id } });
 
     const session = await signIn(gw, token.token);
-    // The session is the user, role from the user (an admin here, though the token is an agent's).
+    // The session is the user, within the token's role (an admin's token here; an agent's would be a member's).
     const me = (await asSession(gw, session, 'GET', '/api/users/me')).json();
     expect(me.principal).toMatchObject({ id: alice.id, role: 'admin' });
     expect((await asSession(gw, session, 'GET', '/auth/session')).json()).toMatchObject({
