@@ -117,7 +117,7 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
       mcp: { exclude: 'browser sign-in, not an agent operation' },
       body: z.strictObject({ token: z.string().min(1).max(500) }),
       async handler({ body, reply }) {
-        const record = (await tokens.activeByHash()).get(hashToken(body.token));
+        const record = await tokens.activeWithHash(hashToken(body.token));
         if (!record) throw new GatehouseError('unauthorized', 'That token is not valid here.');
         let principal: Principal;
         if (record.userId) {

@@ -123,6 +123,17 @@ export class TokenStore {
     return row ? toRecord(row) : undefined;
   }
 
+  /** The live token whose hash this is (one indexed read: sign-in is public, so it never reads every token). */
+  async activeWithHash(hash: string): Promise<TokenRecord | undefined> {
+    const row = await this.store.db
+      .selectFrom('tokens')
+      .selectAll()
+      .where('hash', '=', hash)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return row ? toRecord(row) : undefined;
+  }
+
   /** Every live token keyed by hash: the authenticator's cache, rebuilt when the `tokens` version moves. */
   async activeByHash(): Promise<Map<string, TokenRecord>> {
     const rows = await this.store.db.selectFrom('tokens').selectAll().where('revoked_at', 'is', null).execute();
