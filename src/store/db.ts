@@ -325,11 +325,17 @@ function upsertSql(table: string, keys: readonly string[], adds: readonly string
   );
 }
 
-/** A database URL fit for messages: the password, if any, replaced. */
+/** Query parameters the PostgreSQL driver (pg-connection-string) reads as secrets. */
+const SECRET_QUERY_PARAMETERS = ['password', 'sslpassword'];
+
+/** A database URL fit for messages: the password, if any, replaced, in the user part and the query alike. */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) parsed.password = '***';
+    for (const name of [...parsed.searchParams.keys()]) {
+      if (SECRET_QUERY_PARAMETERS.includes(name.toLowerCase())) parsed.searchParams.set(name, '***');
+    }
     return parsed.toString();
   } catch {
     return 'postgres://(unparseable URL)';
