@@ -260,7 +260,10 @@ export const SETTINGS = {
   secretEnvPrefix: {
     env: 'GATEHOUSE_SECRET_ENV_PREFIX',
     flag: 'secret-env-prefix',
-    schema: z.string().regex(/^[A-Z][A-Z0-9_]*$/, 'expected an upper-case variable prefix'),
+    schema: z
+      .string()
+      .regex(/^[A-Z][A-Z0-9_]*$/, 'expected an upper-case variable prefix')
+      .refine((prefix) => !prefix.startsWith('GATEHOUSE_'), "must not name Gatehouse's own GATEHOUSE_* settings"),
     default: 'MCP_SECRET_',
     description: 'Env references ({"env": "NAME"}) may only name variables with this prefix.',
   },

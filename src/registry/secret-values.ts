@@ -6,6 +6,7 @@
  * Gatehouse's own settings are never resolvable.
  */
 import { z } from 'zod';
+import { SETTINGS } from '../config.js';
 import { GatehouseError } from '../errors.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 
@@ -28,10 +29,25 @@ export function aad(binding: RecordBinding, field: string, name: string): Buffer
   return aadFor([binding.serverId, binding.endpoint, field, name]);
 }
 
+/** Gatehouse's own settings (every `GATEHOUSE_*` variable and the aliases it reads): never resolvable, whatever the prefix. */
+const OWN_SETTINGS: ReadonlySet<string> = new Set(
+  Object.values(SETTINGS).flatMap((setting) => [setting.env, ...('aliases' in setting ? setting.aliases : [])]),
+);
+
+export function isOwnSetting(name: string): boolean {
+  return name.startsWith('GATEHOUSE_') || OWN_SETTINGS.has(name);
+}
+
 export function assertEnvRef(name: string, prefix: string, path: string): void {
   if (!name.startsWith(prefix) || name.length === prefix.length) {
     throw new GatehouseError('mcp.secret_ref_refused', `${path}: env references must name a ${prefix}* variable.`, {
       issues: [{ path, message: `must name a ${prefix}* variable` }],
+    });
+  }
+  // A broad prefix (GATEHOUSE_SECRET_ENV_PREFIX=G) must not reach the sealing key or any other setting.
+  if (isOwnSetting(name)) {
+    throw new GatehouseError('mcp.secret_ref_refused', `${path}: ${name} is a Gatehouse setting, never resolvable.`, {
+      issues: [{ path, message: 'names a Gatehouse setting' }],
     });
   }
 }
