@@ -15,6 +15,7 @@ import { ServerStore, type ServerView } from '../registry/records.js';
 import type { TestResult } from '../registry/service.js';
 import { loadSealKey } from '../secrets/key.js';
 import { listToolsets } from '../toolsets/store.js';
+import { printable } from './approvals.js';
 import { anyOAuthFlag, type OAuthFlags, oauthAuthOf, withOAuthFlags } from './oauth-flags.js';
 import { type ClientFlags, clientOptions, DEFAULT_GATEWAY_URL, RestClient } from './rest-client.js';
 import { addRouteCommands, readStdin, serverRouteTools } from './route-commands.js';
@@ -94,7 +95,8 @@ function withClientFlags(command: Command): Command {
 }
 
 const clientOf = (flags: Flags) => new RestClient(clientOptions(flags, process.env));
-const print = (text: string): void => void process.stdout.write(`${text}\n`);
+/** Every line as a terminal shows it safely: names and messages come from upstreams (escape codes, bidi controls). */
+const print = (text: string): void => void process.stdout.write(`${text.split('\n').map(printable).join('\n')}\n`);
 const printJson = (value: unknown): void => print(JSON.stringify(value, null, 2));
 
 /** Every server, page by page (a list route never answers more than 500). */
@@ -109,7 +111,9 @@ async function listAll(client: RestClient): Promise<ListAnswer> {
 }
 
 /** Left-aligned columns, two spaces apart. */
-export function table(header: string[], rows: string[][]): string {
+export function table(header: string[], unsafeRows: string[][]): string {
+  // Escaped before the widths are measured, so a column lines up with what the terminal shows.
+  const rows = unsafeRows.map((row) => row.map(printable));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells
