@@ -89,9 +89,18 @@ declare module 'fastify' {
   }
 }
 
-/** Maps Fastify's own failures (body parsing, limits) onto the catalogue. */
+/** SQLSTATEs of text PostgreSQL cannot store (`invalid byte sequence for encoding "UTF8": 0x00`, …). */
+const PG_CHARACTER_NOT_IN_REPERTOIRE = '22021';
+const PG_UNTRANSLATABLE_CHARACTER = '22P05';
+
+/** Maps Fastify's own failures (body parsing, limits) and the store's refusals of text onto the catalogue. */
 function toGatehouseError(error: FastifyError): GatehouseError {
   if (isGatehouseError(error)) return error;
+  // PostgreSQL refuses a NUL (or a character it cannot encode) in any text value: the request's fault, typed.
+  if (error.code === PG_CHARACTER_NOT_IN_REPERTOIRE || error.code === PG_UNTRANSLATABLE_CHARACTER) {
+    const message = 'A text value of the request holds a character the store cannot keep (such as NUL).';
+    return new GatehouseError('validation_error', message, { issues: [{ path: 'request', message }] });
+  }
   const status = error.statusCode ?? 500;
   if (status === 413) return new GatehouseError('payload_too_large');
   if (status === 415) return new GatehouseError('unsupported_media_type');

@@ -12,13 +12,23 @@ const isoTime = z.iso
   .transform((value) => new Date(value).toISOString())
   .describe('ISO-8601 time, e.g. 2026-01-31T12:00:00Z');
 
+/** A name or id to filter by: printable text (a NUL is no id, and PostgreSQL refuses it in any text). */
+const filterText = z
+  .string()
+  .min(1)
+  .max(200)
+  .refine(
+    (value) => ![...value].some((char) => (char.codePointAt(0) ?? 0) < 0x20),
+    'must not contain control characters',
+  );
+
 const auditQuery = pageQuery.extend({
-  client: z.string().min(1).max(200).optional().describe('client (token) id or name'),
-  server: z.string().min(1).max(200).optional(),
+  client: filterText.optional().describe('client (token) id or name'),
+  server: filterText.optional(),
   verdict: z.enum(CALL_VERDICTS).optional(),
   kind: z.enum(['admin', 'call', 'ops']).optional(),
   since: isoTime.optional(),
-  user: z.string().min(1).max(200).optional().describe('user id: that person’s activity'),
+  user: filterText.optional().describe('user id: that person’s activity'),
   trace: z
     .string()
     .regex(/^[0-9a-f]{32}$/)
