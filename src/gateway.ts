@@ -464,6 +464,12 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     // Assigned right after the app is built; the platform routes read it per request.
     let admin: AdminSurface;
     let app: FastifyInstance | undefined;
+    // Who a request is: a token, a dashboard session or an OAuth access token (usage is tracked for the app's own check).
+    const people = combinedAuthenticator(
+      tokenAuthenticator(store, tokens, users),
+      sessionAuthenticator({ store, sessions, users, tokens }),
+    );
+    const identify = eitherAuthenticator(people, oauth.authenticate);
     app = await buildApp({
       config,
       logger,
@@ -471,15 +477,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       // Draining: every answer closes its connection, so keep-alive clients open their next one elsewhere.
       closingConnections: () => readiness.draining,
       onRequestTimeout: () => metrics.requestTimeouts.inc(),
-      authenticate: eitherAuthenticator(
-        tokenUsage.tracking(
-          combinedAuthenticator(
-            tokenAuthenticator(store, tokens, users),
-            sessionAuthenticator({ store, sessions, users, tokens }),
-          ),
-        ),
-        oauth.authenticate,
-      ),
+      authenticate: eitherAuthenticator(tokenUsage.tracking(people), oauth.authenticate),
       challenge: oauth.challenge,
       cors: corsHook(config),
       routes: [
@@ -498,7 +496,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           guard: guards.for(false),
           installed: () => store.db.selectFrom('servers').select(['id', 'name']).execute(),
         }),
-        ...streamRoutes(events),
+        ...streamRoutes(events, identify),
         ...approvalRoutes({ queue: approvals }),
         ...pinRoutes({ store, audit, events, registry }),
         ...auditRoutes({ store, settle: () => audit.settle() }),
