@@ -166,7 +166,8 @@ export function tokenRoutes(
           actor: principal,
           data: { id: params.id, fields: Object.keys(body) },
         });
-        await events.publish('token.changed', { id: params.id, change: 'updated' });
+        // The fields tell replicas what changed: new groups end the token's open 2025 sessions (ended-access.ts).
+        await events.publish('token.changed', { id: params.id, change: 'updated', fields: Object.keys(body) });
         return publicToken(record as TokenRecord);
       },
     }),

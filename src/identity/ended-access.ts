@@ -6,6 +6,8 @@
  * - a person disabled or deleted: their own id (dashboard sessions), the tokens they own, and the OAuth grants
  *   of the person and of those tokens;
  * - a revoked OAuth grant (published as a `token.changed` revocation of the grant's id);
+ * - a token given other groups: its 2025-era sessions were opened with the old view, which no replica may keep
+ *   serving (the agent initializes again and sees the new one);
  * - one OAuth access token revoked (RFC 7009), or a refresh family ended (revoked, or a replayed refresh token or
  *   code): not the grant, whose other tokens still hold, but the streams opened with that token or family
  *   (`credentialKeysOf`).
@@ -39,6 +41,9 @@ export async function principalsEndedBy(store: Store, event: StreamEvent): Promi
     if (kind === OAUTH_ACCESS_TOKEN) return [accessKey(id)];
     if (kind === OAUTH_FAMILY) return [familyKey(id)];
     return [id, ...(await grantsOf(store, [`token:${id}`]))];
+  }
+  if (event.type === 'token.changed' && change === 'updated') {
+    return Array.isArray(event.data.fields) && event.data.fields.includes('groups') ? [id] : [];
   }
   if (event.type !== 'user.changed' || (change !== 'deleted' && change !== 'updated')) return [];
   if (change === 'updated') {

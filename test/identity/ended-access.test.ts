@@ -95,8 +95,11 @@ it('a revoked token takes its own access and its signed-in grants; a disabled pe
     'tok_free',
     'g_free_token',
   ]);
-  // Created or updated tokens take nothing.
+  // Created or updated tokens take nothing, except new groups: the token's 2025 sessions were opened with the old.
   expect(await principalsEndedBy(store, event('token.changed', { id: 'tok_free', change: 'updated' }))).toEqual([]);
+  const updated = (fields: string[]) => event('token.changed', { id: 'tok_free', change: 'updated', fields });
+  expect(await principalsEndedBy(store, updated(['rateLimit', 'maxSessions']))).toEqual([]);
+  expect(await principalsEndedBy(store, updated(['rateLimit', 'groups']))).toEqual(['tok_free']);
 
   // A person still enabled after an update keeps everything; disabled or deleted, they lose it all.
   expect(await principalsEndedBy(store, event('user.changed', { id: 'dana', change: 'updated' }))).toEqual([]);

@@ -68,6 +68,30 @@ describeEachStore('losing access ends the open streams', (target) => {
     expect((await survivor.legacy.listTools()).tools).toBeDefined();
   });
 
+  it('a token given other groups has its 2025 sessions ended; its limits changed, they stay', async () => {
+    gw = await startTestGateway(target);
+    const base = await gw.listen();
+    const token = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'narrowed' } })).json();
+    const legacy = await connectAgent(`${base}/mcp`, token.token, { era: 'legacy' });
+    clients.push(legacy);
+    const sessions = gw.gateway.hub.endpoint.sessions;
+    expect(sessions.countOf(token.id)).toBe(1);
+
+    const patch = (body: object) => gw!.request('PATCH', `/api/tokens/${token.id}`, { body });
+    expect((await patch({ rateLimit: 500 })).statusCode).toBe(200);
+    await sleep(300);
+    expect(sessions.countOf(token.id)).toBe(1);
+    expect((await legacy.listTools()).tools).toBeDefined();
+
+    // Before: the session kept the old groups where it lived, while another replica rebuilt it with the new.
+    expect((await patch({ groups: ['finance'] })).statusCode).toBe(200);
+    await eventually(async () => {
+      expect(sessions.countOf(token.id)).toBe(0);
+      expect(await sessions.fleetCountOf(token.id)).toBe(0);
+    });
+    await expect(legacy.listTools()).rejects.toThrow();
+  });
+
   it('disabling a person ends the streams of the tokens they own', async () => {
     gw = await startTestGateway(target);
     const base = await gw.listen();
