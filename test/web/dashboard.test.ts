@@ -226,7 +226,8 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: lifecycle, failures and quarant
     expect(names).toEqual(expect.arrayContaining(['toolbox__echo', 'toolbox__add']));
     const added = await agent.callTool({ name: 'toolbox__add', arguments: { a: 20, b: 22 } });
     expect(JSON.stringify(added)).toContain('42');
-    const args = { text: 'hello from the agent', note: 'exactly as sent' };
+    // A right-to-left override in an argument would reorder what the operator reads: the card shows it as a mark.
+    const args = { text: 'hello from the agent', note: 'exactly as sent\u202Eevil' };
     const pending = structured(await agent.callTool({ name: 'toolbox__echo', arguments: args }));
     expect(pending).toMatchObject({ status: 'pending_approval' });
     const approvalId = pending.approval_id as string;
@@ -238,7 +239,10 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: lifecycle, failures and quarant
     expect(await card.locator('.facts').textContent()).toContain('toolbox');
     expect(await card.locator('pre.description').textContent()).toBe('Returns its text.');
     expect(toolbox.stats.calls?.echo ?? 0).toBe(0);
-    expect(await card.getByTestId('arguments').textContent()).toBe(JSON.stringify(args, null, 2));
+    expect(await card.getByTestId('arguments').textContent()).toBe(
+      JSON.stringify(args, null, 2).replace('\u202E', '<U+202E>'),
+    );
+    expect(await card.getByTestId('hidden-characters').isVisible()).toBe(true);
     expect(await card.locator('header .tag').textContent()).toMatch(/^\d+(h|m|s)[\d\sms]*left$/);
     await page.locator('.badge').getByText('1').waitFor();
 

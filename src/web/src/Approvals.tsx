@@ -109,6 +109,8 @@ function ApprovalCard({ approval, onDecided }: { approval: Approval; onDecided: 
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
   const left = timeLeft(approval.expiresAt, now);
+  // JSON escapes control characters but not bidi controls, zero-width or tag characters: `reveal` shows those.
+  const arguments_ = JSON.stringify(approval.arguments, null, 2);
 
   const decide = async (verdict: 'approve' | 'reject') => {
     setBusy(true);
@@ -162,11 +164,17 @@ function ApprovalCard({ approval, onDecided }: { approval: Approval; onDecided: 
       </dl>
       <OverrideFacts approval={approval} />
       <h4>Tool description</h4>
-      {approval.detail.title && <p>{approval.detail.title}</p>}
-      <pre className="description">{approval.detail.description ?? '(the tool has no description)'}</pre>
+      {approval.detail.title && <p>{reveal(approval.detail.title)}</p>}
+      <pre className="description">{reveal(approval.detail.description ?? '(the tool has no description)')}</pre>
       <h4>Arguments, exactly as they will be sent</h4>
+      {arguments_ !== reveal(arguments_) && (
+        <p className="notice notice-error" role="alert" data-testid="hidden-characters">
+          The arguments hold invisible or direction-changing characters: each is shown below as{' '}
+          <span className="mono">&lt;U+XXXX&gt;</span>, where it sits in what will be sent.
+        </p>
+      )}
       <pre className="arguments" data-testid="arguments">
-        {JSON.stringify(approval.arguments, null, 2)}
+        {reveal(arguments_)}
       </pre>
       {error && <ErrorBox error={error} />}
       <label>
