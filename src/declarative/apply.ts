@@ -1,8 +1,14 @@
 /**
  * Applies a loaded `gatehouse.yaml` to a gateway: servers, settings, tokens and toolsets. Everything is planned
- * against the store before anything is written, so the conflicts a plan can see (a transport that would change, a token held
- * by another live record) fail the start with nothing written; then only what differs is written, so applying the
- * same file twice writes nothing — no audit event, no policy version bump — the second time.
+ * against the store before anything is written, and the plan checks every refusal the writes could meet (a
+ * transport that would change, credentials in a URL, a stdio command the allowlist — as the file's own settings
+ * leave it — does not hold, a token held by another record, revoked, or named twice in the file), so a bad file
+ * fails the start with nothing written. Then only what differs is written, so applying the same file twice
+ * writes nothing — no audit event, no policy version bump — the second time.
+ *
+ * Checking in the plan rather than one store transaction: the registry, the settings and the token store each
+ * open their own transactions and publish stream events as they write, and a Kysely transaction cannot nest.
+ * What the plan cannot see is another replica applying at the same moment; those races are handled per write.
  *
  * Nothing the file omits is removed unless `prune` is set, and then only within the sections the file has: a
  * file without `tokens:` never revokes a token. The bootstrap admin token is never touched.
@@ -38,11 +44,13 @@ export async function applyDeclarativeConfig(
   if (config.toolsets) report.toolsets = emptyKindReport();
   report.servers.warnings.push(...config.warnings);
   try {
-    const servers = config.servers && (await planServers(gateway.registry, config.servers, { prune }));
-    const settings = config.settings && (await planSettings(gateway, config.settings));
-    const tokens = config.tokens && (await planTokens(gateway.tokens, config.tokens, { prune }));
+    // Settings first: the servers are checked against the allowlist the file's own settings leave.
+    const settings = await planSettings(gateway, config.settings ?? {});
+    const allowedCommands = settings.after['stdio.allowedCommands'];
+    const servers = config.servers && (await planServers(gateway.registry, config.servers, { prune, allowedCommands }));
+    const tokens = config.tokens && (await planTokens(gateway, config.tokens, { prune }));
     const toolsets = config.toolsets && (await planToolsets(gateway, config.toolsets, { prune }));
-    if (settings) await applySettings(gateway, settings, actor, report.settings);
+    await applySettings(gateway, settings, actor, report.settings);
     if (servers) await applyServers(gateway.registry, servers, actor, report.servers);
     if (tokens) await applyTokens(gateway, tokens, actor, report.tokens);
     // After servers: a toolset may name the servers this very file installs.

@@ -7,9 +7,9 @@ import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { GatehouseError } from '../errors.js';
+import { GatehouseError, isGatehouseError } from '../errors.js';
 import { hashToken } from '../identity/index.js';
-import type { SecretInput } from '../registry/secret-values.js';
+import { assertEnvRef, type SecretInput } from '../registry/secret-values.js';
 import { formatPath, locate, type PathSegment } from './paths.js';
 import { declarativeSchema, type ServerEntry, type TokenEntry } from './schema.js';
 import type { DeclaredToolset } from './toolsets.js';
@@ -87,8 +87,9 @@ export function parseDeclarativeConfig(text: string, file: string, options: Load
           `${formatPath(at)} is a literal secret in ${basename(file)}: it is sealed in the store, but the file ` +
             `should hold an env reference ({env: ${options.secretEnvPrefix}…}) instead.`,
         );
-      } else if (!value.env.startsWith(options.secretEnvPrefix) || value.env === options.secretEnvPrefix) {
-        issues.push({ path: [...at, 'env'], message: `must name a ${options.secretEnvPrefix}* variable` });
+      } else {
+        const refused = envRefRefusal(value.env, options.secretEnvPrefix);
+        if (refused) issues.push({ path: [...at, 'env'], message: refused });
       }
     }
   });
@@ -108,14 +109,30 @@ export function parseDeclarativeConfig(text: string, file: string, options: Load
   return { file, servers, settings, tokens: declaredTokens, ...(toolsets ? { toolsets } : {}), warnings };
 }
 
-/** Every header, env and auth value of a server entry, with its path inside the entry. */
+/** Every header, env and auth secret of a server entry, with its path inside the entry. */
 function secretValues(server: ServerEntry): Array<[PathSegment[], SecretInput]> {
   const values: Array<[PathSegment[], SecretInput]> = [];
   for (const field of ['headers', 'env'] as const) {
     for (const [name, value] of Object.entries(server[field] ?? {})) values.push([[field, name], value]);
   }
   if (server.auth?.type === 'bearer') values.push([['auth', 'token'], server.auth.token]);
+  // Sealed like the others, so held to the prefix here too: the store would refuse it mid-apply.
+  if (server.auth?.type === 'oauth' && server.auth.clientSecret !== undefined) {
+    values.push([['auth', 'clientSecret'], server.auth.clientSecret]);
+  }
   return values;
+}
+
+/** Why the server store would refuse this env reference (its own check, so the two cannot drift), if it would. */
+function envRefRefusal(name: string, prefix: string): string | undefined {
+  try {
+    assertEnvRef(name, prefix, 'env');
+    return undefined;
+  } catch (error) {
+    if (!isGatehouseError(error)) throw error;
+    const issues = error.details?.issues as Array<{ message: string }> | undefined;
+    return issues?.[0]?.message ?? error.message;
+  }
 }
 
 /** zod's issues with one per unknown key, so each names the key itself. */

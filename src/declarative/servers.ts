@@ -9,7 +9,9 @@
 import { isDeepStrictEqual } from 'node:util';
 import { GatehouseError, isGatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
+import { assertCommandAllowed } from '../policy/commands.js';
 import type { ToolPolicy } from '../policy/tool-policy.js';
+import { hasUrlCredentials } from '../registry/manifest.js';
 import { type ConfigPatch, type ServerStore, toDetail } from '../registry/records.js';
 import type { SecretInput, ShownValue } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
@@ -31,20 +33,25 @@ export interface ServersPlan {
   warnings: string[];
 }
 
+export interface ServersPlanOptions {
+  prune: boolean;
+  /** `stdio.allowedCommands` as the file's own settings leave it: those are written before the servers. */
+  allowedCommands: readonly string[];
+}
+
 export async function planServers(
   registry: Registry,
   entries: readonly ServerEntry[],
-  options: { prune: boolean },
+  options: ServersPlanOptions,
 ): Promise<ServersPlan> {
   const warnings: string[] = [];
   const plans: ServerPlan[] = [];
   for (const [index, entry] of entries.entries()) {
+    const at = formatPath(['servers', index]);
     const row = await rowOf(registry.records, entry.id);
-    plans.push(
-      row
-        ? diffServer(registry.records, entry, row, formatPath(['servers', index]), warnings)
-        : { action: 'create', entry },
-    );
+    const plan: ServerPlan = row ? diffServer(registry.records, entry, row, at, warnings) : { action: 'create', entry };
+    assertAccepted(plan, at, options.allowedCommands);
+    plans.push(plan);
   }
   const declared = new Set(entries.map((e) => e.id));
   const prune = options.prune ? (await registry.records.all()).map((s) => s.id).filter((id) => !declared.has(id)) : [];
@@ -119,6 +126,40 @@ async function rowOf(records: ServerStore, id: string): Promise<ServerTable | un
   } catch (error) {
     if (isGatehouseError(error) && error.code === 'mcp.not_found') return undefined;
     throw error;
+  }
+}
+
+/**
+ * The registry's refusals of an install or a configure, checked before anything of the file is written: the
+ * URL or command each step would send (an unchanged one is not sent, so not checked, as the registry does).
+ */
+function assertAccepted(plan: ServerPlan, at: string, allowedCommands: readonly string[]): void {
+  if (plan.action === 'unchanged') return;
+  const { url, command } = plan.action === 'create' ? plan.entry : plan.patch;
+  if (url && hasUrlCredentials(url)) throw urlCredentialsRefused(`${at}.url`);
+  if (command !== undefined && plan.entry.transport === 'stdio') {
+    named(`${at}.command`, () => assertCommandAllowed(command, allowedCommands));
+  }
+}
+
+/** The registry's message and reason for credentials in a URL (registry/service.ts), with the file's path. */
+function urlCredentialsRefused(path: string): GatehouseError {
+  const message =
+    'Credentials in the URL are refused; give them as a header or bearer auth instead (those are sealed).';
+  return new GatehouseError('validation_error', `${path}: ${message}`, {
+    issues: [{ path, message }],
+    reason: 'credentials_in_url',
+  });
+}
+
+/** Runs a check, naming the path into the file in the typed error it throws. */
+function named(path: string, check: () => void): void {
+  try {
+    check();
+  } catch (error) {
+    if (!isGatehouseError(error)) throw error;
+    const details = { ...error.details, issues: [{ path, message: error.message }] };
+    throw new GatehouseError(error.code, `${path}: ${error.message}`, details, { cause: error });
   }
 }
 

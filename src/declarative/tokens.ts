@@ -8,6 +8,7 @@ import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
+import type { Store } from '../store/db.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import { sameSet } from './compare.js';
 import type { DeclaredToken } from './load.js';
@@ -16,6 +17,7 @@ import type { KindReport } from './report.js';
 
 export interface TokenDeps extends RevocationDeps {
   tokens: TokenStore;
+  store: Store;
   audit: AuditLog;
   events: EventHub;
 }
@@ -39,11 +41,12 @@ export interface TokensPlan {
 }
 
 export async function planTokens(
-  tokens: TokenStore,
+  deps: Pick<TokenDeps, 'tokens' | 'store'>,
   declared: readonly DeclaredToken[],
   options: { prune: boolean },
 ): Promise<TokensPlan> {
-  const live = await tokens.activeByHash();
+  assertDistinctHashes(declared);
+  const live = await deps.tokens.activeByHash();
   const configByName = new Map<string, Array<{ hash: string; record: TokenRecord }>>();
   for (const [hash, record] of live) {
     if (record.source !== 'config') continue;
@@ -76,6 +79,7 @@ export async function planTokens(
     if (Object.keys(changes).length === 0 && revoke.length === 0) return { action: 'unchanged', index, token };
     return { action: 'update', index, token, id: holder.id, changes, revoke };
   });
+  await assertNotRevoked(deps.store, entries);
   const names = new Set(declared.map((t) => t.name));
   const prune = options.prune
     ? [...configByName.entries()].filter(([name]) => !names.has(name)).flatMap(([, held]) => held.map((t) => t.record))
@@ -129,6 +133,45 @@ export async function applyTokens(
   }
 }
 
+/** One token under two names: the second create would fail on the unique hash, after the first was written. */
+function assertDistinctHashes(declared: readonly DeclaredToken[]): void {
+  const first = new Map<string, number>();
+  for (const [index, token] of declared.entries()) {
+    const seen = first.get(token.hash);
+    if (seen === undefined) first.set(token.hash, index);
+    else {
+      throw conflict(
+        `${formatPath(['tokens', index, 'hash'])}: the same token as ${formatPath(['tokens', seen])}; ` +
+          'each entry needs a token of its own.',
+      );
+    }
+  }
+}
+
+/** Hashes stay unique after a revocation, so a revoked token cannot be created again: refused before any write. */
+async function assertNotRevoked(store: Store, entries: readonly TokenPlan[]): Promise<void> {
+  const creates = entries.filter((step) => step.action === 'create');
+  if (creates.length === 0) return;
+  const hashes = creates.map((step) => step.token.hash);
+  const rows = await store.db
+    .selectFrom('tokens')
+    .select('hash')
+    .where('hash', 'in', hashes)
+    .where('revoked_at', 'is not', null)
+    .execute();
+  const revoked = new Set(rows.map((row) => row.hash));
+  const step = creates.find((c) => revoked.has(c.token.hash));
+  if (step) throw unregistrable(step.index);
+}
+
+function unregistrable(index: number, cause?: unknown): GatehouseError {
+  return conflict(
+    `${formatPath(['tokens', index])}: this token cannot be registered (it was revoked, or is held by another ` +
+      'record); issue a new one.',
+    cause,
+  );
+}
+
 /** False when another replica applying the same file created it first. */
 async function createToken(deps: TokenDeps, index: number, token: DeclaredToken, actor: Principal): Promise<boolean> {
   let record: TokenRecord;
@@ -138,11 +181,7 @@ async function createToken(deps: TokenDeps, index: number, token: DeclaredToken,
     const holder = (await deps.tokens.activeByHash()).get(token.hash);
     if (holder?.source === 'config' && holder.name === token.name) return false;
     // Hashes are unique, revoked tokens included: a revoked token cannot come back.
-    throw conflict(
-      `${formatPath(['tokens', index])}: this token cannot be registered (it was revoked, or is held by another ` +
-        'record); issue a new one.',
-      error,
-    );
+    throw unregistrable(index, error);
   }
   await deps.audit.recordAdmin({
     action: 'token.create',
