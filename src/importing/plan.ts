@@ -1,11 +1,14 @@
 /**
  * What an import of a client's server list would do, entry by entry: register (stdio or HTTP; the names
  * of env and header values that will be sealed — values are never shown), skip a duplicate of an
- * installed server, or refuse with the reason (a command `stdio.allowedCommands` does not list, an SSE-only
- * server, an entry that is Gatehouse itself, one that cannot be read). Pure: the route gives it what is
- * installed and the allowed commands.
+ * installed server, or refuse with the reason (a command `stdio.allowedCommands` does not list, an entry
+ * that is Gatehouse itself, one that cannot be read, one REST install would refuse: a header or env name, a
+ * header value, a URL scheme). Pure: the route gives it what is installed and the allowed commands.
  */
 
+import type { z } from 'zod';
+import { upstreamHeaders } from '../api/ops.js';
+import { manifestSchema } from '../api/servers.js';
 import { commandAllowed } from '../policy/commands.js';
 import { deriveServerId, serverIdSchema } from '../registry/ids.js';
 import { hasUrlCredentials } from '../registry/manifest.js';
@@ -55,6 +58,33 @@ function literals(values: Record<string, string> | undefined, what: string, warn
     } else kept[name] = value;
   }
   return kept;
+}
+
+/** An issue in words: a refused record key says why the key is refused, not just that it is. */
+function describeIssue(issue: z.core.$ZodIssue, prefix: string[] = []): string {
+  const path = [...prefix, ...issue.path.map(String)].join('.');
+  const nested = 'issues' in issue ? issue.issues?.[0]?.message : undefined;
+  return `${path || '(entry)'}: ${nested ?? issue.message}`;
+}
+
+/**
+ * What REST install and the config file would refuse in the record an entry becomes, so that every
+ * imported record can be exported and applied again: the install manifest's own schema (header and env
+ * names, an http(s) URL, sizes), then header values an HTTP request can carry (no CR, LF or NUL). Names
+ * of values the client fills in are checked too: they are to be set later under the same name.
+ */
+function installIssues(manifest: Record<string, unknown>): string[] {
+  const checked = manifestSchema.safeParse(manifest);
+  if (!checked.success) return checked.error.issues.slice(0, 3).map((issue) => describeIssue(issue));
+  const headers = upstreamHeaders.safeParse(manifest.headers ?? {});
+  return headers.success ? [] : headers.error.issues.slice(0, 3).map((issue) => describeIssue(issue, ['headers']));
+}
+
+/** The install manifest of an entry: the fields its registration keeps, values as the client wrote them. */
+function manifestOf(name: string, entry: ClientEntry, transport: NonNullable<ImportItem['transport']>) {
+  return transport === 'stdio'
+    ? { name, transport, command: entry.command, args: entry.args ?? [], env: entry.env ?? {} }
+    : { name, transport, url: entry.url ?? entry.serverUrl, headers: entry.headers ?? {} };
 }
 
 export function planImport(
@@ -142,6 +172,11 @@ export function planImport(
     if (transport !== 'stdio' && hasUrlCredentials(url as string)) {
       // A URL is stored and shown as it is: its credentials would not be sealed.
       refuse('its url carries credentials; give them as a header instead', { ...shown, target: null });
+      continue;
+    }
+    const issues = installIssues(manifestOf(name, entry, transport));
+    if (issues.length > 0) {
+      refuse(`not installable as it is: ${issues.join('; ')}`, shown);
       continue;
     }
     const warnings: string[] = [];

@@ -19,10 +19,16 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { assertCommandAllowed } from '../policy/commands.js';
+import { allowedProgram, assertCommandAllowed } from '../policy/commands.js';
 import type { ServerOptions } from '../registry/records.js';
 import type { SettingsService } from '../settings/service.js';
-import { findBwrap, type SandboxOptions, sandboxUnavailable, uidDropAvailable } from '../upstream/stdio/index.js';
+import {
+  childEnvironment,
+  findBwrap,
+  type SandboxOptions,
+  sandboxUnavailable,
+  uidDropAvailable,
+} from '../upstream/stdio/index.js';
 
 export const STATE_DIR = 'stdio-state';
 const SLOTS_FILE = 'slots.json';
@@ -49,6 +55,8 @@ export interface SandboxView {
 }
 
 export interface Launch {
+  /** The absolute file to spawn, checked against the list (prepared with the child's env and found on its PATH). */
+  program: string | undefined;
   sandbox: SandboxOptions | undefined;
   view: SandboxView | undefined;
   /** Workspace roots the child's uid cannot write (it may still read them). */
@@ -95,14 +103,19 @@ export class SandboxPlanner {
 
   /**
    * Checks the command against `stdio.allowedCommands`, then plans the sandbox: undefined when it
-   * is off (globally or for this server). Throws `stdio.command_not_allowed` or
-   * `stdio.sandbox_unavailable`.
+   * is off (globally or for this server). Given the child's declared `env` (unsealed), the command is
+   * resolved on the PATH the child gets and that file is checked and handed back as `program`, the
+   * one to spawn: a record's `PATH` cannot make it another program. Throws `stdio.command_not_allowed`
+   * or `stdio.sandbox_unavailable`.
    */
-  async prepare(id: string, command: string, options: ServerOptions): Promise<Launch> {
+  async prepare(id: string, command: string, options: ServerOptions, env?: Record<string, string>): Promise<Launch> {
     const settings = await this.options.settings.current();
-    assertCommandAllowed(command, settings['stdio.allowedCommands']);
+    const allowed = settings['stdio.allowedCommands'];
+    let program: string | undefined;
+    if (env) program = allowedProgram(command, allowed, childEnvironment(env).PATH ?? '');
+    else assertCommandAllowed(command, allowed);
     if (this.options.mode === 'off' || options.sandbox?.mode === 'off') {
-      return { sandbox: undefined, view: undefined, unwritableRoots: [] };
+      return { program, sandbox: undefined, view: undefined, unwritableRoots: [] };
     }
     const bwrap = (this.options.findBwrap ?? findBwrap)();
     if (!bwrap) throw sandboxUnavailable(id);
@@ -126,6 +139,7 @@ export class SandboxPlanner {
       hidden: [resolve(this.options.dataDir), process.cwd(), ...(this.options.hidden ?? []).map((p) => resolve(p))],
     };
     return {
+      program,
       sandbox,
       unwritableRoots: uid === undefined ? [] : workspaceRoots.filter((root) => !writableBy(root, uid)),
       view: {

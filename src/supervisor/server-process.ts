@@ -172,7 +172,7 @@ export class ServerProcess {
       let launch: Launch;
       this.network = undefined;
       try {
-        launch = await this.sup.options.planner.prepare(this.id, connection.command, optionsOf(row));
+        launch = await this.sup.options.planner.prepare(this.id, connection.command, optionsOf(row), connection.env);
       } catch (error) {
         // Retrying cannot help: refused until an admin changes the list or installs bubblewrap.
         this.lastError = (error as Error).message;
@@ -209,7 +209,8 @@ export class ServerProcess {
       };
       const connected = await connectStdio(
         {
-          command: connection.command,
+          // The very file the allowlist check approved, found on the child's own PATH.
+          command: launch.program ?? connection.command,
           args: connection.args,
           env: connection.env,
           label: this.id,

@@ -100,6 +100,17 @@ function isExecutable(path: string): boolean {
   }
 }
 
+/** Whether two paths name one file (`/bin/node` and `/usr/bin/node` on a merged-/usr system are one). */
+export function sameFile(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined || b === undefined) return false;
+  if (a === b) return true;
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
+}
+
 /** A command name resolved against PATH (an absolute or relative path is taken as is). */
 export function resolveOnPath(command: string, path = process.env.PATH ?? ''): string | undefined {
   if (command.includes('/')) {

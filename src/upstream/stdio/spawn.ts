@@ -1,7 +1,8 @@
 /**
  * The one way Gatehouse starts a stdio MCP server.
  *
- * - `shell: false`, the command and arguments exactly as given, a minimal environment (`env.ts`).
+ * - `shell: false`, the command and arguments exactly as given, a minimal environment (`env.ts`); the
+ *   command is resolved once, on the child's own PATH, and that absolute file is what runs (`programOf`).
  * - `detached: true`: the child leads its own process group (and session), so a signal to `-pid`
  *   reaches everything it started (`npx` → `node`, `uvx` → `python`), and a terminal's Ctrl-C does
  *   not reach it behind Gatehouse's back.
@@ -31,7 +32,7 @@ import {
   signalGroup,
   signalProcess,
 } from './proc.js';
-import { resolveOnPath, type SandboxOptions, sandboxLaunch } from './sandbox.js';
+import { resolveOnPath, type SandboxOptions, sameFile, sandboxLaunch } from './sandbox.js';
 import { StdioChildTransport } from './transport.js';
 
 export const STDIO_DEFAULTS = Object.freeze({
@@ -176,23 +177,22 @@ function installExitHook(): void {
 
 /**
  * Spawns a stdio MCP server. Resolves once the process exists; rejects with `upstream_unreachable`
- * when it cannot be started (no such command, not executable, bad cwd).
+ * when it cannot be started (no such command, not executable, bad cwd), `stdio.command_not_allowed`
+ * when the child's PATH makes a bare command another file than the gateway's PATH (`programOf`).
  */
 export function spawnStdio(spec: StdioSpec): Promise<StdioChild> {
   let env: Record<string, string>;
+  let program: string;
   try {
     env = childEnvironment(spec.env);
+    program = programOf(spec, env.PATH ?? '');
   } catch (error) {
     return Promise.reject(error);
   }
   let proc: ChildProcess;
   try {
     if (spec.sandbox) {
-      const resolved = resolveOnPath(spec.command, env.PATH ?? '');
-      if (resolved === undefined) {
-        return Promise.reject(spawnFailed(spec, Object.assign(new Error('not found'), { code: 'ENOENT' })));
-      }
-      const launch = sandboxLaunch(resolved, spec.args, env, spec.sandbox);
+      const launch = sandboxLaunch(program, spec.args, env, spec.sandbox);
       proc = spawn(launch.command, launch.args, {
         shell: false,
         detached: true,
@@ -204,7 +204,9 @@ export function spawnStdio(spec: StdioSpec): Promise<StdioChild> {
       options.on('error', () => {});
       options.end(Buffer.from(launch.options.map((o) => `${o}\0`).join('')));
     } else {
-      proc = spawn(spec.command, spec.args, {
+      // The name as given stays argv[0]; the file is the one resolved above.
+      proc = spawn(program, spec.args, {
+        argv0: spec.command,
         shell: false,
         detached: true,
         stdio: ['pipe', 'pipe', 'pipe'],
@@ -236,6 +238,24 @@ export function spawnStdio(spec: StdioSpec): Promise<StdioChild> {
     proc.once('error', onError);
     proc.once('spawn', onSpawn);
   });
+}
+
+/**
+ * The file a child runs, resolved once on its own PATH and spawned by that absolute path (never looked up
+ * again, sandboxed or not). `stdio.allowedCommands` reads a bare name on the gateway's PATH, so a bare
+ * name must find the same file on both: a record's `PATH` cannot swap the program it approved. A caller
+ * that checked the program on the child's PATH (`allowedProgram`) hands that absolute path instead.
+ */
+function programOf(spec: StdioSpec, childPath: string): string {
+  const program = resolveOnPath(spec.command, childPath);
+  if (program === undefined) throw spawnFailed(spec, Object.assign(new Error('not found'), { code: 'ENOENT' }));
+  if (spec.command.includes('/') || sameFile(program, resolveOnPath(spec.command, process.env.PATH ?? '')))
+    return program;
+  throw new GatehouseError(
+    'stdio.command_not_allowed',
+    `The stdio server "${spec.label}" was not started: on the PATH it is given, "${spec.command}" is ${program}, not the file the gateway's PATH finds, which stdio.allowedCommands approved. Give the command as an absolute path an admin allows, or drop PATH from its env.`,
+    { command: spec.command, program },
+  );
 }
 
 function spawnFailed(spec: StdioSpec, error: unknown): GatehouseError {
