@@ -225,6 +225,12 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   app.addHook('onRequest', (request, reply, done) => {
     // On the raw response: answers written there (2025-era sessions, the SDK's transport, streams) carry it too.
     reply.raw.setHeader('x-request-id', request.id);
+    // No answer is content-sniffed; REST and sign-in answers (tokens, audit, sessions) are never cached. On the
+    // raw response too, so refusals and 404s carry them; a route's own Cache-Control wins.
+    reply.raw.setHeader('x-content-type-options', 'nosniff');
+    if (request.url.startsWith('/api/') || request.url.startsWith('/auth/')) {
+      reply.raw.setHeader('cache-control', 'no-store');
+    }
     const nonce = request.headers[GRANT_HEADER];
     const grant = typeof nonce === 'string' ? parts.grants?.redeem(nonce) : undefined;
     if (grant) {
