@@ -87,9 +87,13 @@ const sandboxSchema = z.strictObject({
 });
 
 /** Header names are checked like the conduit's (no transport-owned headers); values may be env references. */
+/**
+ * The header names an HTTP request can carry, and each literal value (an env reference is checked when it is
+ * read): CR, LF or NUL in a value is refused here, not first when the server is connected.
+ */
 const checkHeaderNames = (headers: Record<string, unknown>, ctx: z.RefinementCtx) => {
-  const names = Object.fromEntries(Object.keys(headers).map((k) => [k, 'x']));
-  const parsed = upstreamHeaders.safeParse(names);
+  const checked = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, typeof v === 'string' ? v : 'x']));
+  const parsed = upstreamHeaders.safeParse(checked);
   if (!parsed.success) for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, code: 'custom' });
 };
 
