@@ -180,7 +180,7 @@ export function App() {
       }
       setGate(next);
     } catch (error) {
-      // An agent token a person owns signs its owner in (a cookie session): the tab keeps no bearer then.
+      // An agent token a person owns signs its owner in as a member (a cookie session): the tab keeps no bearer then.
       if (error instanceof ApiError && error.status === 403 && (await openSession(token))) {
         return setGate(await probe(undefined).then(gateOf, gateFromError));
       }
@@ -252,7 +252,8 @@ function SignIn({
       <form className="card signin" onSubmit={submit} aria-labelledby="signin-title">
         <h1 id="signin-title">Gatehouse</h1>
         <p className="muted">
-          Sign in with an admin or operator token. It is kept in this tab only and sent as a bearer header.
+          Sign in with an admin or operator token. This tab keeps it and sends it as a bearer header; the gateway also
+          opens a session (a cookie, 12 hours) for this browser. Sign out ends both.
         </p>
         {message && (
           <p className="notice notice-error" role="alert">
