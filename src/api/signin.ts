@@ -17,7 +17,7 @@ import {
   readCookie,
   SESSION_COOKIE,
   safeEqual,
-  signInRoleOf,
+  tokenSignInPrincipal,
   userPrincipal,
 } from '../identity/index.js';
 import { mapClaims, type OidcClient, randomSecret } from '../identity/oidc.js';
@@ -70,6 +70,8 @@ function describePrincipal(p: Principal) {
     id: p.id,
     name: p.name,
     role: p.role,
+    // The groups the session acts with: a token's sign-in may hold fewer than its owner (`tokenSignInPrincipal`).
+    groups: [...p.groups],
     ...(p.user ? { user: { id: p.user.id, name: p.user.name, role: p.user.role } } : {}),
   };
 }
@@ -123,8 +125,9 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
         if (record.userId) {
           const owner = await users.get(record.userId);
           if (!owner || owner.disabled) throw new GatehouseError('unauthorized', 'That token’s owner is disabled.');
-          // The owner, within what the token may do: an agent's token never opens its owner's admin session.
-          principal = { ...userPrincipal(owner), role: signInRoleOf(record.role, owner.role) };
+          // The owner, within what the token may do: an agent's token never opens its owner's admin session,
+          // nor the groups its owner has and it has not.
+          principal = tokenSignInPrincipal(owner, record);
         } else if (record.role === 'admin' || record.role === 'operator') {
           principal = { id: record.id, name: record.name, role: record.role, groups: record.groups };
         } else {

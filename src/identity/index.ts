@@ -7,7 +7,7 @@ export {
   type OAuthTokenVerifier,
   oauthAuthenticator,
 } from './oauth-authenticator.js';
-export { checkRoleWithinOwner, roleWithinOwner, signInRoleOf } from './owner-role.js';
+export { checkRoleWithinOwner, roleWithinOwner, signInGroupsOf, signInRoleOf } from './owner-role.js';
 export { type Authenticator, bearerToken, type Principal, type Role, type TokenPrincipal } from './principal.js';
 export {
   CSRF_COOKIE,
@@ -16,6 +16,7 @@ export {
   readCookie,
   SESSION_COOKIE,
   sessionAuthenticator,
+  tokenSignInPrincipal,
   userPrincipal,
 } from './session-authenticator.js';
 export { tokenAuthenticator } from './token-authenticator.js';

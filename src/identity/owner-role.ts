@@ -24,6 +24,16 @@ export function signInRoleOf(role: Role, ownerRole: UserRole): UserRole {
   return roleWithinOwner(MANAGING_RANK[role] === undefined ? 'member' : role, ownerRole) as UserRole;
 }
 
+/**
+ * The groups a session (or an OAuth consent) opened with a token of `role` acts with: a managing token's, all of
+ * its owner's; an agent or ops token's, only those of its owner's that the token holds too. Such a token is often
+ * in an agent's hands: it must not open the person's wider view, nor mint a token or consent a grant for it.
+ */
+export function signInGroupsOf(role: Role, tokenGroups: readonly string[], ownerGroups: readonly string[]): string[] {
+  if (MANAGING_RANK[role] !== undefined) return [...ownerGroups];
+  return ownerGroups.filter((group) => tokenGroups.includes(group));
+}
+
 /** Refuses a new token above its owner's role (`field` names the role in the request, for the error). */
 export function checkRoleWithinOwner(role: Role, owner: { name: string; role: UserRole }, field: string): void {
   if (roleWithinOwner(role, owner.role) === role) return;

@@ -11,8 +11,8 @@ import type { Store } from '../store/db.js';
 import type { SessionRecord, SessionStore } from '../store/sessions.js';
 import type { TokenRecord, TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
-import { signInRoleOf } from './owner-role.js';
-import { type Authenticator, bearerToken, type Principal } from './principal.js';
+import { signInGroupsOf, signInRoleOf } from './owner-role.js';
+import { type Authenticator, bearerToken, type Principal, type Role } from './principal.js';
 import { hashToken, safeEqual } from './tokens.js';
 import type { User } from './users.js';
 
@@ -45,6 +45,15 @@ export function userPrincipal(user: User): Principal {
     groups: user.groups,
     user: { id: user.id, name: user.name, role: user.role, groups: user.groups },
   };
+}
+
+/**
+ * A person signed in with a token they own: the person, within what that token may do (`signInRoleOf`,
+ * `signInGroupsOf`). `user` is narrowed too, so that what a member may do "within its groups" stays within the token's.
+ */
+export function tokenSignInPrincipal(user: User, token: { role: Role; groups: readonly string[] }): Principal {
+  const groups = signInGroupsOf(token.role, token.groups, user.groups);
+  return { ...userPrincipal({ ...user, groups }), role: signInRoleOf(token.role, user.role) };
 }
 
 declare module 'fastify' {
@@ -102,9 +111,8 @@ export function sessionAuthenticator(deps: SessionDeps): Authenticator {
     if (session.userId) {
       const user = cache.users.get(session.userId);
       if (!user || user.disabled) return undefined;
-      principal = userPrincipal(user);
-      // Opened with a token the user owns: the user, within what that token may do (`signInRoleOf`).
-      if (token) principal = { ...principal, role: signInRoleOf(token.role, user.role) };
+      // Opened with a token the user owns: the user, within what that token may do.
+      principal = token ? tokenSignInPrincipal(user, token) : userPrincipal(user);
     } else if (token) {
       principal = { id: token.id, name: token.name, role: token.role, groups: token.groups };
     }

@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { defineRoute, type RouteDeclaration, registerRoutes } from '../api/route.js';
 import { GatehouseError } from '../errors.js';
-import type { OAuthTokenVerifier, Principal } from '../identity/index.js';
+import { type OAuthTokenVerifier, type Principal, type Role, signInGroupsOf } from '../identity/index.js';
 import { hashToken } from '../identity/tokens.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
 import type { SettingsService } from '../settings/service.js';
@@ -143,7 +143,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
   const personOfToken = async (where: { hash: string } | { id: string }): Promise<Person | undefined> => {
     let query = deps.store.db
       .selectFrom('tokens')
-      .select(['id', 'name', 'role', 'user_id'])
+      .select(['id', 'name', 'role', 'groups', 'user_id'])
       .where('revoked_at', 'is', null);
     query = 'hash' in where ? query.where('hash', '=', where.hash) : query.where('id', '=', where.id);
     const row = await query.executeTakeFirst();
@@ -155,12 +155,13 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         .where('id', '=', row.user_id)
         .executeTakeFirst();
       if (!user || user.disabled) return undefined;
-      return {
-        subject: `user:${user.id}`,
-        name: user.name,
-        groups: parseJson<string[]>(user.groups, []),
-        tokenId: row.id,
-      };
+      // The person, within what the token may do: an agent's token consents none of its owner's other groups.
+      const groups = signInGroupsOf(
+        row.role as Role,
+        parseJson<string[]>(row.groups, []),
+        parseJson<string[]>(user.groups, []),
+      );
+      return { subject: `user:${user.id}`, name: user.name, groups, tokenId: row.id };
     }
     if (row.role !== 'admin' && row.role !== 'operator') return undefined;
     return { subject: `token:${row.id}`, name: row.name, groups: await everyGroup(), tokenId: row.id };
@@ -177,6 +178,12 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
       .executeTakeFirst();
     if (!user || user.disabled) return undefined;
     return { subject: `user:${user.id}`, name: user.name, groups: parseJson<string[]>(user.groups, []) };
+  };
+
+  /** A person sealed into a consent page, re-checked now, within the groups the page showed (see `sessionPerson`). */
+  const stillPerson = async (sealed: Person): Promise<Person | undefined> => {
+    const person = await personOfSubject(sealed.subject);
+    return person && { ...person, groups: person.groups.filter((g) => sealed.groups.includes(g)) };
   };
 
   /** Whether the dashboard session `id` is still live: not logged out or revoked, not expired. */
@@ -196,8 +203,10 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
   const sessionPerson = async (request: FastifyRequest): Promise<Person | undefined> => {
     const principal = request.principal;
     if (!principal || !request.session) return undefined;
-    if (principal.user) return personOfSubject(`user:${principal.user.id}`);
-    return personOfSubject(`token:${principal.id}`);
+    if (!principal.user) return personOfSubject(`token:${principal.id}`);
+    const person = await personOfSubject(`user:${principal.user.id}`);
+    // A session opened with an agent's token is the person within that token's groups (`tokenSignInPrincipal`).
+    return person && { ...person, groups: person.groups.filter((g) => principal.groups.includes(g)) };
   };
 
   /** The person a request names: a token typed on the consent page, or the remembered sign-in cookie. */
@@ -400,7 +409,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         // Signed in by the session that showed the page, while it lives: a logout since ends that sign-in.
         const sealedPerson =
           !form.token && pending.person && (await sessionLive(pending.sessionId))
-            ? await personOfSubject(pending.person.subject)
+            ? await stillPerson(pending.person)
             : undefined;
         const signedIn = sealedPerson ? { person: sealedPerson } : await personOf(request, form.token);
         if (form.decision === 'deny')

@@ -442,7 +442,13 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
   it("signs in a token's owner as the person: the user's groups, narrowed by scope; a disabled user's tokens stop", async () => {
     const users = new UserStore(gw.gateway.store);
     const ada = await users.create({ name: 'Ada', role: 'member', groups: ['default', 'research'], source: 'api' });
-    const owned = await gw.gateway.tokens.create({ name: 'ada-laptop', role: 'agent', source: 'api', userId: ada.id });
+    const owned = await gw.gateway.tokens.create({
+      name: 'ada-laptop',
+      role: 'agent',
+      source: 'api',
+      userId: ada.id,
+      groups: ['default', 'research'],
+    });
     const clientId = await register();
     const { verifier, challenge } = pkce();
     const page = await gw.gateway.app.inject({
@@ -475,6 +481,43 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
       groups: ['research'],
     });
     expect((await listTools('/mcp', tokens.access_token)).statusCode).toBe(200);
+
+    // An agent token of hers that holds fewer groups than she does consents only those, typed on the page or
+    // through the dashboard session it opened: its holder (often an agent) grants a client none of her others.
+    const bot = await gw.gateway.tokens.create({
+      name: 'ada-bot',
+      role: 'agent',
+      source: 'api',
+      userId: ada.id,
+      groups: ['default'],
+    });
+    const grantedGroups = async (scope: string, via: { token: string } | { session: string }) => {
+      const narrowClient = await register();
+      const { challenge: narrowChallenge } = pkce();
+      const jar = 'session' in via ? via.session : '';
+      const shown = await gw.gateway.app.inject({
+        method: 'GET',
+        url: authorizeUrl(narrowClient, narrowChallenge, { scope }),
+        headers: jar ? { cookie: jar } : {},
+      });
+      const sealed = /name="request" value="([^"]+)"/
+        .exec(shown.body)?.[1]
+        ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+      const answered = await form(
+        '/authorize',
+        { request: sealed as string, decision: 'approve', ...('token' in via ? { token: via.token } : {}) },
+        { cookie: cookiesOf(shown, jar) },
+      );
+      expect(answered.statusCode).toBe(302);
+      const all = (await gw.request('GET', '/api/oauth/grants')).json().grants as Json[];
+      return all.find((g) => g.clientId === narrowClient)?.groups as string[];
+    };
+    expect(await grantedGroups('mcp', { token: bot.token as string })).toEqual(['default']);
+    expect(await grantedGroups('mcp group:research', { token: bot.token as string })).toEqual([]);
+    const botSignIn = await gw.request('POST', '/auth/session', { token: null, body: { token: bot.token } });
+    expect(botSignIn.json().principal).toMatchObject({ id: ada.id, role: 'member', groups: ['default'] });
+    expect(await grantedGroups('mcp', { session: cookiesOf(botSignIn) })).toEqual(['default']);
+
     await users.update(ada.id, { disabled: true });
     expect((await listTools('/mcp', tokens.access_token)).statusCode).toBe(401);
     // A disabled user signs nobody in on the consent page either.

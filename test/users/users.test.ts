@@ -186,6 +186,38 @@ describe('users, sessions and sign-in', () => {
     expect((await asSession(gw, admin, 'GET', '/api/users')).statusCode).toBe(200);
   });
 
+  it("signing in with an agent's token keeps to the token's groups: no token minted for the person's others", async () => {
+    gw = await startTestGateway(sqliteTarget);
+    const bob = (await gw.request('POST', '/api/users', { body: { name: 'bob', groups: ['docs', 'finance'] } })).json();
+    const narrow = (
+      await gw.request('POST', '/api/tokens', {
+        body: { role: 'agent', name: 'docs-bot', userId: bob.id, groups: ['docs'] },
+      })
+    ).json();
+    // Before: the session was bob with all his groups, and minted a token for `finance`, which the bot never had.
+    const asBot = await signIn(gw, narrow.token);
+    expect((await asSession(gw, asBot, 'GET', '/auth/session')).json().principal).toMatchObject({
+      id: bob.id,
+      role: 'member',
+      groups: ['docs'],
+    });
+    const wider = await asSession(gw, asBot, 'POST', '/api/tokens', {
+      body: { role: 'agent', name: 'wider', groups: ['finance'] },
+    });
+    expect(wider.statusCode).toBe(403);
+    const same = await asSession(gw, asBot, 'POST', '/api/tokens', { body: { role: 'agent', name: 'same' } });
+    expect(same.statusCode).toBe(201);
+    expect(same.json().groups).toEqual(['docs']);
+    // A token holding all of bob's groups signs in with all of them.
+    const full = (
+      await gw.request('POST', '/api/tokens', {
+        body: { role: 'agent', name: 'laptop', userId: bob.id, groups: ['docs', 'finance'] },
+      })
+    ).json();
+    const asBob = await signIn(gw, full.token);
+    expect((await asSession(gw, asBob, 'GET', '/auth/session')).json().principal.groups).toEqual(['docs', 'finance']);
+  });
+
   it("a member's audit is its own by user id, not another user's whose name is that id", async () => {
     gw = await startTestGateway(sqliteTarget);
     const alice = (await gw.request('POST', '/api/users', { body: { name: 'alice' } })).json();

@@ -505,7 +505,13 @@ export interface MentalModel {
 /** What `GET /auth/session` answers: the cookie's session, and how one may sign in here. */
 export interface SessionInfo {
   signedIn: boolean;
-  principal?: { id: string; name: string; role: string; user?: { id: string; name: string; role: string } };
+  principal?: {
+    id: string;
+    name: string;
+    role: string;
+    groups?: string[];
+    user?: { id: string; name: string; role: string };
+  };
   oidc: { issuer: string; start: string } | null;
 }
 
