@@ -239,9 +239,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
     });
     const handshaker = createHandshaker({
       poolFor,
-      // A child started for a test is checked and sandboxed exactly as a supervised one.
-      sandboxFor: async (row, command) =>
-        (await planner.prepare(row.id, command, parseJson<ServerOptions>(row.options, {}))).sandbox,
+      // A child started for a test is checked, resolved and sandboxed exactly as a supervised one.
+      launchFor: async (row, command, env) => {
+        const launch = await planner.prepare(row.id, command, parseJson<ServerOptions>(row.options, {}), env);
+        return { program: launch.program, sandbox: launch.sandbox };
+      },
       timeoutMs: config.listTimeoutMs,
       installTimeoutMs: config.stdioInstallTimeoutMs,
       onStderr: onChildOutput,

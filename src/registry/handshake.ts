@@ -167,8 +167,16 @@ export interface HandshakerOptions {
   installTimeoutMs?: number;
   /** Where a stdio child's stderr lines go (already redacted). */
   onStderr?: (serverId: string, line: string) => void;
-  /** Checks a stdio server's command and gives its sandbox (undefined: unsandboxed); throws when it may not run. */
-  sandboxFor?: (row: ServerTable, command: string) => Promise<SandboxOptions | undefined>;
+  /**
+   * Checks a stdio server's command on the PATH its `env` gives the child, as a start does, and plans its launch:
+   * the file to spawn (undefined: the command as given) and its sandbox (undefined: unsandboxed). Throws when it
+   * may not run.
+   */
+  launchFor?: (
+    row: ServerTable,
+    command: string,
+    env: Record<string, string>,
+  ) => Promise<{ program: string | undefined; sandbox: SandboxOptions | undefined }>;
   /** Runs `fn` on the supervised connection of a running stdio server; undefined when it is not running. */
   supervised?: <T>(
     serverId: string,
@@ -203,7 +211,8 @@ async function stdioHandshake(
   // A first connect may be an `npx`/`uvx` download: killed mid-way, it leaves a half-written cache.
   const timeoutMs = era === undefined ? Math.max(options.installTimeoutMs ?? 0, options.timeoutMs) : options.timeoutMs;
   const deadline = AbortSignal.timeout(timeoutMs);
-  const sandbox = await options.sandboxFor?.(row, connection.command);
+  const launch = await options.launchFor?.(row, connection.command, connection.env);
+  const sandbox = launch?.sandbox;
   let spawned: StdioChild | undefined;
   const {
     client,
@@ -211,7 +220,7 @@ async function stdioHandshake(
     era: verdict,
   } = await connectStdio(
     {
-      command: connection.command,
+      command: launch?.program ?? connection.command,
       args: connection.args,
       env: connection.env,
       label: row.id,

@@ -1,7 +1,8 @@
 /**
  * `stdio.allowedCommands` holds against a record's own `PATH`: the program that runs is the one the check
  * approved. A record whose `PATH` makes `node` another program is refused at start and at test (sandboxed or
- * not), and that program never runs; a `PATH` that finds the very same `node` starts as before.
+ * not), and that program never runs; a `PATH` that finds the very same `node` starts as before, and one that finds
+ * another file the list names is tested and started alike.
  */
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -84,6 +85,29 @@ describe.skipIf(NODE === undefined)("stdio.allowedCommands and the record's PATH
       },
     );
   }
+
+  it('tests and starts alike a server whose PATH finds another program the list names', SLOW, async () => {
+    // Allowed by name, and the record's PATH picks a second allowed file: a start runs that file; a test did not
+    // (it spawned the bare name, refused because the gateway's PATH finds another file).
+    const own = mkdtempSync(join(tmpdir(), 'gh-own-path-'));
+    chmodSync(own, 0o755);
+    writeFileSync(join(own, 'node'), `#!/bin/sh\nexec ${NODE} "$@"\n`);
+    chmodSync(join(own, 'node'), 0o755);
+    try {
+      const allowed = await h.gw.request('PATCH', '/api/settings', {
+        body: { 'stdio.allowedCommands': ['node', join(own, 'node')] },
+      });
+      expect(allowed.statusCode, allowed.body).toBe(200);
+      await install('own', own, 'off');
+      const tested = await h.gw.request('POST', '/api/mcp/servers/own/test');
+      expect(tested.json().ok, tested.body).toBe(true);
+      const started = await h.gw.request('POST', '/api/mcp/servers/own/start');
+      expect(started.statusCode, started.body).toBe(200);
+      await h.gw.request('POST', '/api/mcp/servers/own/stop');
+    } finally {
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
 
   it('starts a server whose PATH finds the very same program', SLOW, async () => {
     await install('same', dirname(NODE as string), 'off');
