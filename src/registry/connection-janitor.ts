@@ -21,7 +21,7 @@ interface Wanted {
 }
 
 function wantedOf(records: ServerStore, row: ServerTable | undefined): Wanted | undefined {
-  if (!row || row.enabled !== 1 || row.transport === 'stdio') return undefined;
+  if (row?.enabled !== 1 || row.transport === 'stdio') return undefined;
   try {
     const connection = records.connectionOf(row);
     if (connection.transport === 'stdio') return undefined;

@@ -4,7 +4,6 @@
  * change that keeps the connection (a tool policy) ends nothing. Seen from a real 2025-era upstream, which
  * hears its session ended (DELETE) and the session's GET stream stop.
  */
-import type http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { listen, parseJson, readBody, sendJson } from '../fixtures/http.js';
