@@ -25,6 +25,7 @@ import { rewriteConfig } from '../importing/rewrite.js';
 import { reachesSelf } from '../importing/self.js';
 import type { Registry } from '../registry/service.js';
 import type { SettingsService } from '../settings/service.js';
+import { loadsCode } from '../upstream/stdio/env.js';
 import { entryName, wiringInput } from './connect.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
@@ -73,14 +74,22 @@ export interface ImportRouteDeps {
   listening(): { host: string; port: number };
 }
 
-/** A client entry's secret-bearing fields (env and header values) masked, everything else as given. */
+/**
+ * A client entry's secret-bearing fields (env and header values) masked, everything else as given; an env
+ * variable that decides what code runs (`loadsCode`) is shown, as on an install's card.
+ */
 function maskEntry(entry: unknown): unknown {
   if (!entry || typeof entry !== 'object' || Array.isArray(entry)) return entry;
   const masked: Record<string, unknown> = { ...(entry as Record<string, unknown>) };
   for (const field of ['env', 'headers']) {
     const values = masked[field];
     if (values && typeof values === 'object' && !Array.isArray(values)) {
-      masked[field] = Object.fromEntries(Object.keys(values).map((name) => [name, { set: true }]));
+      masked[field] = Object.fromEntries(
+        Object.entries(values).map(([name, value]) => [
+          name,
+          field === 'env' && loadsCode(name) && typeof value === 'string' ? value : { set: true },
+        ]),
+      );
     }
   }
   return masked;

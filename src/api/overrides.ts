@@ -216,6 +216,8 @@ export function overrideRoutes({
           fixedArguments: 'gated',
         },
         current: 'mcp_server_override_get',
+        // Leaving fixedArguments out of a PUT removes the ones set: as gated as the DELETE that removes them.
+        replaces: true,
       },
       params: toolParams,
       body: overrideSchema,

@@ -35,6 +35,11 @@ export type McpDeclaration =
       fields?: Readonly<Record<string, Tier>>;
       /** The read tool (same path arguments) whose answer is the "before" of an approval card's diff. */
       current?: string;
+      /**
+       * The body replaces the record whole (a PUT): a field left out is cleared. A gated field left out then gates
+       * the call when the record (read through `current`) holds something in it — leaving it out removes it.
+       */
+      replaces?: boolean;
       /** The body as an approval card shows it: secrets masked. Default: the body as given. */
       shown?: (body: Record<string, unknown>) => Record<string, unknown>;
     }

