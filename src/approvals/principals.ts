@@ -26,17 +26,30 @@ export async function revokePrincipal(
 }
 
 /**
+ * The token an OAuth grant acts for when that token is its person (subject `token:<id>`: an admin or
+ * operator token nobody owns consented it as itself, see src/oauth/routes.ts); undefined for any other
+ * principal. Read from the grant, whose subject never changes, so approvals recorded before this rule
+ * was kept are covered too.
+ */
+export async function grantPersonToken(db: Kysely<Database>, principalId: string): Promise<string | undefined> {
+  if (!principalId.startsWith('og_')) return undefined;
+  const grant = await db.selectFrom('oauth_grants').select('subject').where('id', '=', principalId).executeTakeFirst();
+  return grant?.subject.startsWith('token:') ? grant.subject.slice(6) : undefined;
+}
+
+/**
  * Whether a requester may still have its calls run. A token principal is active until revoked; a
  * principal no token row backs (the loopback `local` caller of an unauthenticated hub) has nothing to
  * revoke. A user (the requester itself, or the person its token acts for) is active until disabled or
- * deleted; a token whose owner is disabled is not active either.
+ * deleted; a token whose owner is disabled is not active either. An OAuth grant whose person is a token
+ * is active only while that token is.
  */
 export async function principalActive(
   db: Kysely<Database>,
   principalId: string,
   userId?: string | null,
 ): Promise<boolean> {
-  // An OAuth grant (`og_…`, see src/oauth) is active until the person or an admin revokes it (then its user's rule).
+  // An OAuth grant (`og_…`, see src/oauth) is active until the person or an admin revokes it (then its person's rule).
   if (principalId.startsWith('og_')) {
     const grant = await db
       .selectFrom('oauth_grants')
@@ -44,7 +57,18 @@ export async function principalActive(
       .where('id', '=', principalId)
       .executeTakeFirst();
     if (!grant || grant.revoked_at !== null) return false;
-    userId ??= grant.subject.startsWith('user:') ? grant.subject.slice(5) : null;
+    if (grant.subject.startsWith('token:')) {
+      // Its person is the token: revoked or gone, the grant is no one's (as the OAuth authenticator refuses it).
+      const person = await db
+        .selectFrom('tokens')
+        .select(['revoked_at', 'user_id'])
+        .where('id', '=', grant.subject.slice(6))
+        .executeTakeFirst();
+      if (!person || person.revoked_at !== null) return false;
+      userId ??= person.user_id;
+    } else {
+      userId ??= grant.subject.startsWith('user:') ? grant.subject.slice(5) : null;
+    }
   }
   const token = await db
     .selectFrom('tokens')

@@ -20,7 +20,7 @@ import type { Store } from '../store/db.js';
 import { parseJson } from '../store/json.js';
 import type { ApprovalTable } from '../store/schema.js';
 import { activeTraceparent, inResumedSpan } from '../telemetry/tracing.js';
-import { principalActive } from './principals.js';
+import { grantPersonToken, principalActive } from './principals.js';
 import {
   type ApprovalDetail,
   type ApprovalError,
@@ -346,6 +346,13 @@ export class ApprovalQueue {
         id,
       });
     }
+    // An OAuth grant consented by a token nobody owns has that token as its person (no user to compare): the
+    // token, by bearer or by a dashboard session opened with it (both principals carry its id), is the requester.
+    if ((await grantPersonToken(this.store.db, row.requester_id)) === decider.id) {
+      throw new GatehouseError('approval.self_approval', 'A call made by your own agent cannot be decided by you.', {
+        id,
+      });
+    }
     const now = Date.now();
     if (row.status === 'pending' && row.expires_at <= iso(now)) {
       await this.expire([id]);
@@ -466,8 +473,22 @@ export class ApprovalQueue {
     const open = await this.store.db
       .selectFrom('approvals')
       .select(['id', 'status', 'server_id', 'tool', 'surface'])
-      // A user's revocation reaches what any of their agents asked for.
-      .where((eb) => eb.or([eb('requester_id', '=', requesterId), eb('requester_user_id', '=', requesterId)]))
+      // A user's revocation reaches what any of their agents asked for; a token's, what the OAuth grants it
+      // consented as their person (subject `token:<id>`) asked for.
+      .where((eb) =>
+        eb.or([
+          eb('requester_id', '=', requesterId),
+          eb('requester_user_id', '=', requesterId),
+          eb(
+            'requester_id',
+            'in',
+            eb
+              .selectFrom('oauth_grants')
+              .select('oauth_grants.id')
+              .where('oauth_grants.subject', '=', `token:${requesterId}`),
+          ),
+        ]),
+      )
       .where('status', 'in', ['pending', 'approved'])
       .execute();
     const cancelled: string[] = [];
