@@ -6,16 +6,26 @@
  * answers, and the round is relayed to the upstream under the approval already given: no new
  * approval, but the same re-check (tool pin, policy) an approved call gets before it runs.
  * 2025-era agents get the same through the SDK's legacy shim (real server-to-client requests).
+ *
+ * Each round is answered once. The state an agent gets names the stored round it answers (`r`), and the
+ * round is claimed before its upstream call: a conditional update of the approval's stored result from that
+ * very round to a "running" marker (`claimRound`), which one request wins across concurrent requests and
+ * replicas. Another request with the same state, then or later, finds the round gone and is refused
+ * (`hub.request_state_mismatch`); a `tasks/update` that loses is ignored, as answers to a task that asks
+ * nothing are. Without it a 2026-07-28 upstream, which runs the tool again on every round it is sent, ran the
+ * approved call once per replay of a state.
  */
+import { createHash, randomUUID } from 'node:crypto';
 import type { CallToolResult, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server';
 import type { ApprovalQueue, RecheckOutcome } from '../../approvals/queue.js';
 import type { ApprovalView } from '../../approvals/types.js';
 import type { CallEvent } from '../../audit/calls.js';
-import { GatehouseError } from '../../errors.js';
+import { findGatehouseError, GatehouseError } from '../../errors.js';
 import type { TokenPrincipal } from '../../identity/index.js';
 import { activeTraceId, inResumedSpan, tracingEnabled } from '../../telemetry/tracing.js';
 import type { Continuation } from '../../upstream/index.js';
-import { jsonToolResult } from '../results.js';
+import { approvalIdOfTask } from '../gate.js';
+import { type DetailedTask, jsonToolResult } from '../results.js';
 import { continuationOf, inputRequiredResult, needsInput, type UpstreamOutcome, verifiedState } from './calls.js';
 import { type HubStateCodec, stateBinding, stateMatches } from './request-state.js';
 
@@ -24,9 +34,12 @@ interface StoredInputRequired {
   resultType: 'input_required';
   inputRequests: Record<string, unknown>;
   requestState?: string;
+  /** This round's own id: two rounds that ask the same thing are still two rounds (a state answers one). */
+  round?: string;
 }
 
-export function storedOutcome(outcome: UpstreamOutcome): unknown {
+/** An outcome in the MCP wire shape (an input request as `resultType: input_required`), as audited. */
+function wireOutcome(outcome: UpstreamOutcome): unknown {
   if (!needsInput(outcome)) return outcome;
   const { inputRequests, requestState } = outcome.inputRequired;
   return {
@@ -34,6 +47,72 @@ export function storedOutcome(outcome: UpstreamOutcome): unknown {
     inputRequests,
     ...(requestState !== undefined ? { requestState } : {}),
   } satisfies StoredInputRequired;
+}
+
+/** An outcome as the approval stores it: an input request gets a round id of its own. */
+export function storedOutcome(outcome: UpstreamOutcome): unknown {
+  const wire = wireOutcome(outcome);
+  return needsInput(outcome) ? { ...(wire as StoredInputRequired), round: randomUUID() } : wire;
+}
+
+/**
+ * A later round while its upstream call runs: stored in place of the input round it answers (the claim), so
+ * no other request answers that round again. Readable in the approval record; the agent reads it as `pending`
+ * (approval_status) or `working` (its task).
+ */
+interface StoredRoundRunning {
+  gatehouse: 'round_running';
+  /** This claim's own id: only the request that claimed the round records its outcome over it. */
+  claim: string;
+  startedAt: string;
+}
+
+function isRoundRunning(value: unknown): value is StoredRoundRunning {
+  return (
+    value !== null && typeof value === 'object' && (value as { gatehouse?: unknown }).gatehouse === 'round_running'
+  );
+}
+
+/** The round a state answers: a hash of the stored input round, exactly as stored (its round id included). */
+function roundOf(stored: StoredInputRequired): string {
+  return createHash('sha256').update(JSON.stringify(stored), 'utf8').digest('base64url');
+}
+
+/**
+ * What a round whose upstream call failed after its claim leaves as the approved call's outcome: the error,
+ * as a tool error result, and not the input round again. The upstream may have acted on the answers before
+ * the call failed (a timeout, a dropped connection, the agent cancelling), and offering the round again
+ * would let the same answers (or others) run the approved call a second time: the approval covers one run,
+ * so a failed round ends it and a new call (and approval) is the way on.
+ */
+function failedRound(error: unknown): CallToolResult {
+  const known = findGatehouseError(error);
+  const what = known ? `${known.code}: ${known.message}` : 'internal_error: The round failed unexpectedly.';
+  return {
+    content: [
+      {
+        type: 'text',
+        text:
+          `The approved call's round failed (${what}). Whether the upstream acted on the answers is unknown, ` +
+          'so the round is not offered again: call the tool again (a new approval) to retry.',
+      },
+    ],
+    isError: true,
+  };
+}
+
+/** How long approval_status waits between reads while a round runs (wait_s given). */
+const ROUND_POLL_MS = 200;
+/** The longest wait_s (as the queue's own). */
+const MAX_WAIT_S = 30;
+
+/** The refusal of a state whose round was answered already (or is not the approval's current one). */
+function roundAnswered(): GatehouseError {
+  return new GatehouseError(
+    'hub.request_state_mismatch',
+    'This requestState answers a round of the approved call that was already answered (or is no longer asked): ' +
+      'call approval_status without requestState for its outcome.',
+  );
 }
 
 /**
@@ -74,7 +153,7 @@ export async function runAuditedRound(
     await record(error instanceof GatehouseError ? error.code : 'internal_error');
     throw error;
   }
-  if (needsInput(outcome)) await record('input_required', storedOutcome(outcome));
+  if (needsInput(outcome)) await record('input_required', wireOutcome(outcome));
   else await record(outcome.isError ? 'tool_error' : 'ok', outcome);
   return outcome;
 }
@@ -117,7 +196,25 @@ export class ApprovedRounds {
   ): Promise<CallToolResult | InputRequiredResult> {
     const state = verifiedState(ctx);
     if (state) return this.nextRound(principal, approvalId, ctx, inputCapabilities);
-    const answer = await this.deps.approvals.status(approvalId, principal, waitS);
+    const until = Date.now() + Math.min(Math.max(Number.isFinite(waitS) ? waitS : 0, 0), MAX_WAIT_S) * 1000;
+    let answer = await this.deps.approvals.status(approvalId, principal, waitS);
+    // A round with the agent's answers runs (another request took it): waited for like a decision.
+    while (
+      answer.status === 'executed' &&
+      isRoundRunning(answer.result) &&
+      Date.now() < until &&
+      !ctx.mcpReq.signal.aborted
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(ROUND_POLL_MS, until - Date.now())));
+      answer = await this.deps.approvals.status(approvalId, principal, 0);
+    }
+    if (answer.status === 'executed' && isRoundRunning(answer.result)) {
+      return jsonToolResult({
+        status: 'pending',
+        approval_id: approvalId,
+        detail: 'The approved call is running a round with your answers: ask again for its outcome.',
+      });
+    }
     if (answer.status === 'executed' && isStoredInputRequired(answer.result)) {
       const approval = await this.deps.approvals.get(approvalId);
       return this.askAgent(principal, approval, answer.result);
@@ -126,9 +223,25 @@ export class ApprovedRounds {
   }
 
   /**
+   * `tasks/get` of a gated call's task (the gate's answer): `working` while a round with the agent's answers
+   * runs, where the gate, which knows no rounds, reads the claimed round as a call that ended without a result.
+   */
+  async task(task: DetailedTask | undefined): Promise<DetailedTask | undefined> {
+    if (task?.status !== 'failed' || (task.error?.data as { status?: unknown } | undefined)?.status !== 'executed') {
+      return task;
+    }
+    const approvalId = approvalIdOfTask(task.taskId);
+    const approval = approvalId ? await this.deps.approvals.get(approvalId) : undefined;
+    if (approval?.status !== 'executed' || !isRoundRunning(approval.result)) return task;
+    const { error: _error, ...fields } = task;
+    return { ...fields, status: 'working', statusMessage: 'The approved call is running a round with your answers.' };
+  }
+
+  /**
    * `tasks/update` of a gated call's task whose approved call asked for input: the agent's answers go to the
    * upstream as the next round (the same re-check first, the round audited), and its outcome is stored for
-   * the next `tasks/get`. A task that asks nothing (any more) ignores answers, as the extension says.
+   * the next `tasks/get`. A task that asks nothing (any more) ignores answers, as the extension says: so does
+   * one whose round another `tasks/update` claimed first.
    */
   async taskRound(
     principal: TokenPrincipal,
@@ -148,20 +261,28 @@ export class ApprovedRounds {
     }
     const check = await this.deps.recheck(approval);
     if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
-    const outcome = await runAuditedRound(
-      this.deps.audit,
-      approval,
-      principal,
-      () =>
-        this.deps.run(
-          approval,
-          { inputResponses: inputResponses as Record<string, unknown>, requestState: stored.requestState },
-          inputCapabilities,
-          signal,
-        ),
-      { requestBytes: 0 },
-    );
-    await this.deps.approvals.recordRound(approval.id, stored, storedOutcome(outcome));
+    const claim = await this.claimRound(approval.id, stored);
+    if (!claim) return;
+    let outcome: UpstreamOutcome;
+    try {
+      outcome = await runAuditedRound(
+        this.deps.audit,
+        approval,
+        principal,
+        () =>
+          this.deps.run(
+            approval,
+            { inputResponses: inputResponses as Record<string, unknown>, requestState: stored.requestState },
+            inputCapabilities,
+            signal,
+          ),
+        { requestBytes: 0 },
+      );
+    } catch (error) {
+      await this.failRound(approval.id, claim, error);
+      throw error;
+    }
+    await this.deps.approvals.recordRound(approval.id, claim, storedOutcome(outcome));
   }
 
   private async askAgent(
@@ -172,9 +293,31 @@ export class ApprovedRounds {
     const minted = await this.deps.stateCodec.mint({
       ...stateBinding(principal.id, approval.serverId ?? '', approval.tool, approval.arguments),
       a: approval.id,
+      r: roundOf(stored),
       ...(stored.requestState !== undefined ? { u: stored.requestState } : {}),
     });
     return inputRequiredResult(stored.inputRequests, minted);
+  }
+
+  /**
+   * Claims the stored input round `stored` for one request: the approval's result goes from that round to a
+   * running marker, in one conditional update (`recordRound`: only over the very value read), so of the
+   * requests (on any replica) answering the same round exactly one wins. The marker, or undefined when the
+   * round was already claimed (or answered).
+   */
+  private async claimRound(id: string, stored: StoredInputRequired): Promise<StoredRoundRunning | undefined> {
+    const claim: StoredRoundRunning = {
+      gatehouse: 'round_running',
+      claim: randomUUID(),
+      startedAt: new Date().toISOString(),
+    };
+    return (await this.deps.approvals.recordRound(id, stored, claim)) ? claim : undefined;
+  }
+
+  /** A claimed round whose upstream call failed: its outcome is the error (`failedRound` says why not the round). */
+  private async failRound(id: string, claim: StoredRoundRunning, error: unknown): Promise<void> {
+    // The agent gets the round's own error either way; a store that fails here leaves the marker (pending).
+    await this.deps.approvals.recordRound(id, claim, failedRound(error)).catch(() => false);
   }
 
   private async nextRound(
@@ -193,35 +336,50 @@ export class ApprovedRounds {
     if (!state || approval.status !== 'executed' || !stateMatches(state, binding, approval.id)) {
       throw new GatehouseError('hub.request_state_mismatch');
     }
+    // The state answers the round it was minted for, and only while that round is the one stored: not a round
+    // that ran (or runs), nor an earlier one of the same call.
+    const stored = approval.result;
+    if (!isStoredInputRequired(stored) || state.r !== roundOf(stored) || state.u !== stored.requestState) {
+      throw roundAnswered();
+    }
     const check = await this.deps.recheck(approval);
     if (!check.ok) throw new GatehouseError('approval.out_of_scope', check.reason, { reason: check.reason });
+    // One request runs the round; any other with the same state (concurrent, or later) is refused.
+    const claim = await this.claimRound(approval.id, stored);
+    if (!claim) throw roundAnswered();
 
     // Tracing on: a later round runs in the trace of the call that asked too (linked to the status call that
     // carried the answers), so its audit row has that call's trace id, like the first round's.
     const parent = tracingEnabled() ? await this.deps.approvals.traceParent(approval.id) : null;
-    const outcome = await inResumedSpan(
-      'gatehouse.approval.round',
-      { 'gen_ai.tool.name': approval.exposedName, 'gatehouse.approval.id': approval.id, 'gatehouse.surface': 'hub' },
-      parent,
-      () =>
-        runAuditedRound(
-          this.deps.audit,
-          approval,
-          principal,
-          () =>
-            this.deps.run(
-              approval,
-              continuationOf(ctx.mcpReq.inputResponses, state),
-              inputCapabilities,
-              ctx.mcpReq.signal,
-            ),
-          { requestBytes: 0 },
-        ),
-    );
-    const stored = storedOutcome(outcome);
+    let outcome: UpstreamOutcome;
+    try {
+      outcome = await inResumedSpan(
+        'gatehouse.approval.round',
+        { 'gen_ai.tool.name': approval.exposedName, 'gatehouse.approval.id': approval.id, 'gatehouse.surface': 'hub' },
+        parent,
+        () =>
+          runAuditedRound(
+            this.deps.audit,
+            approval,
+            principal,
+            () =>
+              this.deps.run(
+                approval,
+                continuationOf(ctx.mcpReq.inputResponses, state),
+                inputCapabilities,
+                ctx.mcpReq.signal,
+              ),
+            { requestBytes: 0 },
+          ),
+      );
+    } catch (error) {
+      await this.failRound(approval.id, claim, error);
+      throw error;
+    }
+    const next = storedOutcome(outcome);
     // Asking again returns the latest round's outcome, never a new upstream call.
-    await this.deps.approvals.recordRound(approval.id, approval.result, stored);
-    if (needsInput(outcome)) return this.askAgent(principal, approval, stored as StoredInputRequired);
+    await this.deps.approvals.recordRound(approval.id, claim, next);
+    if (needsInput(outcome)) return this.askAgent(principal, approval, next as StoredInputRequired);
     return jsonToolResult({ status: 'executed', approval_id: approval.id, result: outcome });
   }
 }

@@ -22,6 +22,13 @@ export interface HubRequestState {
   u?: string;
   /** The approval whose executed call this flow continues (rounds go through approval_status). */
   a?: string;
+  /**
+   * With `a`: the approval's round this state answers (`roundOf` in `approved-rounds.ts`, a hash of the stored
+   * input round). The state is signed and lives 15 minutes with no use count of its own: what makes it answer
+   * one round once is this binding together with the round's claim in the store (one winner), after which
+   * the stored round is another and the state matches nothing.
+   */
+  r?: string;
   /** 1: a round the hub started itself (a URL elicitation to connect the person's upstream account). */
   g?: 1;
   /** The upstream call held for this flow (a 2025-era upstream's asks to a 2026-07-28 agent, `held-calls.ts`). */
@@ -46,14 +53,14 @@ export function stateBinding(
   serverId: string,
   tool: string,
   args: Record<string, unknown>,
-): Omit<HubRequestState, 'u' | 'a' | 'p'> {
+): Omit<HubRequestState, 'u' | 'a' | 'p' | 'r'> {
   return { v: 1, c: clientId, s: serverId, t: tool, h: argumentsHash(args) };
 }
 
 /** Whether a verified state belongs to this call (and, for an approval's rounds, to this approval). */
 export function stateMatches(
   state: HubRequestState,
-  expected: Omit<HubRequestState, 'u' | 'a' | 'p'>,
+  expected: Omit<HubRequestState, 'u' | 'a' | 'p' | 'r'>,
   approvalId?: string,
 ): boolean {
   return (

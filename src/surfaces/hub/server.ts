@@ -397,7 +397,8 @@ export function buildHubServer(
   taskMethod(
     'tasks/get',
     async (params, ctx) =>
-      (await deps.calls.approvalTask(principal, params.taskId)) ?? upstreamTask('tasks/get', params, ctx),
+      (await deps.approvedRounds.task(await deps.calls.approvalTask(principal, params.taskId))) ??
+      upstreamTask('tasks/get', params, ctx),
   );
   // A gated call's task asks for input only when its approved call did: the answers are that call's next round.
   taskMethod('tasks/update', async (params, ctx) => {
