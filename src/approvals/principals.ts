@@ -5,6 +5,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Principal } from '../identity/index.js';
+import { parseJson } from '../store/json.js';
 import type { Database } from '../store/schema.js';
 import type { ApprovalQueue } from './queue.js';
 
@@ -35,6 +36,33 @@ export async function grantPersonToken(db: Kysely<Database>, principalId: string
   if (!principalId.startsWith('og_')) return undefined;
   const grant = await db.selectFrom('oauth_grants').select('subject').where('id', '=', principalId).executeTakeFirst();
   return grant?.subject.startsWith('token:') ? grant.subject.slice(6) : undefined;
+}
+
+/**
+ * The groups a requester reaches servers through now: a token's, or an OAuth grant's consented groups that its
+ * person still holds (as the OAuth authenticator computes them per request); undefined for a requester no row
+ * backs (the loopback caller of an unauthenticated hub), which exposure does not bound.
+ */
+export async function requesterGroups(db: Kysely<Database>, principalId: string): Promise<string[] | undefined> {
+  if (principalId.startsWith('og_')) {
+    const grant = await db
+      .selectFrom('oauth_grants')
+      .select(['groups', 'subject'])
+      .where('id', '=', principalId)
+      .executeTakeFirst();
+    if (!grant) return [];
+    const consented = parseJson<string[]>(grant.groups, []);
+    if (!grant.subject.startsWith('user:')) return consented;
+    const person = await db
+      .selectFrom('users')
+      .select('groups')
+      .where('id', '=', grant.subject.slice(5))
+      .executeTakeFirst();
+    const current = person ? parseJson<string[]>(person.groups, []) : [];
+    return consented.filter((group) => current.includes(group));
+  }
+  const token = await db.selectFrom('tokens').select('groups').where('id', '=', principalId).executeTakeFirst();
+  return token ? parseJson<string[]>(token.groups, []) : undefined;
 }
 
 /**

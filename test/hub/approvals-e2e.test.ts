@@ -386,6 +386,37 @@ describeEachStore('approvals and audit end to end', (target) => {
     });
   }
 
+  it('an approved call ends out_of_scope when its server was installed again, or its requester no longer reaches it', async () => {
+    const client = await connect(agent.token, 'modern');
+    // Uninstalled and installed again under the same id, set up the same way (so the same policy version and
+    // pins): before, the call approved for the first server ran on the second.
+    const first = await gatedCall(client, 'before.txt');
+    expect((await gw.request('DELETE', '/api/mcp/servers/files')).statusCode).toBe(200);
+    expect(
+      (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
+    ).toBe(201);
+    await gw.request('PATCH', '/api/mcp/servers/files/tools', {
+      body: { mode: 'all', allow: ['echo'], gated: ['add', 'read_file'], blocked: ['fail'], defaultTier: 'blocked' },
+    });
+    expect((await gw.request('POST', '/api/mcp/servers/files/test')).json().ok).toBe(true);
+    expect((await api('POST', `/api/approvals/${first}/approve`, TEST_ADMIN_TOKEN, {})).status).toBe(200);
+    const outcome = await approvalStatus(client, first, 10);
+    expect(outcome).toMatchObject({ status: 'out_of_scope', approval_id: first });
+    expect(outcome.reason).toMatch(/installed again/);
+
+    // The requester's token given groups the server is not exposed to: it could not make the call now.
+    const second = await gatedCall(client, 'after.txt');
+    const moved = await gw.request('PATCH', `/api/tokens/${agent.id}`, { body: { groups: ['elsewhere'] } });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect((await api('POST', `/api/approvals/${second}/approve`, TEST_ADMIN_TOKEN, {})).status).toBe(200);
+    await gw.gateway.approvals.idle();
+    const card = (await api('GET', `/api/approvals/${second}`, TEST_ADMIN_TOKEN)).body;
+    expect(card).toMatchObject({ status: 'out_of_scope' });
+    expect(card.reason).toMatch(/no longer reaches/);
+    expect(readFileCalls).toBe(0);
+    expect(upstream.log.count('tools/call')).toBe(0);
+  });
+
   it('audits the run of an approved call as a call event of its own: the requester, the approval, the outcome', async () => {
     const client = await connect(agent.token, 'modern');
     const id = await gatedCall(client, 'audited.txt');
