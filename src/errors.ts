@@ -352,6 +352,12 @@ export const ERROR_CATALOGUE = {
     mcp: 'result',
     message: 'This authorization answer is unknown, expired or already used; start connecting again.',
   },
+  'oauth.browser_mismatch': {
+    status: 403,
+    mcp: 'result',
+    message:
+      'This authorization came back to a browser that did not open its connect link; start connecting again from your own link.',
+  },
   'oauth.not_configured': {
     status: 409,
     mcp: 'result',

@@ -353,10 +353,12 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         const address = app?.server.address();
         return publicBaseUrl(config, typeof address === 'object' && address ? address.port : config.port);
       },
+      userActive: async (id) => (await users.get(id))?.disabled === false,
     });
+    // A hub call is the person's own agent: its refusal may carry their connect link.
     const authorizer: UpstreamAuthorizer = async (row: ServerTable, principal: Principal | undefined) => {
       const oauth = upstreamAuth.oauthOf(row);
-      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal));
+      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal), { connectLink: true });
     };
     authorizer.rejected = (row, principal) => {
       const oauth = upstreamAuth.oauthOf(row);
@@ -370,7 +372,11 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       const subject = upstreamAuth.subjectFor(oauth, principal);
       return upstreamAuth.insufficientScope(row, subject, scope.split(' ').filter(Boolean));
     };
-    registry.authorizer = authorizer;
+    // A handshake's error lands in the record everyone reads: it never starts a flow nor carries a link.
+    registry.authorizer = async (row, principal) => {
+      const oauth = upstreamAuth.oauthOf(row);
+      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal));
+    };
     const callAuditor = new CallAuditor({ audit, settings, metrics, events });
     // Across the fleet on PostgreSQL (leases of calls from a shared counter); one process's own on SQLite.
     const limiter = store.kind === 'postgres' ? new FleetCallLimiter({ store, logger }) : new CallLimiter();
@@ -527,6 +533,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           users,
           sessions,
           tokens,
+          upstreamGrants: upstreamAuth,
           approvals,
           audit,
           events,

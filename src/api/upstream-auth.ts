@@ -1,6 +1,7 @@
 /**
  * Upstream OAuth (issue 18): a server's grant state, connect and disconnect; a user's own grants; the
- * callback the authorization server sends a person back to; Gatehouse's client metadata document.
+ * connect link a person opens (it binds their signed-in browser to the flow) and the callback the
+ * authorization server sends that browser back to; Gatehouse's client metadata document.
  * No route returns a token.
  */
 import { z } from 'zod';
@@ -8,8 +9,15 @@ import type { AuditLog } from '../audit/log.js';
 import { GatehouseError } from '../errors.js';
 import type { Principal } from '../identity/index.js';
 import { serverIdSchema } from '../registry/ids.js';
+import {
+  browserNonceOf,
+  CONNECT_PATH,
+  clearBrowserCookie,
+  openerOf,
+  setBrowserCookie,
+} from '../upstream-auth/browser.js';
 import type { GrantStore, Subject } from '../upstream-auth/grants.js';
-import { CALLBACK_PATH, CLIENT_METADATA_PATH, type UpstreamAuth } from '../upstream-auth/service.js';
+import { type AuthStatus, CALLBACK_PATH, CLIENT_METADATA_PATH, type UpstreamAuth } from '../upstream-auth/service.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 const MANAGERS = ['admin', 'operator'] as const;
@@ -45,8 +53,13 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
     const status = await auth.status(serverId, 'shared');
     return status.mode === 'shared' ? 'shared' : ownSubject(principal);
   };
-  const connect = async (serverId: string, subject: Subject, principal: Principal | undefined, scopes?: string[]) => {
-    const answer = await auth.connect(serverId, subject, scopes);
+  const connect = async (
+    serverId: string,
+    subject: Subject,
+    principal: Principal | undefined,
+    start: () => Promise<{ authorizationUrl: string } | { connected: AuthStatus }>,
+  ) => {
+    const answer = await start();
     await audit.recordAdmin({
       action: 'server.auth.connect',
       actor: principal,
@@ -94,7 +107,10 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
       params: idParams,
       body: connectBody,
       async handler({ params, body, principal }) {
-        return connect(params.id, await subjectOf(params.id, principal), principal, body?.scopes);
+        const subject = await subjectOf(params.id, principal);
+        return connect(params.id, subject, principal, () =>
+          auth.connect(params.id, subject, { scopes: body?.scopes, by: principal }),
+        );
       },
     }),
     defineRoute({
@@ -124,14 +140,17 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
     defineRoute({
       method: 'POST',
       url: '/api/users/me/grants/:id/connect',
-      summary: 'Start connecting the signed-in user’s own account to a per-user server: the authorization URL.',
+      summary:
+        'Start connecting the signed-in user’s own account to a per-user server exposed to their groups: the connect link.',
       scope: 'servers',
       access: PEOPLE,
       mcp: { exclude: 'a person signs in to their own upstream account; an agent cannot' },
       params: idParams,
       body: connectBody,
       async handler({ params, body, principal }) {
-        return connect(params.id, ownSubject(principal), principal, body?.scopes);
+        return connect(params.id, ownSubject(principal), principal, () =>
+          auth.connectOwn(params.id, principal, body?.scopes),
+        );
       },
     }),
     defineRoute({
@@ -144,6 +163,39 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
       params: idParams,
       async handler({ params, principal }) {
         return disconnect(params.id, ownSubject(principal), principal);
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      url: CONNECT_PATH,
+      summary:
+        'The connect link a person opens: in a browser signed in as them, binds it to the flow and sends it to the authorization server.',
+      scope: 'servers',
+      access: 'public',
+      mcp: { exclude: 'a browser page, not a tool' },
+      query: z.strictObject({ flow: z.string().regex(/^[0-9a-f]{64}$/, 'not a connect link') }),
+      async handler({ query, reply, request }) {
+        reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+        // Only the dashboard session cookie proves whose browser this is (a bearer header proves no browser).
+        const principal = request.session ? request.principal : undefined;
+        try {
+          const opened = await auth.openLink(query.flow, principal && openerOf(principal));
+          setBrowserCookie(reply, auth.publicBaseUrl(), query.flow, opened.nonce, opened.maxAgeS);
+          return reply.redirect(opened.authorizationUrl, 302);
+        } catch (error) {
+          const { status, code } = refusalOf(error);
+          request.log.info({ code }, 'upstream OAuth connect link refused');
+          const message =
+            error instanceof GatehouseError && code !== 'internal_error'
+              ? error.message
+              : 'Connecting failed. Start again from Gatehouse.';
+          return reply
+            .code(status)
+            .type('text/html; charset=utf-8')
+            .send(
+              page(code === 'unauthorized' ? 'Sign in to Gatehouse first' : 'Not connected', `${message} (${code})`),
+            );
+        }
       },
     }),
     defineRoute({
@@ -164,8 +216,10 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
         reply.type('text/html; charset=utf-8');
         let status = 200;
         let body: string;
+        // The flow's cookie is used once, whatever the answer.
+        clearBrowserCookie(reply, auth.publicBaseUrl(), query.state);
         try {
-          const { serverId, subject } = await auth.callback(query);
+          const { serverId, subject } = await auth.callback(query, browserNonceOf(request, query.state));
           await audit.recordAdmin({
             action: 'server.auth.connected',
             actor: undefined,
@@ -175,8 +229,9 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
           await afterConnect(serverId, subject);
           body = page('Connected', `Gatehouse is connected to ${serverId}. You can close this window.`);
         } catch (error) {
-          const code = error instanceof GatehouseError ? error.code : 'internal_error';
-          status = error instanceof GatehouseError ? error.status : 500;
+          const refusal = refusalOf(error);
+          const { code } = refusal;
+          status = refusal.status;
           const reason = error instanceof GatehouseError ? error.details?.reason : undefined;
           request.log.warn({ code, reason }, 'upstream OAuth callback refused');
           body = page('Not connected', `Connecting failed (${code}). Start again from Gatehouse.`);
@@ -195,6 +250,12 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
       handler: () => auth.clientMetadata(),
     }),
   ];
+}
+
+function refusalOf(error: unknown): { status: number; code: string } {
+  return error instanceof GatehouseError
+    ? { status: error.status, code: error.code }
+    : { status: 500, code: 'internal_error' };
 }
 
 const escapeHtml = (text: string) =>

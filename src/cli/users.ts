@@ -15,6 +15,7 @@ import { isUserRole, USER_ROLES, type UserRole } from '../identity/users.js';
 import { SessionStore } from '../store/sessions.js';
 import { TokenStore } from '../store/tokens.js';
 import { UserStore } from '../store/users.js';
+import { dropUserGrants } from '../upstream-auth/grants.js';
 import { openCliStore } from './store-notice.js';
 
 type StoreFlags = { dataDir?: string; databaseUrl?: string };
@@ -29,6 +30,8 @@ async function withUsers<T>(config: Config, fn: (deps: LifecycleDeps & { audit: 
       users: new UserStore(store),
       sessions: new SessionStore(store),
       tokens: new TokenStore(store),
+      // No egress here to revoke at authorization servers: the grants and flows are dropped.
+      upstreamGrants: { disconnectUser: (id) => dropUserGrants(store.db, id) },
       approvals,
       audit,
     });

@@ -1,7 +1,9 @@
 /**
  * What disabling or deleting a person does, in one place: their dashboard sessions end, their tokens
  * stop working (the authenticators refuse a token whose owner is disabled), and what they or their
- * agents asked for and has not run is cancelled through the one revocation path.
+ * agents asked for and has not run is cancelled through the one revocation path. Disabling leaves their
+ * upstream OAuth grants (no call can use them: every way in is closed, and a connect under way never
+ * completes for a disabled person); deleting disconnects them.
  */
 import { type RevocationDeps, revokePrincipal } from '../approvals/principals.js';
 import type { SessionStore } from '../store/sessions.js';
@@ -13,6 +15,11 @@ export interface LifecycleDeps extends RevocationDeps {
   users: UserStore;
   sessions: SessionStore;
   tokens: TokenStore;
+  /**
+   * A deleted person's upstream OAuth grants and flows: revoked where the authorization server offers it,
+   * then dropped (`UpstreamAuth.disconnectUser`; the CLI, with no egress, drops them). Answers how many grants.
+   */
+  upstreamGrants: { disconnectUser(userId: string): Promise<number> };
 }
 
 /** Ends a person's access now (disable). Returns the approvals it cancelled and the sessions it ended. */
@@ -31,12 +38,12 @@ export async function endUserAccess(
   return { cancelledApprovals, endedSessions };
 }
 
-/** Deletes a person: access ended as for disabling, and the tokens they own revoked. */
+/** Deletes a person: access ended as for disabling, the tokens they own revoked, their upstream grants disconnected. */
 export async function deleteUser(
   deps: LifecycleDeps,
   userId: string,
   actor: Principal | undefined,
-): Promise<{ revokedTokens: string[] } | undefined> {
+): Promise<{ revokedTokens: string[]; disconnectedGrants: number } | undefined> {
   const user = await deps.users.update(userId, { disabled: true });
   if (!user) return undefined;
   await endUserAccess(deps, userId, actor, 'The user was deleted.');
@@ -44,6 +51,8 @@ export async function deleteUser(
   for (const token of await deps.tokens.ownedBy(userId)) {
     if (await deps.tokens.revoke(token.id)) revokedTokens.push(token.id);
   }
+  // Sealed refresh tokens must not outlive their person, nor a flow complete for an id that may be reused.
+  const disconnectedGrants = await deps.upstreamGrants.disconnectUser(userId);
   await deps.users.delete(userId);
-  return { revokedTokens };
+  return { revokedTokens, disconnectedGrants };
 }

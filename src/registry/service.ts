@@ -99,9 +99,19 @@ export class Registry {
       token = await this.authorizer(row, actor);
     } catch (error) {
       // The record's status says OAuth is the problem: auth_required (no grant to use) or auth_failed.
-      const code = findGatehouseError(error)?.code;
-      if (code === 'auth.user_required' || code === 'auth.connect_required') {
-        throw new GatehouseError('auth_required', (error as Error).message, { reason: code });
+      const found = findGatehouseError(error);
+      const code = found?.code;
+      // A fixed message, never the refusal's own: it lands in `lastError`, the server's events and the
+      // status stream, which everyone who reads the record sees, and must never carry anyone's link.
+      if (code === 'auth.user_required') {
+        const message = `"${row.id}" connects each user's own account; this handshake ran for no user.`;
+        throw new GatehouseError('auth_required', message, { reason: code });
+      }
+      if (code === 'auth.connect_required') {
+        const why = found?.details?.reason === 'needs_reconnect' ? 'needs_reconnect' : 'not_connected';
+        throw new GatehouseError('auth_required', `connect your account to "${row.id}" first (${why}).`, {
+          reason: code,
+        });
       }
       throw error;
     }

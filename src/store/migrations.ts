@@ -625,6 +625,16 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 28,
+    name: 'upstream OAuth: upstream_oauth_flows.opener, authorization_url, browser_hash (a flow completes only in the browser of the person who started it)',
+    async up(db) {
+      // Nullable and additive: a flow started by the previous release has no binding and cannot complete (ten minutes).
+      await db.schema.alterTable('upstream_oauth_flows').addColumn('opener', 'text').execute();
+      await db.schema.alterTable('upstream_oauth_flows').addColumn('authorization_url', 'text').execute();
+      await db.schema.alterTable('upstream_oauth_flows').addColumn('browser_hash', 'text').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

@@ -532,6 +532,14 @@ export interface UpstreamOAuthFlowTable {
   expires_at: string;
   /** As on the grant (migration 24). */
   resource?: string | null;
+  /**
+   * Migration 28, the browser binding (`upstream-auth/browser.ts`). Who may open the connect link
+   * (`user:<id>` or `token:<id>`; null: nobody, the flow cannot complete), where it sends that browser,
+   * and the SHA-256 of the nonce cookie it set there, which the callback requires.
+   */
+  opener?: string | null;
+  authorization_url?: string | null;
+  browser_hash?: string | null;
 }
 
 /** A fetched, checked Client ID Metadata Document, shared by replicas until `until_ms` (`oauth/clients.ts`). */

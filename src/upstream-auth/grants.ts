@@ -258,6 +258,11 @@ export class GrantStore {
       scopes: string[];
       ttlMs: number;
       resource: string;
+      /**
+       * Who may open the connect link and where it sends their browser (`browser.ts`). A flow without
+       * one has no link and never completes.
+       */
+      browser?: { opener: string; authorizationUrl: string } | undefined;
     },
   ): Promise<void> {
     const stateHash = hashState(flow.state);
@@ -276,8 +281,50 @@ export class GrantStore {
         scopes: JSON.stringify(flow.scopes),
         expires_at: new Date(Date.now() + flow.ttlMs).toISOString(),
         resource: flow.resource === key.serverUrl ? null : flow.resource,
+        opener: flow.browser?.opener ?? null,
+        // Kept as is: the state it carries completes nothing without the cookie of the browser bound below.
+        authorization_url: flow.browser?.authorizationUrl ?? null,
+        browser_hash: null,
       })
       .execute();
+  }
+
+  /** Drops a deleted person's grants and flows (`dropUserGrants`); answers how many grants they held. */
+  async dropUser(userId: string): Promise<number> {
+    return dropUserGrants(this.store.db, userId);
+  }
+
+  /** The live flow a connect link names (its state hash), for the page that binds a browser to it. */
+  async linkedFlow(
+    stateHash: string,
+  ): Promise<
+    { serverId: string; subject: Subject; opener: string; authorizationUrl: string; expiresAt: string } | undefined
+  > {
+    const row = await this.store.db
+      .selectFrom('upstream_oauth_flows')
+      .select(['server_id', 'subject', 'opener', 'authorization_url', 'expires_at'])
+      .where('state_hash', '=', stateHash)
+      .where('expires_at', '>', nowIso())
+      .executeTakeFirst();
+    if (!row?.opener || !row.authorization_url) return undefined;
+    return {
+      serverId: row.server_id,
+      subject: row.subject as Subject,
+      opener: row.opener,
+      authorizationUrl: row.authorization_url,
+      expiresAt: row.expires_at,
+    };
+  }
+
+  /** Binds the flow to the browser holding the nonce whose hash this is; the newest opening wins. */
+  async bindBrowser(stateHash: string, browserHash: string): Promise<boolean> {
+    const result = await this.store.db
+      .updateTable('upstream_oauth_flows')
+      .set({ browser_hash: browserHash })
+      .where('state_hash', '=', stateHash)
+      .where('expires_at', '>', nowIso())
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
   }
 
   /**
@@ -297,6 +344,9 @@ export class GrantStore {
         redirectUri: string;
         scopes: string[];
         resource: string;
+        /** Who could open its link, and the hash of the nonce its browser holds (null: never opened). */
+        opener: string | null;
+        browserHash: string | null;
       }
     | undefined
   > {
@@ -329,8 +379,24 @@ export class GrantStore {
       redirectUri: row.redirect_uri,
       scopes: parseJson<string[]>(row.scopes, []),
       resource: row.resource ?? serverUrl,
+      opener: row.opener ?? null,
+      browserHash: row.browser_hash ?? null,
     };
   }
+}
+
+/**
+ * Drops every grant and pending flow of one person (deleted): theirs (subject `user:<id>`) and the shared
+ * flows they started (opener). Registered clients are the server's, not theirs, and stay.
+ */
+export async function dropUserGrants(db: Kysely<Database>, userId: string): Promise<number> {
+  const subject = `user:${userId}`;
+  const grants = await db.deleteFrom('upstream_oauth_grants').where('subject', '=', subject).executeTakeFirst();
+  await db
+    .deleteFrom('upstream_oauth_flows')
+    .where((eb) => eb.or([eb('subject', '=', subject), eb('opener', '=', subject)]))
+    .execute();
+  return Number(grants.numDeletedRows);
 }
 
 /**

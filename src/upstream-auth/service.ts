@@ -4,8 +4,11 @@
  * - connect: discovery (guarded, bounded), a client (pre-registered, else Gatehouse's Client ID
  *   Metadata Document when the public URL is https, else Dynamic Client Registration), then an
  *   authorization URL with PKCE S256, `resource` = the upstream and a single-use `state` stored
- *   against the subject (shared, or one user) and the server. client_credentials connects at once.
- * - callback: takes the state once, redeems the code (RFC 9207 `iss` checked), seals the grant.
+ *   against the subject (shared, or one user) and the server. What the person is handed is Gatehouse's
+ *   connect link, which only their own signed-in browser may pass (`browser.ts`).
+ *   client_credentials connects at once.
+ * - callback: takes the state once, in the browser the link bound, redeems the code (RFC 9207 `iss`
+ *   checked), seals the grant.
  * - bearer: the access token for a call, refreshed shortly before expiry by whichever replica
  *   needs it, one refresh per grant across the fleet (store advisory lock); an authorization server
  *   that refuses the refresh marks the grant `needs_reconnect` — no retry loop.
@@ -24,10 +27,12 @@ import {
 } from '@modelcontextprotocol/client';
 import type { EventHub } from '../audit/stream.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
-import type { Principal } from '../identity/index.js';
+import { type Principal, safeEqual } from '../identity/index.js';
 import type { OpenedOAuth, ServerStore } from '../registry/records.js';
+import { parseJson } from '../store/json.js';
 import type { Locks } from '../store/locks.js';
 import type { ServerTable } from '../store/schema.js';
+import { browserNonceHash, CONNECT_PATH, linkHandleOf, newBrowserNonce, type Opener, openerOf } from './browser.js';
 import { asRefusal, discover } from './discovery.js';
 import { boundedFetch } from './fetch.js';
 import type { GrantKey, GrantStore, GrantView, OpenedGrant, Subject } from './grants.js';
@@ -52,6 +57,17 @@ export interface UpstreamAuthPorts {
   guardFor(privateNetwork: boolean): { fetch: FetchLike; check(url: string | URL): Promise<URL> };
   /** The address clients use (GATEHOUSE_PUBLIC_URL, else the bind address). */
   publicBaseUrl(): string;
+  /** Whether the user exists and is not disabled: a flow of anyone else never completes. */
+  userActive(userId: string): Promise<boolean>;
+}
+
+/** Whether a bearer refusal may carry a connect link: only when it goes back to the person's own agent. */
+export interface BearerOptions {
+  /**
+   * The caller is the person's own agent (a hub call), so `auth.connect_required` may carry their
+   * link. Without it (a handshake, whose error lands in the record everyone reads) no flow is started.
+   */
+  connectLink?: boolean;
 }
 
 export interface AuthStatus {
@@ -76,6 +92,11 @@ export class UpstreamAuth {
 
   get grants(): GrantStore {
     return this.ports.grants;
+  }
+
+  /** The address browsers reach Gatehouse at (the connect link's cookie is scoped under it). */
+  publicBaseUrl(): string {
+    return this.ports.publicBaseUrl();
   }
 
   /** Gatehouse's own client metadata (the Client ID Metadata Document); its URL is its client_id. */
@@ -126,14 +147,17 @@ export class UpstreamAuth {
   }
 
   /**
-   * Starts connecting `subject` to the server: the authorization URL a person opens, or — for
-   * client_credentials — the grant itself. `scopes` widens the request (a 403 insufficient_scope).
+   * Starts connecting `subject` to the server: the connect link a person opens (Gatehouse's page that
+   * binds their browser, then sends it to the authorization server), or — for client_credentials — the
+   * grant itself. `scopes` widens the request (a 403 insufficient_scope). `by` started it: a user's own
+   * flow is theirs to open; a shared one is its starter's.
    */
   async connect(
     serverId: string,
     subject: Subject,
-    extraScopes: readonly string[] = [],
+    options: { scopes?: readonly string[] | undefined; by?: Principal | undefined } = {},
   ): Promise<{ authorizationUrl: string } | { connected: AuthStatus }> {
+    const extraScopes = options.scopes ?? [];
     const row = await this.ports.records.getRow(serverId);
     const oauth = requireOAuth(row, this.oauthOf(row));
     const guard = this.guardOf(row);
@@ -153,6 +177,8 @@ export class UpstreamAuth {
     }
     if (!found.metadata.authorization_endpoint)
       throw asRefusal(undefined, 'the metadata names no authorization_endpoint');
+    const opener: Opener | undefined = subject === 'shared' ? options.by && openerOf(options.by) : subject;
+    if (!opener) throw new GatehouseError('forbidden', 'A shared grant is connected by a person or an operator token.');
     const redirectUri = `${this.ports.publicBaseUrl()}${CALLBACK_PATH}`;
     const client = await this.clientFor(key, oauth, found.issuer, found.metadata, redirectUri, guard.fetch);
     // Refresh tokens: asked for where the server knows the scope that grants them.
@@ -185,22 +211,85 @@ export class UpstreamAuth {
       scopes,
       ttlMs: FLOW_TTL_MS,
       resource: found.resource,
+      browser: { opener, authorizationUrl: started.authorizationUrl.href },
     });
-    return { authorizationUrl: started.authorizationUrl.href };
+    // The link names the flow by its state hash: the state itself reaches only the browser bound to it.
+    const link = new URL(`${this.ports.publicBaseUrl()}${CONNECT_PATH}`);
+    link.searchParams.set('flow', linkHandleOf(state));
+    return { authorizationUrl: link.href };
   }
 
-  /** The authorization server sent the person back: redeem the code once, seal the grant. */
-  async callback(query: {
-    state: string;
-    code?: string | undefined;
-    iss?: string | undefined;
-    error?: string | undefined;
-  }): Promise<{ serverId: string; subject: Subject }> {
+  /**
+   * The connect link opened by `opener` (the dashboard session of the browser, if any): the flow is bound
+   * to a new nonce for that browser's cookie, and the browser goes on to the authorization server. Refused,
+   * and left as it was, when the browser is not signed in as the person who may open it.
+   */
+  async openLink(
+    handle: string,
+    opener: Opener | undefined,
+  ): Promise<{ authorizationUrl: string; nonce: string; maxAgeS: number }> {
+    if (!opener) {
+      throw new GatehouseError(
+        'unauthorized',
+        'Sign in to the Gatehouse dashboard in this browser, as the person this link was made for, then open the link again.',
+        { reason: 'not_signed_in' },
+      );
+    }
+    const flow = await this.ports.grants.linkedFlow(handle);
+    if (!flow) {
+      throw new GatehouseError('oauth.state_invalid', 'This connect link is unknown, expired or already used.');
+    }
+    if (flow.opener !== opener) {
+      throw new GatehouseError(
+        'forbidden',
+        'This connect link was made for someone else: open your own from Gatehouse (dashboard, or your agent).',
+        { reason: 'not_the_opener' },
+      );
+    }
+    const { nonce, hash } = newBrowserNonce();
+    if (!(await this.ports.grants.bindBrowser(handle, hash))) {
+      throw new GatehouseError('oauth.state_invalid', 'This connect link is unknown, expired or already used.');
+    }
+    return {
+      authorizationUrl: flow.authorizationUrl,
+      nonce,
+      maxAgeS: (Date.parse(flow.expiresAt) - Date.now()) / 1000,
+    };
+  }
+
+  /**
+   * The authorization server sent the person back: redeem the code once, seal the grant. Only in the
+   * browser the connect link bound (`browserNonce`, its cookie), and only for a person still active: a
+   * mismatch consumes the flow unused (it could only be guessed from a leaked state, and is started again).
+   */
+  async callback(
+    query: {
+      state: string;
+      code?: string | undefined;
+      iss?: string | undefined;
+      error?: string | undefined;
+    },
+    browserNonce: string | undefined,
+  ): Promise<{ serverId: string; subject: Subject }> {
     const flow = await this.ports.grants.takeFlow(query.state, async (id) => {
       const row = await this.ports.records.getRow(id).catch(() => undefined);
       return row?.url ?? undefined;
     });
     if (!flow) throw new GatehouseError('oauth.state_invalid');
+    if (
+      flow.browserHash === null ||
+      browserNonce === undefined ||
+      !safeEqual(browserNonceHash(browserNonce), flow.browserHash)
+    ) {
+      throw new GatehouseError('oauth.browser_mismatch');
+    }
+    for (const who of [flow.key.subject, flow.opener]) {
+      if (who?.startsWith('user:') && !(await this.ports.userActive(who.slice('user:'.length)))) {
+        throw new GatehouseError('forbidden', 'The person this authorization was for is disabled or gone.', {
+          reason: 'user_inactive',
+        });
+      }
+    }
     const { key } = flow;
     if (query.error !== undefined || query.code === undefined) {
       throw new GatehouseError('auth_failed', 'The authorization server did not grant access.', {
@@ -241,6 +330,51 @@ export class UpstreamAuth {
     return { serverId: key.serverId, subject: key.subject };
   }
 
+  /**
+   * A person's own connect (`POST /api/users/me/grants/{id}/connect`): only to a per-user server exposed
+   * to one of the caller's groups, as the hub decides what it sees. An unknown and an unexposed id answer
+   * alike (`mcp.not_found`): nobody learns of, or starts anything on, a server outside their groups.
+   */
+  async connectOwn(
+    serverId: string,
+    principal: Principal | undefined,
+    scopes?: readonly string[],
+  ): Promise<{ authorizationUrl: string } | { connected: AuthStatus }> {
+    const user = principal?.user;
+    if (!principal || !user) {
+      throw new GatehouseError('auth.user_required', 'These are a person’s own grants; this token has no user.');
+    }
+    const row = await this.ports.records.getRow(serverId).catch((error: unknown) => {
+      if (findGatehouseError(error)?.code === 'mcp.not_found') return undefined;
+      throw error;
+    });
+    if (!row || !exposedTo(row, principal.groups)) throw notInstalled(serverId);
+    // A shared server's grant is an operator's: a person's connect must not fetch one under their name.
+    if (this.oauthOf(row)?.mode !== 'per-user') {
+      throw new GatehouseError(
+        'oauth.not_configured',
+        `Server "${serverId}" does not connect each person's own account.`,
+      );
+    }
+    return this.connect(serverId, `user:${user.id}`, { scopes, by: principal });
+  }
+
+  /**
+   * A deleted person's upstream access: each grant revoked where the authorization server offers RFC 7009
+   * (best effort), then every grant and flow of theirs dropped. Answers how many grants they held.
+   */
+  async disconnectUser(userId: string): Promise<number> {
+    const subject: Subject = `user:${userId}`;
+    let removed = 0;
+    for (const grant of await this.ports.grants.ofSubject(subject)) {
+      // A server gone or no longer on OAuth cannot revoke: its rows are dropped below all the same.
+      if ((await this.disconnect(grant.serverId, subject).catch(() => undefined))?.removed) removed += 1;
+    }
+    removed += await this.ports.grants.dropUser(userId);
+    for (const cached of this.cache.keys()) if (cached.endsWith(`\n${subject}`)) this.cache.delete(cached);
+    return removed;
+  }
+
   /** Forgets the grant, revoking it first where the authorization server offers RFC 7009. */
   async disconnect(serverId: string, subject: Subject): Promise<{ revoked: boolean; removed: boolean }> {
     const row = await this.ports.records.getRow(serverId);
@@ -276,8 +410,9 @@ export class UpstreamAuth {
    * connected; an operator connects it), `auth.connect_required` (per-user: this user has not), or
    * `auth_failed` (refused by the authorization server; the grant needs a reconnect).
    */
-  async bearer(row: ServerTable, subject: Subject): Promise<string> {
+  async bearer(row: ServerTable, subject: Subject, options: BearerOptions = {}): Promise<string> {
     const oauth = requireOAuth(row, this.oauthOf(row));
+    const link = options.connectLink === true;
     const key = keyOf(row, subject);
     const cacheKey = cacheKeyOf(key);
     const cached = this.cache.get(cacheKey);
@@ -287,9 +422,10 @@ export class UpstreamAuth {
       await this.connect(row.id, subject);
       grant = await this.ports.grants.open(key);
     }
-    if (!grant) throw await this.notConnected(row, oauth, subject);
-    if (grant.view.state === 'needs_reconnect') throw await this.reconnectRequired(row, oauth, subject, grant.view);
-    if (expiresSoon(grant)) grant = await this.refreshed(row, oauth, key);
+    if (!grant) throw await this.notConnected(row, oauth, subject, link);
+    if (grant.view.state === 'needs_reconnect')
+      throw await this.reconnectRequired(row, oauth, subject, grant.view, link);
+    if (expiresSoon(grant)) grant = await this.refreshed(row, oauth, key, link);
     this.remember(key, grant);
     return grant.accessToken;
   }
@@ -297,18 +433,19 @@ export class UpstreamAuth {
   /**
    * The upstream answered 403 insufficient_scope to the grant's token: the grant needs consent again with
    * the union of what it holds and what the upstream asked for (never a silent retry). Answers the error
-   * the call reports: a per-user caller gets their own link asking for the wider scope.
+   * the call reports: a per-user caller gets their own link asking for the wider scope (only a hub call,
+   * the person's own agent, asks this).
    */
   async insufficientScope(row: ServerTable, subject: Subject, required: readonly string[]): Promise<GatehouseError> {
     const oauth = requireOAuth(row, this.oauthOf(row));
     const key = keyOf(row, subject);
     const view = await this.ports.grants.view(key);
-    if (!view) return this.notConnected(row, oauth, subject);
+    if (!view) return this.notConnected(row, oauth, subject, true);
     const wanted = [...new Set([...view.scopes, ...view.wantedScopes, ...required])];
     await this.ports.grants.markScopeWanted(key, wanted);
     this.forget(key);
     await this.announce(row.id, subject, 'needs_reconnect');
-    return this.reconnectRequired(row, oauth, subject, { ...view, wantedScopes: wanted, lastError: null });
+    return this.reconnectRequired(row, oauth, subject, { ...view, wantedScopes: wanted, lastError: null }, true);
   }
 
   /** The upstream refused the token Gatehouse sent (401): forget it so the next call refreshes or reconnects. */
@@ -325,6 +462,7 @@ export class UpstreamAuth {
     oauth: OpenedOAuth,
     subject: Subject,
     view: Pick<GrantView, 'wantedScopes' | 'lastError'>,
+    link: boolean,
   ): Promise<GatehouseError> {
     const why = view.wantedScopes.length > 0 ? `the upstream asks for ${view.wantedScopes.join(' ')}` : view.lastError;
     if (oauth.mode === 'shared') {
@@ -332,13 +470,15 @@ export class UpstreamAuth {
       if (view.wantedScopes.length === 0) return error;
       return new GatehouseError('auth_failed', error.message, { reason: 'insufficient_scope' });
     }
-    return this.notConnected(row, oauth, subject, why);
+    return this.notConnected(row, oauth, subject, link, why);
   }
 
   private async notConnected(
     row: ServerTable,
     oauth: OpenedOAuth,
     subject: Subject,
+    /** Start a flow and hand its link over: only to the person's own agent (`BearerOptions`). */
+    link: boolean,
     /** Set when a grant exists but needs consent again (and why). */
     reconnect?: string | null,
   ): Promise<GatehouseError> {
@@ -349,13 +489,16 @@ export class UpstreamAuth {
         { reason: 'not_connected' },
       );
     }
-    // The person's own sign-in link, bound to them and this server (single use, ten minutes).
+    // The person's own connect link, bound to them and this server (single use, ten minutes); only they
+    // may open it, in a browser signed in to Gatehouse as them.
     let url: string | undefined;
-    try {
-      const started = await this.connect(row.id, subject);
-      if ('authorizationUrl' in started) url = started.authorizationUrl;
-    } catch {
-      url = undefined;
+    if (link) {
+      try {
+        const started = await this.connect(row.id, subject);
+        if ('authorizationUrl' in started) url = started.authorizationUrl;
+      } catch {
+        url = undefined;
+      }
     }
     const what =
       reconnect === undefined
@@ -369,17 +512,17 @@ export class UpstreamAuth {
   }
 
   /** Refreshes under the grant's lock; a replica that finds it held waits for the holder's answer. */
-  private async refreshed(row: ServerTable, oauth: OpenedOAuth, key: GrantKey): Promise<OpenedGrant> {
+  private async refreshed(row: ServerTable, oauth: OpenedOAuth, key: GrantKey, link: boolean): Promise<OpenedGrant> {
     const lockKey = `upstream-oauth:${key.serverId}:${key.subject}`;
     for (const wait of [0, ...PEER_REFRESH_WAITS]) {
       if (wait > 0) {
         await new Promise((resolve) => setTimeout(resolve, wait));
         const current = await this.ports.grants.open(key);
-        if (!current) throw await this.notConnected(row, oauth, key.subject);
+        if (!current) throw await this.notConnected(row, oauth, key.subject, link);
         if (current.view.state === 'needs_reconnect') throw needsReconnect(row.id, current.view.lastError);
         if (!expiresSoon(current)) return current;
       }
-      const outcome = await this.ports.locks.withLock(lockKey, () => this.refreshHeld(row, oauth, key));
+      const outcome = await this.ports.locks.withLock(lockKey, () => this.refreshHeld(row, oauth, key, link));
       if (outcome.ran) return outcome.value;
     }
     throw new GatehouseError('auth_failed', 'Another replica is refreshing this grant and has not finished; retry.', {
@@ -387,9 +530,9 @@ export class UpstreamAuth {
     });
   }
 
-  private async refreshHeld(row: ServerTable, oauth: OpenedOAuth, key: GrantKey): Promise<OpenedGrant> {
+  private async refreshHeld(row: ServerTable, oauth: OpenedOAuth, key: GrantKey, link: boolean): Promise<OpenedGrant> {
     const current = await this.ports.grants.open(key);
-    if (!current) throw await this.notConnected(row, oauth, key.subject);
+    if (!current) throw await this.notConnected(row, oauth, key.subject, link);
     if (current.view.state === 'needs_reconnect') throw needsReconnect(row.id, current.view.lastError);
     if (!expiresSoon(current)) return current; // another replica refreshed it meanwhile
     const guard = this.guardOf(row);
@@ -437,7 +580,7 @@ export class UpstreamAuth {
       );
     }
     const fresh = await this.ports.grants.open(key);
-    if (!fresh) throw await this.notConnected(row, oauth, key.subject);
+    if (!fresh) throw await this.notConnected(row, oauth, key.subject, link);
     return fresh;
   }
 
@@ -576,6 +719,17 @@ export class UpstreamAuth {
     // Who, not what: the subject kind and user id; never a token.
     await this.ports.events.publish('server.auth', { id: serverId, subject, state }).catch(() => {});
   }
+}
+
+/** The hub's rule (its snapshot's `server`): the record's exposure shares a group with the caller's. */
+function exposedTo(row: ServerTable, groups: readonly string[]): boolean {
+  const exposure = parseJson<string[]>(row.exposure, ['default']);
+  return groups.some((group) => exposure.includes(group));
+}
+
+/** As `ServerStore.getRow` answers an unknown id, word for word. */
+function notInstalled(id: string): GatehouseError {
+  return new GatehouseError('mcp.not_found', `No MCP server "${id}" is installed.`, { id });
 }
 
 function requireOAuth(row: ServerTable, oauth: OpenedOAuth | undefined): OpenedOAuth {

@@ -17,6 +17,7 @@ import {
 } from '../fixtures/oauth.js';
 import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
+import { signedIn } from '../upstream-auth/browser.js';
 import { runCli } from './helpers.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:7';
@@ -108,11 +109,16 @@ describe('gatehouse servers … upstream OAuth', { timeout: 240_000 }, () => {
       state: 'not_connected',
     });
     const started = await cli('auth-connect', 'docs');
-    const url = new URL(started.authorizationUrl);
+    // The printed link is Gatehouse's: opened in a browser signed in with the same token, it goes upstream.
+    expect(new URL(started.authorizationUrl).pathname).toBe('/oauth/connect');
+    const browser = await signedIn(gw, TEST_ADMIN_TOKEN);
+    const opened = await browser.get(started.authorizationUrl);
+    expect(opened.statusCode).toBe(302);
+    const url = new URL(String(opened.headers.location));
     expect(url.origin).toBe(as.issuer);
     expect(url.searchParams.get('scope')?.split(' ')).toContain(SCOPE);
     const callback = await as.consent(url.href);
-    expect((await gw.request('GET', `${callback.pathname}${callback.search}`, { token: null })).statusCode).toBe(200);
+    expect((await browser.get(callback.href)).statusCode).toBe(200);
     const status = (await cli('auth-status', 'docs')).auth;
     expect(status).toMatchObject({ state: 'connected', issuer: as.issuer });
     expect((await gw.request('GET', '/api/mcp/servers/docs')).json().status).toBe('connected');

@@ -6,8 +6,9 @@
  *
  * It does what an operator and an agent would: starts a real gateway (temporary SQLite store), installs the URL
  * as a `shared` OAuth server (the pre-registered client when the scenario gives one), lets the handshake meet the
- * 401, asks `POST …/auth/connect` for the sign-in link, follows it as a person would (the suite's authorization
- * server consents at once), delivers the redirect to Gatehouse's `/oauth/callback`, and then calls the server's
+ * 401, asks `POST …/auth/connect` for the connect link, opens it as a person would in a browser signed in to the
+ * dashboard with the same token (Gatehouse binds that browser and sends it on; the suite's authorization server
+ * consents at once), delivers the redirect to Gatehouse's `/oauth/callback` in that browser, and then calls the server's
  * tools through `/mcp/s/{id}` as an agent. A step-up (403 `insufficient_scope`) is met the way an operator meets
  * it: connect again, then call again. Every outbound request is Gatehouse's own; this file only drives it.
  */
@@ -85,19 +86,49 @@ try {
     return { status: response.status, json: () => JSON.parse(text) as Record<string, unknown> };
   };
 
-  /** The person's part: open the sign-in link, follow the authorization server to Gatehouse's callback. */
+  /** The operator's browser: its cookies (the dashboard session, each flow's binding), kept by hand. */
+  const jar = new Map<string, string>();
+  const browse = async (url: string, init: RequestInit = {}) => {
+    const target = new URL(url);
+    const response = await fetch(`${base}${target.pathname}${target.search}`, {
+      ...init,
+      redirect: 'manual',
+      headers: {
+        ...(init.headers as Record<string, string>),
+        cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
+      },
+      signal: AbortSignal.timeout(20_000),
+    });
+    for (const line of response.headers.getSetCookie()) {
+      const [pair = ''] = line.split(';');
+      const at = pair.indexOf('=');
+      if (at > 0) jar.set(pair.slice(0, at), pair.slice(at + 1));
+    }
+    log(`${init.method ?? 'GET'} ${target.pathname} (browser) → ${response.status}`);
+    return response;
+  };
+
+  /** The person's part: open the connect link, follow the authorization server back to Gatehouse's callback. */
   const connect = async () => {
     const started = await rest('POST', `/api/mcp/servers/${ID}/auth/connect`);
     if (started.status !== 200) return false;
-    let next = String(started.json().authorizationUrl);
+    if (!jar.has('gatehouse_session')) {
+      await browse(`${PUBLIC_URL}/auth/session`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ token: admin }),
+      });
+    }
+    const opened = await browse(String(started.json().authorizationUrl));
+    let next = opened.headers.get('location') ?? '';
+    if (opened.status !== 302 || !next) throw new Error(`the connect link answered ${opened.status}`);
     for (let hop = 0; hop < 5 && !next.startsWith(PUBLIC_URL); hop++) {
       const answer = await fetch(next, { redirect: 'manual', signal: AbortSignal.timeout(20_000) });
       const location = answer.headers.get('location');
       if (!location) throw new Error(`the authorization server answered ${answer.status} without a redirect`);
       next = new URL(location, next).href;
     }
-    const callback = new URL(next);
-    return (await rest('GET', `${callback.pathname}${callback.search}`, undefined, null)).status === 200;
+    return (await browse(next)).status === 200;
   };
 
   const auth = {

@@ -2,7 +2,8 @@
  * `per-user` mode through the hub's `/mcp`, as agents meet it: real SDK clients holding tokens that
  * belong to users (REST `userId`) call one per-user upstream. Each call carries its own user's grant
  * (the fixture reports whose JWT reached it); a user who has not connected gets `auth.connect_required`
- * with a sign-in link of their own; a token that belongs to no user gets `auth.user_required`. An agent
+ * with a connect link of their own (Gatehouse's page, which their signed-in browser opens); a token that
+ * belongs to no user gets `auth.user_required`. An agent
  * that declared URL-mode elicitation is sent the link as one (2026-07-28: an input_required round whose
  * retry runs the call once the person signed in; 2025: the -32042 URL-elicitation-required error).
  */
@@ -12,6 +13,7 @@ import { type AuthServer, type ProtectedServer, startAuthServer, startProtectedS
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
+import { type Browser, connectIn, signedIn } from './browser.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
 type Json = Record<string, any>;
@@ -50,12 +52,10 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     return created.json().id;
   }
 
-  /** A person follows a sign-in link as `account`; Gatehouse's callback gets the answer. */
-  async function signIn(url: string, account: string): Promise<void> {
-    const callback = await as.consent(url, account);
-    expect(callback.origin).toBe(PUBLIC_URL);
-    const back = await gw.request('GET', `${callback.pathname}${callback.search}`, { token: null });
-    expect(back.statusCode).toBe(200);
+  /** A person follows their connect link in their own signed-in browser as `account` upstream. */
+  async function signIn(browser: Browser, url: string, account: string): Promise<void> {
+    expect(`${new URL(url).origin}${new URL(url).pathname}`).toBe(`${PUBLIC_URL}/oauth/connect`);
+    expect((await connectIn(browser, as, url, account)).statusCode).toBe(200);
   }
 
   async function agent(token: string, era: Era, options: Parameters<typeof connectAgent>[2] = {}): Promise<Client> {
@@ -92,7 +92,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     // Alice connects her own account (her agent's token may start it: it acts for her) ...
     const started = await gw.request('POST', '/api/users/me/grants/team/connect', { token: aliceAgent });
     expect(started.statusCode).toBe(200);
-    await signIn(started.json().authorizationUrl, 'alice-at-upstream');
+    await signIn(await signedIn(gw, aliceOps), started.json().authorizationUrl, 'alice-at-upstream');
     // ... and, as an operator, tests the server with her own grant, so the hub learns its tools.
     const tested = (await gw.request('POST', '/api/mcp/servers/team/test', { token: aliceOps })).json();
     expect(tested.ok).toBe(true);
@@ -113,8 +113,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
       expect(fromBob.isError).toBe(true);
       expect(fromBob.structuredContent.error.code).toBe('auth.connect_required');
       const link = new URL(fromBob.structuredContent.error.connectUrl);
-      expect(link.origin).toBe(as.issuer);
-      expect(link.searchParams.get('redirect_uri')).toBe(`${PUBLIC_URL}/oauth/callback`);
+      expect(`${link.origin}${link.pathname}`).toBe(`${PUBLIC_URL}/oauth/connect`);
       expect(fromBob.structuredContent.error.message).toContain(link.href);
 
       const fromNobody = await whoami(none);
@@ -127,7 +126,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     // Bob follows the link his agent was given: from then on his calls carry his grant, Alice's hers.
     const b = await agent(bobAgent, 'modern');
     const link = (await whoami(b)).structuredContent.error.connectUrl;
-    await signIn(link, 'bob-at-upstream');
+    await signIn(await signedIn(gw, bobAgent), link, 'bob-at-upstream');
     expect((await whoami(b)).content[0].text).toBe('bob-at-upstream');
     const a = await agent(aliceAgent, 'legacy');
     expect((await whoami(a)).content[0].text).toBe('alice-at-upstream');
@@ -151,6 +150,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
   it('sends a person to connect as a URL-mode elicitation to agents that declared it, in both eras', async () => {
     const carol = await user('carol');
     const carolAgent = await tokenFor('carol-agent', 'agent', carol);
+    const browser = await signedIn(gw, carolAgent);
     const urlCapable = { capabilities: { elicitation: { url: {} } } };
 
     // 2026-07-28: an input_required round with the link; the agent's person signs in, answers accept, the
@@ -164,7 +164,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
           expect(params.mode).toBe('url');
           expect(params.message).toContain('"team"');
           opened.push(params.url as string);
-          await signIn(params.url as string, 'carol-at-upstream');
+          await signIn(browser, params.url as string, 'carol-at-upstream');
           return { action: 'accept' };
         }),
     });
@@ -174,8 +174,7 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     expect(called.content[0].text).toBe('carol-at-upstream');
     expect(opened).toHaveLength(1);
     const link = new URL(opened[0] as string);
-    expect(link.origin).toBe(as.issuer);
-    expect(link.searchParams.get('redirect_uri')).toBe(`${PUBLIC_URL}/oauth/callback`);
+    expect(`${link.origin}${link.pathname}`).toBe(`${PUBLIC_URL}/oauth/connect`);
     expect(mcp.seen.length).toBe(seen + 1); // the first round never reached the upstream
 
     // A person who declines is not asked again in a loop: the agent gets the tool error with the link.
@@ -205,8 +204,8 @@ describe('upstream OAuth, per-user grants through /mcp', () => {
     const [elicitation] = refused.data?.elicitations ?? [];
     expect(elicitation?.mode).toBe('url');
     expect(elicitation?.elicitationId).toBeTruthy();
-    expect(new URL(elicitation?.url as string).origin).toBe(as.issuer);
-    await signIn(elicitation?.url as string, 'carol-again');
+    expect(new URL(elicitation?.url as string).origin).toBe(PUBLIC_URL);
+    await signIn(browser, elicitation?.url as string, 'carol-again');
     expect((await whoami(legacy)).content[0].text).toBe('carol-again');
 
     // An agent that did not declare URL elicitation still gets the tool error carrying the link.

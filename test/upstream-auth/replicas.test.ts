@@ -7,10 +7,11 @@
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GatehouseError } from '../../src/errors.js';
-import type { Principal } from '../../src/identity/index.js';
+import { hashToken, type Principal } from '../../src/identity/index.js';
 import { type AuthServer, type ProtectedServer, startAuthServer, startProtectedServer } from '../fixtures/oauth.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { POSTGRES_AVAILABLE, postgresTarget } from '../helpers/stores.js';
+import { type Browser, connectIn, person as newPerson, signedIn } from './browser.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:7';
 
@@ -28,6 +29,7 @@ describe.skipIf(!POSTGRES_AVAILABLE)('upstream OAuth across two replicas [postgr
   let place: Awaited<ReturnType<typeof postgresTarget.fresh>>;
   let one: TestGateway;
   let two: TestGateway;
+  const users: Record<string, { id: string; browser: Browser }> = {};
 
   beforeAll(async () => {
     as = await startAuthServer();
@@ -53,6 +55,10 @@ describe.skipIf(!POSTGRES_AVAILABLE)('upstream OAuth across two replicas [postgr
       });
       expect(installed.statusCode).toBe(201);
     }
+    for (const name of ['a', 'b']) {
+      const { id, token } = await newPerson(one, `user-${name}`);
+      users[name] = { id, browser: await signedIn(one, token) };
+    }
   });
   afterAll(async () => {
     await one?.close();
@@ -62,11 +68,18 @@ describe.skipIf(!POSTGRES_AVAILABLE)('upstream OAuth across two replicas [postgr
     await as?.close();
   });
 
-  async function connect(gw: TestGateway, id: string, subject: 'shared' | `user:${string}`, account: string) {
-    const started = await gw.gateway.upstreamAuth.connect(id, subject);
+  /** Connects user `who` (or, `shared`, the bootstrap admin the shared grant) through `gw`, in their browser. */
+  async function connect(gw: TestGateway, id: string, who: 'shared' | 'a', account: string) {
+    const admin = await gw.gateway.tokens.activeWithHash(hashToken(TEST_ADMIN_TOKEN));
+    const started =
+      who === 'shared'
+        ? await gw.gateway.upstreamAuth.connect(id, 'shared', {
+            by: { id: admin?.id ?? '', name: 'admin', role: 'admin', groups: [] },
+          })
+        : await gw.gateway.upstreamAuth.connect(id, `user:${users[who]?.id}`);
     if (!('authorizationUrl' in started)) throw new Error('expected an authorization URL');
-    const callback = await as.consent(started.authorizationUrl, account);
-    expect((await gw.request('GET', `${callback.pathname}${callback.search}`, { token: null })).statusCode).toBe(200);
+    const browser = who === 'shared' ? await signedIn(gw, TEST_ADMIN_TOKEN) : (users[who]?.browser as Browser);
+    expect((await connectIn(browser, as, started.authorizationUrl, account)).statusCode).toBe(200);
   }
 
   async function bearer(gw: TestGateway, id: string, principal: Principal | undefined): Promise<string> {
@@ -78,9 +91,9 @@ describe.skipIf(!POSTGRES_AVAILABLE)('upstream OAuth across two replicas [postgr
   }
 
   it("A's grant, connected on one replica, serves A on the other and never B", async () => {
-    await connect(one, 'team', 'user:usr_a', 'alice');
-    expect(decodeJwt(await bearer(two, 'team', person('usr_a'))).sub).toBe('alice');
-    const refused = await bearer(two, 'team', person('usr_b')).then(
+    await connect(one, 'team', 'a', 'alice');
+    expect(decodeJwt(await bearer(two, 'team', person(users.a?.id as string))).sub).toBe('alice');
+    const refused = await bearer(two, 'team', person(users.b?.id as string)).then(
       () => undefined,
       (error: GatehouseError) => error,
     );

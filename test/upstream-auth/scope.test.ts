@@ -16,8 +16,9 @@ import {
   WIDER_SCOPE,
 } from '../fixtures/oauth.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
+import { type Browser, connectIn, signedIn } from './browser.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
 type Json = Record<string, any>;
@@ -64,10 +65,17 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
     expect(installed.statusCode).toBe(201);
   }
 
-  async function signIn(url: string, account = 'alice'): Promise<void> {
-    const callback = await as.consent(url, account);
-    expect(callback.origin).toBe(PUBLIC_URL);
-    expect((await gw.request('GET', `${callback.pathname}${callback.search}`, { token: null })).statusCode).toBe(200);
+  /** The person opens the connect link in their signed-in browser (default: the bootstrap admin's). */
+  async function signIn(url: string, account = 'alice', browser?: Browser): Promise<void> {
+    const by = browser ?? (await signedIn(gw, TEST_ADMIN_TOKEN));
+    expect((await connectIn(by, as, url, account)).statusCode).toBe(200);
+  }
+
+  /** The authorization server URL a connect link sends its opener's browser to. */
+  async function authorizationUrlOf(link: string, browser?: Browser): Promise<string> {
+    const opened = await (browser ?? (await signedIn(gw, TEST_ADMIN_TOKEN))).get(link);
+    expect(opened.statusCode).toBe(302);
+    return String(opened.headers.location);
   }
 
   async function agent(token: string, era: Era = 'modern'): Promise<Client> {
@@ -86,7 +94,7 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
   it('shared: the grant needs a reconnect with the union of scopes; the next connect asks for it; no retry loop', async () => {
     await install('docs', 'shared');
     const first = (await gw.request('POST', '/api/mcp/servers/docs/auth/connect')).json().authorizationUrl;
-    expect(scopesOf(first)).not.toContain(WIDER_SCOPE);
+    expect(scopesOf(await authorizationUrlOf(first))).not.toContain(WIDER_SCOPE);
     await signIn(first);
     const token = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'a' } })).json().token;
 
@@ -118,7 +126,7 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
 
       // The next connect asks for the wider scope; consent to it heals the grant.
       const wider = (await gw.request('POST', '/api/mcp/servers/docs/auth/connect')).json().authorizationUrl;
-      expect(scopesOf(wider)).toEqual(expect.arrayContaining([SCOPE, WIDER_SCOPE]));
+      expect(scopesOf(await authorizationUrlOf(wider))).toEqual(expect.arrayContaining([SCOPE, WIDER_SCOPE]));
       await signIn(wider);
       const healed = (await gw.request('GET', '/api/mcp/servers/docs/auth')).json().auth;
       expect(healed).toMatchObject({ state: 'connected', wantedScopes: [] });
@@ -138,9 +146,11 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
     const token = (
       await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'c', userId: carol } })
     ).json().token;
+    const browser = await signedIn(gw, token);
     await signIn(
       (await gw.request('POST', '/api/users/me/grants/team/connect', { token })).json().authorizationUrl,
       'carol',
+      browser,
     );
     const ops = (
       await gw.request('POST', '/api/tokens', { body: { role: 'operator', name: 'co', userId: carol } })
@@ -157,12 +167,12 @@ describe('upstream OAuth, 403 insufficient_scope', () => {
         code: 'auth.connect_required',
         reason: 'needs_reconnect',
       });
-      expect(scopesOf(refused.structuredContent.error.connectUrl)).toEqual(
+      expect(scopesOf(await authorizationUrlOf(refused.structuredContent.error.connectUrl, browser))).toEqual(
         expect.arrayContaining([SCOPE, WIDER_SCOPE]),
       );
     }
     const link = (await whoami(client, 'team__whoami')).structuredContent.error.connectUrl;
-    await signIn(link, 'carol');
+    await signIn(link, 'carol', browser);
     expect((await whoami(client, 'team__whoami')).content[0].text).toBe('carol');
     const mine = (await gw.request('GET', '/api/users/me/grants', { token })).json().grants;
     expect(mine[0]).toMatchObject({ serverId: 'team', state: 'connected', wantedScopes: [] });

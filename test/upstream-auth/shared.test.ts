@@ -16,8 +16,9 @@ import {
   tokenDigest,
 } from '../fixtures/oauth.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
-import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
+import { type Browser, connectIn, signedIn } from './browser.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
 type Json = Record<string, any>;
@@ -25,10 +26,18 @@ type Json = Record<string, any>;
 /** Where the authorization server sends the person back; the test delivers it (no browser here). */
 const PUBLIC_URL = 'http://127.0.0.1:7';
 
-async function deliver(gw: TestGateway, callback: URL) {
+async function deliver(browser: Browser, callback: URL) {
   expect(callback.origin).toBe(PUBLIC_URL);
   expect(callback.pathname).toBe('/oauth/callback');
-  return gw.request('GET', `${callback.pathname}${callback.search}`, { token: null });
+  return browser.get(callback.href);
+}
+
+/** The operator opens the connect link in their signed-in browser: where it sends them. */
+async function open(browser: Browser, link: string): Promise<URL> {
+  expect(`${new URL(link).origin}${new URL(link).pathname}`).toBe(`${PUBLIC_URL}/oauth/connect`);
+  const opened = await browser.get(link);
+  expect(opened.statusCode).toBe(302);
+  return new URL(String(opened.headers.location));
 }
 
 function install(gw: TestGateway, id: string, url: string, auth: Json) {
@@ -57,6 +66,8 @@ describe('upstream OAuth, shared grant', () => {
   let gw: TestGateway;
   let base: string;
   let agentToken: string;
+  /** The bootstrap admin's browser, signed in to the dashboard with the token that starts the connects. */
+  let admin: Browser;
   const clients: Client[] = [];
 
   beforeAll(async () => {
@@ -84,6 +95,7 @@ describe('upstream OAuth, shared grant', () => {
     base = await gw.listen();
     agentToken = (await gw.request('POST', '/api/tokens', { body: { role: 'agent', name: 'oauth-agent' } })).json()
       .token;
+    admin = await signedIn(gw, TEST_ADMIN_TOKEN);
   });
   afterEach(async () => {
     await Promise.all(clients.splice(0).map((c) => c.close().catch(() => {})));
@@ -95,8 +107,8 @@ describe('upstream OAuth, shared grant', () => {
     expect((await install(gw, id, mcp.url, auth)).statusCode).toBe(201);
     const started = await gw.request('POST', `/api/mcp/servers/${id}/auth/connect`);
     expect(started.statusCode).toBe(200);
-    const authorizationUrl = new URL(started.json().authorizationUrl);
-    const back = await deliver(gw, await as.consent(authorizationUrl.href));
+    const authorizationUrl = await open(admin, started.json().authorizationUrl);
+    const back = await deliver(admin, await as.consent(authorizationUrl.href));
     expect(back.statusCode).toBe(200);
     expect(back.body).toContain('connected');
     return authorizationUrl;
@@ -119,7 +131,7 @@ describe('upstream OAuth, shared grant', () => {
 
     const started = await gw.request('POST', '/api/mcp/servers/docs/auth/connect');
     expect(started.statusCode).toBe(200);
-    const url = new URL(started.json().authorizationUrl);
+    const url = await open(admin, started.json().authorizationUrl);
     expect(url.origin).toBe(as.issuer);
     expect(url.searchParams.get('code_challenge_method')).toBe('S256');
     expect(url.searchParams.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -135,10 +147,10 @@ describe('upstream OAuth, shared grant', () => {
 
     const callback = await as.consent(url.href);
     expect(callback.searchParams.get('state')).toBe(state);
-    const back = await deliver(gw, callback);
+    const back = await deliver(admin, callback);
     expect(back.statusCode).toBe(200);
     // The state is single use: the same answer again is refused.
-    const replay = await deliver(gw, callback);
+    const replay = await deliver(admin, callback);
     expect(replay.statusCode).toBe(400);
     expect(replay.body).toContain('oauth.state_invalid');
 
@@ -229,7 +241,7 @@ describe('upstream OAuth, shared grant', () => {
     // Reconnecting heals it.
     as.setTtl(3600);
     const restarted = await gw.request('POST', '/api/mcp/servers/pre/auth/connect');
-    expect((await deliver(gw, await as.consent(restarted.json().authorizationUrl))).statusCode).toBe(200);
+    expect((await connectIn(admin, as, restarted.json().authorizationUrl)).statusCode).toBe(200);
     expect((await whoami(client, 'pre__whoami')).content[0].text).toBe('alice');
   });
 
