@@ -263,6 +263,8 @@ export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
     const mcpRefusal = isMcpEndpoint(request) ? mcpBodyRefusal(mapped) : undefined;
     if (mcpRefusal) return reply.code(mapped.status).send(mcpRefusal);
     if (mapped.code === 'unauthorized') reply.header('www-authenticate', parts.challenge?.(request) ?? 'Bearer');
+    const retryAfterS = (mapped.details as { retryAfterS?: unknown } | undefined)?.retryAfterS;
+    if (mapped.status === 429 && typeof retryAfterS === 'number') reply.header('retry-after', String(retryAfterS));
     return reply.code(mapped.status).send(mapped.toBody());
   });
 

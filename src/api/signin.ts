@@ -21,12 +21,19 @@ import {
   userPrincipal,
 } from '../identity/index.js';
 import { mapClaims, type OidcClient, randomSecret } from '../identity/oidc.js';
+import { AddressLimiter } from '../policy/address-limits.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
 import { SESSION_TTL_MS, type SessionStore } from '../store/sessions.js';
 import type { TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
+
+/**
+ * Sign-in attempts per minute per client address: a person types a token a few times, a script hammering the
+ * route (each attempt is a store read) is held off. Tokens are 192-bit: this is about load, not guessing.
+ */
+const SIGN_IN_PER_MINUTE = 120;
 
 /** An OIDC sign-in must come back within this long. */
 const LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -79,6 +86,7 @@ function describePrincipal(p: Principal) {
 export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
   const { sessions, users, tokens, audit, oidc } = deps;
   const redirectUri = () => `${deps.baseUrl()}/auth/oidc/callback`;
+  const limits = new AddressLimiter(deps.store, { signIn: SIGN_IN_PER_MINUTE }, 'signin', 'sign-in attempts');
 
   /** The session a request's cookie names, with a valid CSRF header (logout is a state change too). */
   const currentSession = async (request: FastifyRequest, checkCsrf: boolean) => {
@@ -118,7 +126,8 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
       access: 'public',
       mcp: { exclude: 'browser sign-in, not an agent operation' },
       body: z.strictObject({ token: z.string().min(1).max(500) }),
-      async handler({ body, reply }) {
+      async handler({ body, reply, request }) {
+        await limits.take('signIn', request.ip);
         const record = await tokens.activeWithHash(hashToken(body.token));
         if (!record) throw new GatehouseError('unauthorized', 'That token is not valid here.');
         let principal: Principal;

@@ -297,6 +297,34 @@ describe('users, sessions and sign-in', () => {
     );
   });
 
+  it('sign-in attempts are limited per address: 120 a minute, then 429 with Retry-After', async () => {
+    gw = await startTestGateway(sqliteTarget);
+    const attempt = (ip: string) =>
+      gw.gateway.app.inject({
+        method: 'POST',
+        url: '/auth/session',
+        remoteAddress: ip,
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify({ token: 'gh_wrong' }),
+      });
+    for (let i = 0; i < 120; i++) expect((await attempt('203.0.113.7')).statusCode).toBe(401);
+    const held = await attempt('203.0.113.7');
+    expect(held.statusCode).toBe(429);
+    expect(held.json().error.code).toBe('rate_limited');
+    expect(Number(held.headers['retry-after'])).toBeGreaterThan(0);
+    // Even the right token waits: the limit comes before the store is asked.
+    const right = await gw.gateway.app.inject({
+      method: 'POST',
+      url: '/auth/session',
+      remoteAddress: '203.0.113.7',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ token: TEST_ADMIN_TOKEN }),
+    });
+    expect(right.statusCode).toBe(429);
+    // Another address has its own allowance.
+    expect((await attempt('203.0.113.8')).statusCode).toBe(401);
+  });
+
   it('cookies are Secure when the public address is not loopback', async () => {
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_PUBLIC_URL: 'https://gate.example.com' });
     const response = await gw.request('POST', '/auth/session', { token: null, body: { token: TEST_ADMIN_TOKEN } });
