@@ -22,6 +22,23 @@ const idParams = z.strictObject({ id: serverIdSchema });
 const headerMap = z.record(z.string(), secretInputSchema);
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'not an environment variable name');
 const envMap = z.record(envName, secretInputSchema);
+/** An RFC 8414 issuer identifier: an http(s) URL without query or fragment (compared exactly with the metadata's). */
+function isIssuer(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (
+      (url.protocol === 'https:' || url.protocol === 'http:') &&
+      !url.search &&
+      !url.hash &&
+      !url.username &&
+      !url.password &&
+      !value.includes('?') &&
+      !value.includes('#')
+    );
+  } catch {
+    return false;
+  }
+}
 const authSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('none') }),
   z.strictObject({ type: z.literal('bearer'), token: secretInputSchema }),
@@ -36,6 +53,12 @@ const authSchema = z.discriminatedUnion('type', [
       scopes: z
         .array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]{1,128}$/, 'not an OAuth scope token'))
         .max(64)
+        .optional(),
+      // The only authorization server the server's grants (and the client secret) may go to; RFC 8414 §2 form.
+      issuer: z
+        .string()
+        .max(2048)
+        .refine(isIssuer, "an http(s) URL without query, fragment or credentials (its metadata's issuer)")
         .optional(),
     })
     .superRefine((auth, ctx) => {

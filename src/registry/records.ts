@@ -40,6 +40,12 @@ export interface OAuthSettings<Secret> {
   clientId?: string | undefined;
   clientSecret?: Secret | undefined;
   scopes?: string[] | undefined;
+  /**
+   * The authorization server (its metadata's `issuer`, exactly) this server's grants come from: a discovery
+   * naming another is refused. Unset, the configured client is bound to the issuer it is first used at
+   * (`upstream_oauth_pins`), so its secret never follows an upstream's metadata elsewhere.
+   */
+  issuer?: string | undefined;
 }
 export type StoredAuth = { type: 'none' } | { type: 'bearer'; token: StoredValue } | OAuthSettings<StoredValue>;
 export type AuthInput =

@@ -635,6 +635,21 @@ const APPENDED: readonly Migration[] = [
       await db.schema.alterTable('upstream_oauth_flows').addColumn('browser_hash', 'text').execute();
     },
   },
+  {
+    version: 29,
+    name: 'upstream OAuth: upstream_oauth_pins (the issuer a configured client is bound to; its secret goes nowhere else)',
+    async up(db) {
+      // A table of its own: the pin outlives edits of the record's auth that keep the client, and goes with the server.
+      await db.schema
+        .createTable('upstream_oauth_pins')
+        .addColumn('server_id', 'text', (c) => c.notNull())
+        .addColumn('client_id', 'text', (c) => c.notNull())
+        .addColumn('issuer', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('upstream_oauth_pins_pk', ['server_id', 'client_id'])
+        .execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

@@ -265,6 +265,7 @@ export interface Database extends MemoryTables {
   upstream_oauth_grants: UpstreamOAuthGrantTable;
   upstream_oauth_clients: UpstreamOAuthClientTable;
   upstream_oauth_flows: UpstreamOAuthFlowTable;
+  upstream_oauth_pins: UpstreamOAuthPinTable;
   oauth_client_documents: OAuthClientDocumentTable;
   recent_tools: RecentToolTable;
   hub_tasks: HubTaskTable;
@@ -515,6 +516,17 @@ export interface UpstreamOAuthClientTable {
   client_id: string;
   /** Sealed, when the server issued one. */
   client_secret: string | null;
+  created_at: string;
+}
+
+/**
+ * The authorization server a server's configured (pre-registered) client was first used at (migration 29): with
+ * no `auth.issuer`, its secret goes to that issuer only, whatever a later discovery names.
+ */
+export interface UpstreamOAuthPinTable {
+  server_id: string;
+  client_id: string;
+  issuer: string;
   created_at: string;
 }
 

@@ -174,6 +174,34 @@ export class GrantStore {
   }
 
   /**
+   * The upstream answered 401 to `accessToken`: the grant's access token is due now, so the next use refreshes it
+   * (or, with no refresh token, marks the grant `needs_reconnect`) instead of sending it again. Only while that
+   * very token is the grant's: a refresh (another call, another replica) that already replaced it is kept.
+   */
+  async markStale(key: GrantKey, accessToken: string): Promise<boolean> {
+    const row = await this.row(key);
+    if (!row) return false;
+    let current: string;
+    try {
+      current = unseal(this.key, row.access_token, this.aad(key, row.issuer, 'access_token'));
+    } catch {
+      return false;
+    }
+    if (current !== accessToken) return false;
+    const at = nowIso();
+    const result = await this.store.db
+      .updateTable('upstream_oauth_grants')
+      .set({ expires_at: at, updated_at: at })
+      .where('server_id', '=', key.serverId)
+      .where('subject', '=', key.subject)
+      .where('issuer', '=', row.issuer)
+      // The sealed value as read: a save in between (a fresh token) makes this update match nothing.
+      .where('access_token', '=', row.access_token)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /**
    * The upstream wants a scope the grant lacks (403 insufficient_scope): the grant waits for a person to
    * consent again, and the next connect asks for `wanted` (the union of what was granted and asked).
    */
@@ -241,6 +269,40 @@ export class GrantStore {
           .columns(['server_id', 'issuer'])
           .doUpdateSet({ client_id: values.client_id, client_secret: values.client_secret }),
       )
+      .execute();
+  }
+
+  // The issuer a configured (pre-registered) client is bound to, when the record names none (`auth.issuer`).
+
+  /**
+   * The issuer the server's configured client `clientId` was first used at: its pin, else — a grant made with it
+   * before pins existed — the issuer of its oldest grant with that client.
+   */
+  async pinnedIssuer(serverId: string, clientId: string): Promise<string | undefined> {
+    const pin = await this.store.db
+      .selectFrom('upstream_oauth_pins')
+      .select('issuer')
+      .where('server_id', '=', serverId)
+      .where('client_id', '=', clientId)
+      .executeTakeFirst();
+    if (pin) return pin.issuer;
+    const grant = await this.store.db
+      .selectFrom('upstream_oauth_grants')
+      .select('issuer')
+      .where('server_id', '=', serverId)
+      .where('client_id', '=', clientId)
+      .orderBy('created_at')
+      .limit(1)
+      .executeTakeFirst();
+    return grant?.issuer;
+  }
+
+  /** Binds the configured client to `issuer`, after the authorization server accepted it there. */
+  async pinIssuer(serverId: string, clientId: string, issuer: string): Promise<void> {
+    await this.store.db
+      .insertInto('upstream_oauth_pins')
+      .values({ server_id: serverId, client_id: clientId, issuer, created_at: nowIso() })
+      .onConflict((oc) => oc.columns(['server_id', 'client_id']).doUpdateSet({ issuer }))
       .execute();
   }
 
@@ -314,6 +376,36 @@ export class GrantStore {
       authorizationUrl: row.authorization_url,
       expiresAt: row.expires_at,
     };
+  }
+
+  /**
+   * Flows under way for (server, subject) whose link `opener` opens, that live at least until `until`, newest
+   * first: a connect asking again for the same thing hands one back instead of starting another.
+   */
+  async liveFlows(
+    key: Pick<GrantKey, 'serverId' | 'subject'>,
+    opener: string,
+    until: Date,
+  ): Promise<Array<{ stateHash: string; issuer: string; clientId: string; redirectUri: string; scopes: string[] }>> {
+    const rows = await this.store.db
+      .selectFrom('upstream_oauth_flows')
+      .select(['state_hash', 'issuer', 'client_id', 'redirect_uri', 'scopes', 'authorization_url'])
+      .where('server_id', '=', key.serverId)
+      .where('subject', '=', key.subject)
+      .where('opener', '=', opener)
+      .where('expires_at', '>', until.toISOString())
+      .orderBy('expires_at', 'desc')
+      .limit(8)
+      .execute();
+    return rows
+      .filter((row) => row.authorization_url)
+      .map((row) => ({
+        stateHash: row.state_hash,
+        issuer: row.issuer,
+        clientId: row.client_id,
+        redirectUri: row.redirect_uri,
+        scopes: parseJson<string[]>(row.scopes, []),
+      }));
   }
 
   /** Binds the flow to the browser holding the nonce whose hash this is; the newest opening wins. */
@@ -400,13 +492,14 @@ export async function dropUserGrants(db: Kysely<Database>, userId: string): Prom
 }
 
 /**
- * Drops every grant, registered client and pending flow of a server: its URL changed (they were given
+ * Drops every grant, registered client, issuer pin and pending flow of a server: its URL changed (they were given
  * for the old target, see `credentialsForNewTarget`) or it was uninstalled. In the caller's transaction.
  */
 export async function dropServerGrants(db: Kysely<Database>, serverId: string): Promise<void> {
   await db.deleteFrom('upstream_oauth_grants').where('server_id', '=', serverId).execute();
   await db.deleteFrom('upstream_oauth_clients').where('server_id', '=', serverId).execute();
   await db.deleteFrom('upstream_oauth_flows').where('server_id', '=', serverId).execute();
+  await db.deleteFrom('upstream_oauth_pins').where('server_id', '=', serverId).execute();
 }
 
 function toView(row: UpstreamOAuthGrantTable): GrantView {

@@ -34,7 +34,7 @@ import type { Locks } from '../store/locks.js';
 import type { ServerTable } from '../store/schema.js';
 import { browserNonceHash, CONNECT_PATH, linkHandleOf, newBrowserNonce, type Opener, openerOf } from './browser.js';
 import { asRefusal, discover } from './discovery.js';
-import { boundedFetch } from './fetch.js';
+import { boundedFetch, refused } from './fetch.js';
 import type { GrantKey, GrantStore, GrantView, OpenedGrant, Subject } from './grants.js';
 
 /** A token this close to its expiry is refreshed before use. */
@@ -42,6 +42,17 @@ const REFRESH_MARGIN_MS = 60_000;
 /** A token is reused from memory at most this long, so a disconnect on another replica is seen soon. */
 const CACHE_MS = 30_000;
 const FLOW_TTL_MS = 10 * 60_000;
+/**
+ * A connect asking again for what a flow under way asks (an agent retrying, a hub list fanning out over every
+ * per-user server) hands back that flow's link while it has this long left, rather than discovering and
+ * starting another: one pending flow per (server, person, scopes), and the person still has time to finish.
+ */
+const FLOW_REUSE_MIN_LEFT_MS = FLOW_TTL_MS / 2;
+/**
+ * An upstream answers 401 as a request arrives, so the token it refused went out at most this long ago (`rejected`
+ * looks no further back; the newest token handed out is always considered).
+ */
+const HANDED_WINDOW_MS = 60_000;
 /** How long a replica waits for another one's refresh of the same grant. */
 const PEER_REFRESH_WAITS = [50, 100, 200, 400, 800, 1600];
 
@@ -87,6 +98,13 @@ export interface AuthStatus {
 
 export class UpstreamAuth {
   private readonly cache = new Map<string, { token: string; until: number }>();
+  /**
+   * The access tokens this replica handed out per grant lately (token → when, oldest first): an upstream's 401
+   * (`rejected`) refused one of them.
+   */
+  private readonly handed = new Map<string, Map<string, number>>();
+  /** A `rejected` still writing that the grant's token is stale: the next `bearer` of that grant waits for it. */
+  private readonly staling = new Map<string, Promise<void>>();
 
   constructor(private readonly ports: UpstreamAuthPorts) {}
 
@@ -160,15 +178,22 @@ export class UpstreamAuth {
     const extraScopes = options.scopes ?? [];
     const row = await this.ports.records.getRow(serverId);
     const oauth = requireOAuth(row, this.oauthOf(row));
+    const key = keyOf(row, subject);
+    // What an upstream's 403 insufficient_scope asked for is asked for again, until a grant has it.
+    const earlier = (await this.ports.grants.view(key))?.wantedScopes ?? [];
+    const opener: Opener | undefined = subject === 'shared' ? options.by && openerOf(options.by) : subject;
+    if (oauth.grant !== 'client_credentials' && opener) {
+      const link = await this.pendingLink(key, oauth, opener, [...(oauth.scopes ?? []), ...earlier, ...extraScopes]);
+      if (link) return { authorizationUrl: link };
+    }
     const guard = this.guardOf(row);
     const found = await discover(serverUrlOf(row), {
       fetch: guard.fetch,
       check: guard.check,
       privateNetwork: row.private_network === 1,
     });
-    const key = keyOf(row, subject);
-    // What an upstream's 403 insufficient_scope asked for is asked for again, until a grant has it.
-    const earlier = (await this.ports.grants.view(key))?.wantedScopes ?? [];
+    // `auth.issuer` names the one authorization server this server's grants come from, whatever the client.
+    if (oauth.issuer !== undefined && found.issuer !== oauth.issuer) throw notBoundIssuer(found.issuer, oauth.issuer);
     const wanted = [...new Set([...(oauth.scopes ?? found.scopes), ...earlier, ...extraScopes])];
     if (oauth.grant === 'client_credentials') {
       await this.clientCredentials(key, oauth, found.metadata, found.resource, wanted, guard.fetch);
@@ -177,7 +202,6 @@ export class UpstreamAuth {
     }
     if (!found.metadata.authorization_endpoint)
       throw asRefusal(undefined, 'the metadata names no authorization_endpoint');
-    const opener: Opener | undefined = subject === 'shared' ? options.by && openerOf(options.by) : subject;
     if (!opener) throw new GatehouseError('forbidden', 'A shared grant is connected by a person or an operator token.');
     const redirectUri = `${this.ports.publicBaseUrl()}${CALLBACK_PATH}`;
     const client = await this.clientFor(key, oauth, found.issuer, found.metadata, redirectUri, guard.fetch);
@@ -315,6 +339,7 @@ export class UpstreamAuth {
     } catch (error) {
       throw tokenFailure(error, 'The authorization code was not accepted');
     }
+    await this.pinConfigured(key, oauth, flow.issuer, client.client_id);
     await this.ports.grants.save(
       key,
       { issuer: flow.issuer, clientId: client.client_id, metadata: flow.metadata, resource: flow.resource },
@@ -372,6 +397,7 @@ export class UpstreamAuth {
     }
     removed += await this.ports.grants.dropUser(userId);
     for (const cached of this.cache.keys()) if (cached.endsWith(`\n${subject}`)) this.cache.delete(cached);
+    for (const handed of this.handed.keys()) if (handed.endsWith(`\n${subject}`)) this.handed.delete(handed);
     return removed;
   }
 
@@ -415,8 +441,10 @@ export class UpstreamAuth {
     const link = options.connectLink === true;
     const key = keyOf(row, subject);
     const cacheKey = cacheKeyOf(key);
+    // An upstream just refused this grant's token: read the grant once that is written, not the token again.
+    await this.staling.get(cacheKey);
     const cached = this.cache.get(cacheKey);
-    if (cached && cached.until > Date.now()) return cached.token;
+    if (cached && cached.until > Date.now()) return this.handOut(cacheKey, cached.token);
     let grant = await this.ports.grants.open(key);
     if (!grant && oauth.grant === 'client_credentials' && subject === 'shared') {
       await this.connect(row.id, subject);
@@ -425,9 +453,18 @@ export class UpstreamAuth {
     if (!grant) throw await this.notConnected(row, oauth, subject, link);
     if (grant.view.state === 'needs_reconnect')
       throw await this.reconnectRequired(row, oauth, subject, grant.view, link);
-    if (expiresSoon(grant)) grant = await this.refreshed(row, oauth, key, link);
+    if (expiresSoon(grant)) {
+      try {
+        grant = await this.refreshed(row, oauth, key, link);
+      } catch (error) {
+        // A per-user caller whose grant just needed a reconnect gets their own link at once, not on the next call.
+        if (oauth.mode !== 'per-user' || findGatehouseError(error)?.details?.reason !== 'needs_reconnect') throw error;
+        const view = await this.ports.grants.view(key);
+        throw await this.reconnectRequired(row, oauth, subject, view ?? { wantedScopes: [], lastError: null }, link);
+      }
+    }
     this.remember(key, grant);
-    return grant.accessToken;
+    return this.handOut(cacheKey, grant.accessToken);
   }
 
   /**
@@ -448,9 +485,31 @@ export class UpstreamAuth {
     return this.reconnectRequired(row, oauth, subject, { ...view, wantedScopes: wanted, lastError: null }, true);
   }
 
-  /** The upstream refused the token Gatehouse sent (401): forget it so the next call refreshes or reconnects. */
+  /**
+   * The upstream refused the token Gatehouse sent (401): forgotten here, and the grant's access token marked due
+   * in the store, so the next call — on any replica — refreshes it once under the grant's lock, or (no refresh
+   * token) marks the grant `needs_reconnect` and a per-user caller gets their link; never the same token again.
+   * The hub does not say which token it sent: the one marked is the oldest this replica handed out for the grant
+   * lately, and the store marks it only while it is still the grant's. So a refresh that replaced it meanwhile
+   * (here or on another replica) stands, and when the fresh token is refused too, its own 401 marks it next.
+   */
   rejected(row: ServerTable, subject: Subject): void {
-    this.forget(keyOf(row, subject));
+    const key = keyOf(row, subject);
+    const cacheKey = cacheKeyOf(key);
+    this.forget(key);
+    const tokens = this.handed.get(cacheKey);
+    const token = tokens?.keys().next().value;
+    if (tokens === undefined || token === undefined) return;
+    tokens.delete(token);
+    const marking = this.ports.grants.markStale(key, token).then(
+      () => undefined,
+      // The store failed: the next call reads the grant as it was, and a later 401 marks it again.
+      () => undefined,
+    );
+    this.staling.set(cacheKey, marking);
+    void marking.then(() => {
+      if (this.staling.get(cacheKey) === marking) this.staling.delete(cacheKey);
+    });
   }
 
   /**
@@ -540,8 +599,12 @@ export class UpstreamAuth {
       await this.clientCredentials(key, oauth, current.metadata, current.resource, current.view.scopes, guard.fetch);
     } else {
       if (current.refreshToken === undefined) {
-        await this.giveUp(key, 'The access token expired and the authorization server issued no refresh token.');
-        throw needsReconnect(row.id, 'expired without a refresh token');
+        // Expired, or refused by the upstream (`rejected`): with nothing to refresh it, a person connects again.
+        await this.giveUp(
+          key,
+          'The access token expired or was refused, and the authorization server issued no refresh token.',
+        );
+        throw needsReconnect(row.id, 'the access token expired or was refused, and there is no refresh token');
       }
       const client = await this.knownClient(key, oauth, current.view.issuer, current.clientId);
       let tokens: Awaited<ReturnType<typeof refreshAuthorization>>;
@@ -562,6 +625,7 @@ export class UpstreamAuth {
         }
         throw failure;
       }
+      await this.pinConfigured(key, oauth, current.view.issuer, client.client_id);
       await this.ports.grants.save(
         key,
         {
@@ -600,6 +664,8 @@ export class UpstreamAuth {
     fetch: FetchLike,
   ): Promise<void> {
     if (!oauth.clientId) throw new GatehouseError('oauth.not_configured', 'client_credentials needs a clientId.');
+    // The secret goes in this very request: only to the issuer the client is bound to.
+    await this.checkConfiguredIssuer(key, oauth, metadata.issuer);
     const client = { client_id: oauth.clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
     const body: Record<string, string> = { grant_type: 'client_credentials', resource };
     if (scopes.length > 0) body.scope = scopes.join(' ');
@@ -617,6 +683,7 @@ export class UpstreamAuth {
         reason: typeof answer.error === 'string' ? answer.error.slice(0, 64) : `http_${status}`,
       });
     }
+    await this.pinConfigured(key, oauth, metadata.issuer, oauth.clientId);
     await this.ports.grants.save(
       key,
       { issuer: metadata.issuer, clientId: oauth.clientId, metadata, resource },
@@ -639,6 +706,8 @@ export class UpstreamAuth {
     fetch: FetchLike,
   ): Promise<OAuthClientInformationMixed> {
     if (oauth.clientId) {
+      // No secret is sent yet (it goes with the code), but a flow to another issuer could only end by sending it.
+      await this.checkConfiguredIssuer(key, oauth, issuer);
       return { client_id: oauth.clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
     }
     const base = this.ports.publicBaseUrl();
@@ -689,6 +758,8 @@ export class UpstreamAuth {
     clientId: string,
   ): Promise<OAuthClientInformationMixed> {
     if (oauth.clientId === clientId) {
+      // Its secret is about to go to this issuer's endpoints (code, refresh, revocation): the bound one only.
+      await this.checkConfiguredIssuer(key, oauth, issuer);
       return { client_id: clientId, ...(oauth.clientSecret && { client_secret: oauth.clientSecret }) };
     }
     const registered = await this.ports.grants.client(key, issuer);
@@ -699,6 +770,73 @@ export class UpstreamAuth {
     throw new GatehouseError('auth_failed', 'The client this grant was made with is gone; connect again.', {
       reason: 'client_gone',
     });
+  }
+
+  /**
+   * The configured client's secret goes to one authorization server: `auth.issuer`, else the issuer the client
+   * was first used at (its pin). Called before every request that carries it, so an upstream whose metadata
+   * turns to another authorization server (hostile, compromised) never collects it — not even by the connect
+   * `bearer` starts on its own for a client_credentials grant.
+   */
+  private async checkConfiguredIssuer(key: GrantKey, oauth: OpenedOAuth, issuer: string): Promise<void> {
+    if (!oauth.clientId) return;
+    const bound = oauth.issuer ?? (await this.ports.grants.pinnedIssuer(key.serverId, oauth.clientId));
+    if (bound !== undefined && bound !== issuer) throw notBoundIssuer(issuer, bound);
+  }
+
+  /** The configured client worked at `issuer` (the authorization server accepted it): it is bound there now. */
+  private async pinConfigured(key: GrantKey, oauth: OpenedOAuth, issuer: string, clientId: string): Promise<void> {
+    if (oauth.clientId !== undefined && clientId === oauth.clientId) {
+      await this.ports.grants.pinIssuer(key.serverId, clientId, issuer);
+    }
+  }
+
+  /**
+   * The link of a flow under way that asks for what this connect would (same server, subject and opener; its
+   * scopes cover `required`; the configured client and issuer, the current callback), with time left to finish.
+   * Its browser binding is the flow's own: only `opener`'s signed-in browser passes it.
+   */
+  private async pendingLink(
+    key: GrantKey,
+    oauth: OpenedOAuth,
+    opener: Opener,
+    required: readonly string[],
+  ): Promise<string | undefined> {
+    const flows = await this.ports.grants.liveFlows(key, opener, new Date(Date.now() + FLOW_REUSE_MIN_LEFT_MS));
+    if (flows.length === 0) return undefined;
+    const redirectUri = `${this.ports.publicBaseUrl()}${CALLBACK_PATH}`;
+    const bound = oauth.clientId
+      ? (oauth.issuer ?? (await this.ports.grants.pinnedIssuer(key.serverId, oauth.clientId)))
+      : oauth.issuer;
+    const flow = flows.find(
+      (f) =>
+        f.redirectUri === redirectUri &&
+        (oauth.clientId === undefined || f.clientId === oauth.clientId) &&
+        (bound === undefined || f.issuer === bound) &&
+        required.every((scope) => f.scopes.includes(scope)),
+    );
+    if (!flow) return undefined;
+    const link = new URL(`${this.ports.publicBaseUrl()}${CONNECT_PATH}`);
+    link.searchParams.set('flow', flow.stateHash);
+    return link.href;
+  }
+
+  /** Remembers which token went out for the grant, and when (`rejected` marks one of them), and answers it. */
+  private handOut(cacheKey: string, token: string): string {
+    const now = Date.now();
+    let tokens = this.handed.get(cacheKey);
+    if (!tokens) {
+      tokens = new Map();
+      this.handed.set(cacheKey, tokens);
+    }
+    tokens.delete(token);
+    tokens.set(token, now);
+    // Older ones are no longer in flight (a 401 comes as the request arrives): only the window is kept.
+    for (const [old, at] of tokens) {
+      if (at >= now - HANDED_WINDOW_MS) break;
+      tokens.delete(old);
+    }
+    return token;
   }
 
   private guardOf(row: ServerTable): { fetch: FetchLike; check(url: string | URL): Promise<URL> } {
@@ -753,6 +891,13 @@ function cacheKeyOf(key: GrantKey): string {
 
 function expiresSoon(grant: OpenedGrant): boolean {
   return grant.view.expiresAt !== null && Date.parse(grant.view.expiresAt) - Date.now() < REFRESH_MARGIN_MS;
+}
+
+/** A discovery naming another authorization server than the one the server's OAuth is bound to. */
+function notBoundIssuer(found: string, bound: string): GatehouseError {
+  return refused(
+    `it names the authorization server ${found.slice(0, 200)}, not ${bound.slice(0, 200)}, the one this server's OAuth is bound to (auth.issuer, else where its configured client was first used)`,
+  );
 }
 
 function needsReconnect(serverId: string, why: string | null): GatehouseError {

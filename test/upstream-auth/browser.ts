@@ -59,7 +59,7 @@ export async function signedIn(gw: TestGateway, token: string): Promise<Browser>
  */
 export async function connectIn(
   browser: Browser,
-  as: AuthServer,
+  as: Pick<AuthServer, 'consent'>,
   link: string,
   account = 'alice',
 ): Promise<LightMyRequestResponse> {
