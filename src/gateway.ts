@@ -356,9 +356,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       userActive: async (id) => (await users.get(id))?.disabled === false,
     });
     // A hub call is the person's own agent: its refusal may carry their connect link.
-    const authorizer: UpstreamAuthorizer = async (row: ServerTable, principal: Principal | undefined) => {
+    const authorizer: UpstreamAuthorizer = async (row: ServerTable, principal: Principal | undefined, options) => {
       const oauth = upstreamAuth.oauthOf(row);
-      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal), { connectLink: true });
+      const connectLink = options?.connectLink ?? true;
+      return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal), { connectLink });
     };
     authorizer.rejected = (row, principal) => {
       const oauth = upstreamAuth.oauthOf(row);

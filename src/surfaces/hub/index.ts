@@ -34,7 +34,7 @@ import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
 import { ResourceSubscriptions } from './subscriptions.js';
 import { HubTasks } from './tasks.js';
 import { createUiPinGuard } from './ui-pins.js';
-import { HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
+import { type GrantOptions, HubRegistry, type HubServer, type Snapshot, type UpstreamAuthorizer } from './view.js';
 
 export interface HubDeps {
   config: Pick<
@@ -154,11 +154,12 @@ export function createHub(deps: HubDeps): Hub {
     fn: (client: Client, signal: AbortSignal) => Promise<T>,
     signal: AbortSignal,
     principal?: Principal,
+    options?: GrantOptions,
   ): Promise<T> => {
     if (server.row.transport === 'stdio') {
       return deps.stdio.withClient(server.row.id, deps.config.listTimeoutMs, fn, { signal });
     }
-    const upstream = await snapshot.upstreamFor(server, principal);
+    const upstream = await snapshot.upstreamFor(server, principal, options);
     if (!upstream) throw new GatehouseError('internal_error');
     return deps.poolFor(upstream.privateNetwork).withClient(upstream.target, deps.config.listTimeoutMs, fn, { signal });
   };

@@ -34,6 +34,7 @@ import {
 } from './calls.js';
 import { handleSetLevel, sessionLogLevel } from './log-levels.js';
 import { GATEHOUSE_PREFIX, UI_EXTENSION, unwrapResourceUri, wrapResourceTemplate, wrapResourceUri } from './names.js';
+import { type AsCaller, livePrompts, liveResources } from './per-user-lists.js';
 import { isInputRequired, requestInRounds } from './request-rounds.js';
 import type { HubStateCodec } from './request-state.js';
 import type { SearchIndexes } from './search/indexes.js';
@@ -52,7 +53,7 @@ import {
 import { resourceOwner as resourceOwnerIn, type SubscribeDeps, subscribeUpstream } from './subscribe-upstream.js';
 import type { HubTasks, TaskMethod } from './tasks.js';
 import { isUiUri, type UiPinGuard } from './ui-pins.js';
-import { advertised, type HubServer, isListed, type Snapshot } from './view.js';
+import { advertised, type GrantOptions, type HubServer, isListed, type Snapshot } from './view.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
 const approvalStatusTool = approvalStatusToolOf();
@@ -171,6 +172,8 @@ export function callScopeOf(scope: CallScope, listView: ListView): CallScope {
 
 /** Templates taken from one upstream's list (its first page). */
 const MAX_TEMPLATES_PER_SERVER = 100;
+/** Lists ask each per-user server with the caller's grant, and start no connect flow where there is none. */
+const QUIET: GrantOptions = { connectLink: false };
 
 function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
@@ -419,14 +422,24 @@ export function buildHubServer(
     (await deps.calls.cancelApprovalTask(principal, params.taskId)) ? {} : upstreamTask('tasks/cancel', params, ctx),
   );
 
-  server.setRequestHandler('prompts/list', async (request) => {
+  /** A per-user server's lists are asked with the caller's own grant (`per-user-lists.ts`). */
+  const asCaller =
+    (snapshot: Snapshot, signal: AbortSignal): AsCaller =>
+    (hub, fn) =>
+      deps.withUpstream(snapshot, hub, fn, signal, principal, QUIET);
+
+  server.setRequestHandler('prompts/list', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
-    const prompts: Prompt[] = [];
-    for (const hub of visible(snapshot)) {
-      for (const entry of hub.prompts.values()) {
-        prompts.push({ ...entry.prompt, name: scope.kind === 'aggregate' ? entry.exposed : entry.name });
-      }
-    }
+    const lists = await Promise.all(
+      visible(snapshot).map((hub) =>
+        hub.perUser
+          ? livePrompts(hub, asCaller(snapshot, ctx.mcpReq.signal))
+          : [...hub.prompts.values()].map((entry) => ({ entry, prompt: entry.prompt })),
+      ),
+    );
+    const prompts: Prompt[] = lists
+      .flat()
+      .map(({ entry, prompt }) => ({ ...prompt, name: scope.kind === 'aggregate' ? entry.exposed : entry.name }));
     const page = pageOf('prompts', prompts, (p) => p.name, request.params?.cursor, deps.listPageSize);
     return { prompts: page.items, ...(page.nextCursor !== undefined ? { nextCursor: page.nextCursor } : {}) };
   });
@@ -470,11 +483,16 @@ export function buildHubServer(
     }
   });
 
-  server.setRequestHandler('resources/list', async (request) => {
+  server.setRequestHandler('resources/list', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
+    const hubs = visible(snapshot);
+    // A per-user server's are the caller's own, asked live (every page: cursors stay keyed by URI).
+    const lists = await Promise.all(
+      hubs.map((hub) => (hub.perUser ? liveResources(hub, asCaller(snapshot, ctx.mcpReq.signal)) : hub.resources)),
+    );
     const resources: Resource[] = [];
-    for (const hub of visible(snapshot)) {
-      for (const resource of hub.resources) {
+    for (const [index, hub] of hubs.entries()) {
+      for (const resource of lists[index] ?? []) {
         // A UI resource waiting for review is not offered (as a quarantined tool is not listed); reading it says why.
         if (isUiUri(resource.uri) && hub.uiPins.get(resource.uri)?.state === 'quarantined') continue;
         resources.push(
@@ -502,6 +520,7 @@ export function buildHubServer(
                 : Promise.resolve({ resourceTemplates: [] }),
             ctx.mcpReq.signal,
             principal,
+            QUIET,
           );
           return resourceTemplates
             .slice(0, MAX_TEMPLATES_PER_SERVER)

@@ -10,7 +10,7 @@ import type { UpstreamChannel } from '../../upstream/index.js';
 import type { CallScope } from './calls.js';
 import { isGatehouseUri, unwrapResourceUri } from './names.js';
 import type { ResourceSubscriptions, Subscriber } from './subscriptions.js';
-import type { HubRegistry, HubServer, Snapshot } from './view.js';
+import type { GrantOptions, HubRegistry, HubServer, Snapshot } from './view.js';
 
 export interface SubscribeDeps {
   registry: HubRegistry;
@@ -22,6 +22,8 @@ export interface SubscribeDeps {
     signal: AbortSignal,
     /** Whose OAuth grant a server with `auth: oauth` is contacted with. */
     principal?: Principal,
+    /** `connectLink: false`: a missing grant starts no connect flow (a list, not the person's own call). */
+    options?: GrantOptions,
   ): Promise<T>;
   /** Agent sessions' and listen streams' resource subscriptions, relayed from the upstreams' updates. */
   subscriptions: ResourceSubscriptions;

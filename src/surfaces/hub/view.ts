@@ -65,6 +65,8 @@ export interface HubPrompt {
   serverId: string;
   name: string;
   prompt: Prompt;
+  /** Its pin in force: a per-user server's prompt is listed from the caller's account only as pinned. */
+  pin: PinView;
 }
 
 export interface HubServer {
@@ -75,7 +77,13 @@ export interface HubServer {
   /** By upstream name, for the unprefixed `/mcp/s/{server}` surface. */
   toolsByName: ReadonlyMap<string, HubTool>;
   prompts: ReadonlyMap<string, HubPrompt>;
+  /** As its last handshake listed them; none for a per-user server (the hub lists those live, `per-user-lists.ts`). */
   resources: readonly Resource[];
+  /**
+   * OAuth `per-user`: each person reaches the upstream with their own account, so what a handshake discovered
+   * under one account (its resources, prompts, instructions) is never served to others.
+   */
+  perUser: boolean;
   /** What the upstream said of itself at its last handshake (`/mcp/s/{server}` passes it on). */
   identity: UpstreamIdentity;
   /** Its UI resources' pins (`ui://` URI → pin), checked on every read through the hub (`ui-pins.ts`). */
@@ -175,9 +183,19 @@ export interface ToolsetEntryView {
  * The bearer token of an OAuth server for a caller (src/upstream-auth): undefined for a server that
  * does not use OAuth; throws the typed refusal (auth_required, auth.user_required, …) otherwise.
  */
+/**
+ * How a grant is asked for: `connectLink` (default true) lets a missing grant's refusal start the person's
+ * connect flow and carry its link, for their agent's own call; a list (many servers at once, the answer a
+ * list, not a refusal) asks with false, so it starts no flow.
+ */
+export interface GrantOptions {
+  connectLink?: boolean;
+}
+
 export type UpstreamAuthorizer = ((
   row: ServerTable,
   principal: Principal | undefined,
+  options?: GrantOptions,
 ) => Promise<string | undefined>) & {
   /** The upstream answered 401 to the token it was given: forget it, so the next call reads the grant again. */
   rejected?: (row: ServerTable, principal: Principal | undefined) => void;
@@ -210,11 +228,15 @@ export class Snapshot {
    * The upstream of a call by `principal`: `upstreamOf`, plus the caller's (or the shared) OAuth grant
    * as `Authorization: Bearer` for a server that uses OAuth. The token goes only to this server's URL.
    */
-  async upstreamFor(server: HubServer, principal: Principal | undefined): Promise<HttpUpstream | undefined> {
+  async upstreamFor(
+    server: HubServer,
+    principal: Principal | undefined,
+    options?: GrantOptions,
+  ): Promise<HttpUpstream | undefined> {
     const upstream = this.upstreamOf(server);
     // Only a record with `auth: oauth` has a grant to send: the others skip the authorizer (it parses the record).
     if (!upstream || !this.authorizer || server.detail.auth.type !== 'oauth') return upstream;
-    const token = await this.authorizer(server.row, principal);
+    const token = await this.authorizer(server.row, principal, options);
     if (token === undefined) return upstream;
     const key = `${server.row.id}\n${principal?.user?.id ?? ''}`;
     const known = this.authorized.get(key);
@@ -389,16 +411,16 @@ export class HubRegistry {
     const pinsByServer = new Map<string, Map<string, PinView>>();
     const uiPinsByServer = new Map<string, Map<string, PinView>>();
     /** Prompts whose pin is in force (`pinned`), per server: only they are listed and served. */
-    const pinnedPrompts = new Map<string, Set<string>>();
+    const pinnedPrompts = new Map<string, Map<string, PinView>>();
     for (const row of pinRows) {
       if (row.kind === 'prompt') {
         if (row.state !== 'pinned') continue;
-        let names = pinnedPrompts.get(row.server_id);
-        if (!names) {
-          names = new Set();
-          pinnedPrompts.set(row.server_id, names);
+        let pins = pinnedPrompts.get(row.server_id);
+        if (!pins) {
+          pins = new Map();
+          pinnedPrompts.set(row.server_id, pins);
         }
-        names.add(row.tool_name);
+        pins.set(row.tool_name, toPinView(row));
         continue;
       }
       if (row.kind === 'resource') {
@@ -466,9 +488,14 @@ export class HubRegistry {
       for (const prompt of promptList) {
         const exposed = promptNames.get(prompt.name);
         if (exposed === undefined) continue;
-        prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt });
+        const pin = approvedPrompts?.get(prompt.name) as PinView;
+        prompts.set(exposed, { exposed, serverId: row.id, name: prompt.name, prompt, pin });
       }
-      const identity = identityOf(row.discover);
+      const perUser = detail.auth.type === 'oauth' && detail.auth.mode === 'per-user';
+      const discovered = identityOf(row.discover);
+      // A per-user server's instructions are those of the account its handshake ran with: not passed on.
+      const { instructions: _instructions, ...shared } = discovered;
+      const identity = perUser ? shared : discovered;
       servers.set(row.id, {
         row,
         detail,
@@ -476,7 +503,8 @@ export class HubRegistry {
         tools,
         toolsByName,
         prompts,
-        resources: detail.discoveredResources as Resource[],
+        resources: perUser ? [] : (detail.discoveredResources as Resource[]),
+        perUser,
         identity,
         uiPins: uiPinsByServer.get(row.id) ?? new Map(),
         offersUi: offersUi(identity, detail),
