@@ -547,6 +547,7 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
           users,
           tokens,
           audit,
+          events,
           oidc: oidcClient(config, guards),
           baseUrl: () => publicBaseUrl(config, (app?.server.address() as AddressInfo | null)?.port ?? config.port),
         }),

@@ -7,6 +7,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AuditLog } from '../audit/log.js';
+import type { EventHub } from '../audit/stream.js';
 import { isLoopbackHost } from '../config.js';
 import { GatehouseError, isGatehouseError } from '../errors.js';
 import {
@@ -21,6 +22,7 @@ import {
   userPrincipal,
 } from '../identity/index.js';
 import { mapClaims, type OidcClient, randomSecret } from '../identity/oidc.js';
+import { takeLeftGroups } from '../identity/user-lifecycle.js';
 import { AddressLimiter } from '../policy/address-limits.js';
 import type { Store } from '../store/db.js';
 import { nowIso } from '../store/json.js';
@@ -44,6 +46,8 @@ export interface SignInDeps {
   users: UserStore;
   tokens: TokenStore;
   audit: AuditLog;
+  /** Where a person's mapped role and groups changing is told (their agents' open sessions end). */
+  events: Pick<EventHub, 'publish'>;
   oidc: OidcClient | undefined;
   /** The address clients use (GATEHOUSE_PUBLIC_URL, else the bound address). */
   baseUrl: () => string;
@@ -261,7 +265,20 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
             });
           } else if (mapping) {
             // The provider's groups are the truth for a mapped deployment: role and groups follow them.
+            const before = user;
             user = (await users.update(user.id, { role: mapped.role, groups: mapped.groups })) ?? user;
+            const fields = [
+              ...(before.role !== user.role ? ['role'] : []),
+              ...(JSON.stringify([...before.groups].sort()) !== JSON.stringify([...user.groups].sort())
+                ? ['groups']
+                : []),
+            ];
+            // Groups the provider took from the person leave their tokens too.
+            for (const id of await takeLeftGroups(tokens, user.id, before.groups, user.groups)) {
+              await deps.events.publish('token.changed', { id, change: 'updated', fields: ['groups'] });
+            }
+            if (fields.length > 0)
+              await deps.events.publish('user.changed', { id: user.id, change: 'updated', fields });
           }
           if (user.disabled) return failed('user.disabled');
           const opened = await sessions.create({ userId: user.id });

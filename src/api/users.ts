@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AuditLog } from '../audit/log.js';
 import type { EventHub } from '../audit/stream.js';
 import { GatehouseError } from '../errors.js';
-import { deleteUser, endUserAccess, type LifecycleDeps } from '../identity/user-lifecycle.js';
+import { deleteUser, endUserAccess, type LifecycleDeps, takeLeftGroups } from '../identity/user-lifecycle.js';
 import { USER_ROLES, type User } from '../identity/users.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
@@ -130,6 +130,9 @@ export function userRoutes(
         )
           throw new GatehouseError('user.provider_managed');
         const user = (await users.update(params.id, body)) as User;
+        // Groups the person left leave their tokens too (a member's agents keep nothing their person lost).
+        const narrowed = await takeLeftGroups(deps.tokens, user.id, existing.groups, user.groups);
+        for (const id of narrowed) await events.publish('token.changed', { id, change: 'updated', fields: ['groups'] });
         let ended: Awaited<ReturnType<typeof endUserAccess>> | undefined;
         if (body.disabled === true && !existing.disabled) {
           ended = await endUserAccess(deps, user.id, principal, 'The user was disabled.');
@@ -137,9 +140,15 @@ export function userRoutes(
         await audit.recordAdmin({
           action: body.disabled === true && !existing.disabled ? 'user.disable' : 'user.update',
           actor: principal,
-          data: { id: user.id, fields: Object.keys(body), ...(ended ? { cancelled: ended.cancelledApprovals } : {}) },
+          data: {
+            id: user.id,
+            fields: Object.keys(body),
+            ...(narrowed.length > 0 ? { narrowedTokens: narrowed } : {}),
+            ...(ended ? { cancelled: ended.cancelledApprovals } : {}),
+          },
         });
-        await events.publish('user.changed', { id: user.id, change: 'updated' });
+        // With its fields: a person given other groups or another role has what their agents hold open ended.
+        await events.publish('user.changed', { id: user.id, change: 'updated', fields: Object.keys(body) });
         return { ...publicUser(user), ...(ended ? { cancelledApprovals: ended.cancelledApprovals } : {}) };
       },
     }),

@@ -121,7 +121,8 @@ export async function applyTokens(
           actor,
           data: { id: step.id, fields: Object.keys(step.changes) },
         });
-        await events.publish('token.changed', { id: step.id, change: 'updated' });
+        // With its fields: a token given other groups has its open 2025 sessions ended on every replica.
+        await events.publish('token.changed', { id: step.id, change: 'updated', fields: Object.keys(step.changes) });
       }
       report.updated.push(token.name);
     }

@@ -7,7 +7,8 @@
  *   of the person and of those tokens;
  * - a revoked OAuth grant (published as a `token.changed` revocation of the grant's id);
  * - a token given other groups: its 2025-era sessions were opened with the old view, which no replica may keep
- *   serving (the agent initializes again and sees the new one);
+ *   serving (the agent initializes again and sees the new one); a person given other groups or another role:
+ *   the tokens they own and the OAuth grants of the person and of those tokens, likewise;
  * - one OAuth access token revoked (RFC 7009), or a refresh family ended (revoked, or a replayed refresh token or
  *   code): not the grant, whose other tokens still hold, but the streams opened with that token or family
  *   (`credentialKeysOf`).
@@ -46,14 +47,22 @@ export async function principalsEndedBy(store: Store, event: StreamEvent): Promi
     return Array.isArray(event.data.fields) && event.data.fields.includes('groups') ? [id] : [];
   }
   if (event.type !== 'user.changed' || (change !== 'deleted' && change !== 'updated')) return [];
+  let ofAgentsOnly = false;
   if (change === 'updated') {
     const user = await store.db.selectFrom('users').select('disabled').where('id', '=', id).executeTakeFirst();
-    if (user && !user.disabled) return [];
+    if (user && !user.disabled) {
+      // Still active, given other groups or another role: what their tokens and grants hold open was opened
+      // with the old view (their dashboard sessions read the person afresh on every request).
+      const fields = Array.isArray(event.data.fields) ? event.data.fields : [];
+      if (!fields.includes('groups') && !fields.includes('role')) return [];
+      ofAgentsOnly = true;
+    }
   }
   const tokens = (await store.db.selectFrom('tokens').select('id').where('user_id', '=', id).execute()).map(
     (t) => t.id,
   );
-  return [id, ...tokens, ...(await grantsOf(store, [`user:${id}`, ...tokens.map((t) => `token:${t}`)]))];
+  const grants = await grantsOf(store, [`user:${id}`, ...tokens.map((t) => `token:${t}`)]);
+  return ofAgentsOnly ? [...tokens, ...grants] : [id, ...tokens, ...grants];
 }
 
 async function grantsOf(store: Store, subjects: string[]): Promise<string[]> {

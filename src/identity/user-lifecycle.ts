@@ -56,3 +56,26 @@ export async function deleteUser(
   await deps.users.delete(userId);
   return { revokedTokens, disconnectedGrants };
 }
+
+/**
+ * A person who left groups takes them from the tokens they own, at once (a member mints tokens within its
+ * groups, and an agent must not keep what its person lost). Only the groups the person left: a group a token was
+ * given that its owner never held (an admin's choice) stays. Answers the tokens narrowed, for their
+ * `token.changed` (which ends their 2025-era sessions on every replica).
+ */
+export async function takeLeftGroups(
+  tokens: Pick<TokenStore, 'ownedBy' | 'update'>,
+  userId: string,
+  before: readonly string[],
+  after: readonly string[],
+): Promise<string[]> {
+  const left = before.filter((group) => !after.includes(group));
+  if (left.length === 0) return [];
+  const narrowed: string[] = [];
+  for (const token of await tokens.ownedBy(userId)) {
+    if (!token.groups.some((group) => left.includes(group))) continue;
+    await tokens.update(token.id, { groups: token.groups.filter((group) => !left.includes(group)) });
+    narrowed.push(token.id);
+  }
+  return narrowed;
+}

@@ -25,7 +25,7 @@ import { oauthError, oauthErrorAnswer } from './errors.js';
 import type { SigningKeys } from './keys.js';
 import type { EndpointLimiter } from './rate.js';
 import { BASE_SCOPE, resourceMetadataUrl, resourcePath, surfacePath } from './resources.js';
-import { type AuthorizationServer, listGrants, type PendingAuthorization, type Person } from './server.js';
+import { type AuthorizationServer, groupsLent, listGrants, type PendingAuthorization, type Person } from './server.js';
 
 export interface OAuthRouteDeps {
   server: AuthorizationServer;
@@ -240,11 +240,6 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
     }
   };
 
-  const narrowed = (pending: PendingAuthorization, person: Person) => {
-    const asked = pending.scope.filter((w) => w.startsWith('group:')).map((w) => w.slice(6));
-    return asked.length === 0 ? [...person.groups] : person.groups.filter((g) => asked.includes(g));
-  };
-
   const showConsent = async (
     reply: FastifyReply,
     pending: PendingAuthorization,
@@ -268,7 +263,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         pending,
         sealed,
         person,
-        groups: person ? narrowed(pending, person) : undefined,
+        groups: person ? groupsLent(pending, person) : undefined,
         surface: surfaceName(path),
         ...(error ? { error } : {}),
       }),
@@ -372,7 +367,7 @@ export function oauthPlugin(deps: OAuthRouteDeps) {
         const fromSession = await sessionPerson(request);
         const signedIn = fromSession ? { person: fromSession } : await personOf(request, undefined);
         // Consent is remembered per (person, client, resource, scope): a known person is not asked again.
-        if (signedIn && (await deps.server.rememberedGrant(outcome.pending, signedIn.person))) {
+        if (signedIn && (await deps.server.rememberedConsent(outcome.pending, signedIn.person))) {
           const location = await deps.server.approve(outcome.pending, signedIn.person, outcome.client);
           return reply.code(302).header('location', location).header('cache-control', 'no-store').send();
         }

@@ -172,10 +172,30 @@ export class AuthorizationServer {
     return row?.id;
   }
 
+  /**
+   * Whether `person`'s remembered consent answers `pending` without asking again: a live grant for the same
+   * client, endpoint and scope that already holds every group this approval would lend. One that would lend
+   * more (the person now signs in holding groups the consent did not lend, say through their own session where
+   * they consented with a narrower token) is asked again: a silent redirect never widens a grant.
+   */
+  async rememberedConsent(pending: PendingAuthorization, person: Person): Promise<boolean> {
+    const row = await this.deps.store.db
+      .selectFrom('oauth_grants')
+      .select('groups')
+      .where('subject', '=', person.subject)
+      .where('client_id', '=', pending.clientId)
+      .where('resource', '=', pending.resource)
+      .where('scope', '=', pending.scope.join(' '))
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (!row) return false;
+    const lent = parseJson<string[]>(row.groups, []);
+    return groupsLent(pending, person).every((group) => lent.includes(group));
+  }
+
   /** The person approved: records (or reuses) the grant and answers the redirect carrying a one-time code. */
   async approve(pending: PendingAuthorization, person: Person, client: OAuthClient): Promise<string> {
-    const asked = groupsAsked(pending.scope);
-    const groups = asked.length === 0 ? [...person.groups] : person.groups.filter((g) => asked.includes(g));
+    const groups = groupsLent(pending, person);
     const db = this.deps.store.db;
     let grantId = await this.rememberedGrant(pending, person);
     if (grantId) {
@@ -591,4 +611,10 @@ export async function listGrants(store: Store, subjects: readonly string[] | und
     createdAt: row.created_at,
     lastUsedAt: row.last_used_at,
   }));
+}
+
+/** The groups a consent lends: the person's, narrowed by the scope's `group:` words when it has any. */
+export function groupsLent(pending: PendingAuthorization, person: Person): string[] {
+  const asked = groupsAsked(pending.scope);
+  return asked.length === 0 ? [...person.groups] : person.groups.filter((g) => asked.includes(g));
 }

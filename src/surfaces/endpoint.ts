@@ -8,6 +8,7 @@
  * that opened them.
  */
 
+import { createHash } from 'node:crypto';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { AuthInfo, Server, ServerEventBus } from '@modelcontextprotocol/server';
 import { createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server';
@@ -495,15 +496,37 @@ function methodOf(body: unknown): unknown {
 }
 
 /** Whose a 2025-era session is: the token and the scope that opened it. */
+/**
+ * Who a 2025-era session belongs to: the principal, the endpoint's scope, and a fingerprint of what the
+ * principal sees (its groups and tool view). The session's server was built with the principal of its
+ * `initialize`; once the principal's view changes — a token's groups, a member losing a group, a person's
+ * OAuth grant narrowed — the session is no longer its owner's on any path or replica ("Session not found"),
+ * and the agent initializes again with the view it has now.
+ */
 function ownerOf(principal: TokenPrincipal, scope: EndpointScope): string {
-  if (scope.kind === 'toolset') return `${principal.id}|t:${scope.toolset}`;
-  return `${principal.id}|${scope.kind === 'single' ? scope.serverId : '*'}`;
+  const where = scope.kind === 'toolset' ? `t:${scope.toolset}` : scope.kind === 'single' ? scope.serverId : '*';
+  return `${principal.id}|${where}|v:${viewOf(principal)}`;
+}
+
+/** Per principal object (the authenticators cache theirs, so a hot 2025 session hashes once per change). */
+const views = new WeakMap<TokenPrincipal, string>();
+
+function viewOf(principal: TokenPrincipal): string {
+  let view = views.get(principal);
+  if (view === undefined) {
+    view = createHash('sha256')
+      .update(JSON.stringify([[...principal.groups].sort(), principal.toolView ?? null]))
+      .digest('base64url')
+      .slice(0, 16);
+    views.set(principal, view);
+  }
+  return view;
 }
 
 /** The scope `ownerOf` wrote into a session's owner, read back (a stored session rebuilt without a request). */
 function scopeOfOwner(owner: string, principalId: string): EndpointScope | undefined {
   if (!owner.startsWith(`${principalId}|`)) return undefined;
-  const rest = owner.slice(principalId.length + 1);
+  const rest = owner.slice(principalId.length + 1).replace(/\|v:[^|]*$/, '');
   if (rest === '*') return { kind: 'aggregate' };
   if (rest.startsWith('t:')) return { kind: 'toolset', toolset: rest.slice(2) };
   return rest === '' ? undefined : { kind: 'single', serverId: rest };

@@ -518,6 +518,43 @@ describeEachStore('OAuth: bad input and the edges of the flow', (target) => {
     expect(botSignIn.json().principal).toMatchObject({ id: ada.id, role: 'member', groups: ['default'] });
     expect(await grantedGroups('mcp', { session: cookiesOf(botSignIn) })).toEqual(['default']);
 
+    // A remembered consent never widens a grant silently: the client she consented through the bot's session
+    // (default), asking again in a browser signed in with her full token, is shown the page, not sent a code.
+    const lentClient = await register();
+    const { challenge: lentChallenge } = pkce();
+    const botCookies = cookiesOf(botSignIn);
+    const firstPage = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(lentClient, lentChallenge),
+      headers: { cookie: botCookies },
+    });
+    const firstRequest = /name="request" value="([^"]+)"/
+      .exec(firstPage.body)?.[1]
+      ?.replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n)));
+    const firstAnswer = await form(
+      '/authorize',
+      { request: firstRequest as string, decision: 'approve' },
+      { cookie: cookiesOf(firstPage, botCookies) },
+    );
+    expect(firstAnswer.statusCode).toBe(302);
+    const fullSignIn = await gw.request('POST', '/auth/session', { token: null, body: { token: owned.token } });
+    const widerPage = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(lentClient, lentChallenge),
+      headers: { cookie: cookiesOf(fullSignIn) },
+    });
+    expect(widerPage.statusCode).toBe(200);
+    expect(widerPage.body).toContain('name="request"');
+    // The same lending again is remembered: straight back with a code.
+    const samePage = await gw.gateway.app.inject({
+      method: 'GET',
+      url: authorizeUrl(lentClient, lentChallenge),
+      headers: { cookie: botCookies },
+    });
+    expect(samePage.statusCode).toBe(302);
+    const lent = (await gw.request('GET', '/api/oauth/grants')).json().grants as Json[];
+    expect(lent.find((g) => g.clientId === lentClient)?.groups).toEqual(['default']);
+
     await users.update(ada.id, { disabled: true });
     expect((await listTools('/mcp', tokens.access_token)).statusCode).toBe(401);
     // A disabled user signs nobody in on the consent page either.
