@@ -295,6 +295,14 @@ function oauthPlain(auth: {
   grant?: string;
   clientId?: string | undefined;
   scopes?: string[] | undefined;
+  issuer?: string | undefined;
 }) {
-  return { mode: auth.mode, grant: auth.grant, clientId: auth.clientId ?? null, scopes: auth.scopes ?? null };
+  return {
+    mode: auth.mode,
+    grant: auth.grant,
+    clientId: auth.clientId ?? null,
+    scopes: auth.scopes ?? null,
+    // The authorization server the client is bound to: a file that changes only it is a change.
+    issuer: auth.issuer ?? null,
+  };
 }

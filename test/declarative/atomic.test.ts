@@ -117,6 +117,16 @@ describeEachStore('declarative config: a refused file changes nothing', (target)
     expect(() => parse({ servers: [{ ...GOOD, auth }] })).toThrow(/servers\[0\]\.auth\.clientSecret\.env/);
   });
 
+  it("an OAuth server's issuer is part of its settings: a file that changes only it is applied", async () => {
+    const auth = { type: 'oauth', mode: 'shared', issuer: 'https://auth.one.example' };
+    await apply(gw, { servers: [{ ...GOOD, auth }] });
+    const moved = await apply(gw, { servers: [{ ...GOOD, auth: { ...auth, issuer: 'https://auth.two.example' } }] });
+    expect(moved.servers.updated).toEqual(['good']);
+    expect((await gw.request('GET', '/api/mcp/servers/good')).json().auth.issuer).toBe('https://auth.two.example');
+    const again = await apply(gw, { servers: [{ ...GOOD, auth: { ...auth, issuer: 'https://auth.two.example' } }] });
+    expect(again.servers.unchanged).toEqual(['good']);
+  });
+
   it('applies untrimmed stdio.allowedCommands once: the second apply writes nothing', async () => {
     const file = { settings: { 'stdio.allowedCommands': [' node ', 'npx'] } };
     expect((await apply(gw, file)).settings.updated).toEqual(['stdio.allowedCommands']);
