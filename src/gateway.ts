@@ -361,10 +361,10 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
       const connectLink = options?.connectLink ?? true;
       return oauth && upstreamAuth.bearer(row, upstreamAuth.subjectFor(oauth, principal), { connectLink });
     };
-    authorizer.rejected = (row, principal) => {
+    authorizer.rejected = (row, principal, token) => {
       const oauth = upstreamAuth.oauthOf(row);
       if (oauth && (oauth.mode === 'shared' || principal?.user)) {
-        upstreamAuth.rejected(row, upstreamAuth.subjectFor(oauth, principal));
+        upstreamAuth.rejected(row, upstreamAuth.subjectFor(oauth, principal), token);
       }
     };
     authorizer.insufficientScope = async (row, principal, scope) => {

@@ -10,6 +10,7 @@ import { findGatehouseError, GatehouseError } from '../errors.js';
 import { type PinnableItem, uiResourceItem, uiResourceOf } from '../policy/pins.js';
 import type { ServerTable } from '../store/schema.js';
 import { catalogParams } from '../upstream/client-capabilities.js';
+import { drain } from '../upstream/drain.js';
 import { boundTool, type UpstreamPool } from '../upstream/index.js';
 import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import { networkDeniedMessage, networkFailureIn } from '../upstream/stdio/network-denial.js';
@@ -39,26 +40,6 @@ export interface HandshakeOptions {
 
 export interface Handshaker {
   handshake(row: ServerTable, connection: Connection, options?: HandshakeOptions): Promise<HandshakeResult | undefined>;
-}
-
-const MAX_ITEMS = 1000;
-const MAX_PAGES = 50;
-
-/** Drains a paginated list verb with explicit cursors, bounded like tools/list. */
-async function drain<T>(
-  page: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor?: string | undefined }>,
-): Promise<T[]> {
-  const items: T[] = [];
-  const seen = new Set<string>();
-  let cursor: string | undefined;
-  for (let pages = 0; pages < MAX_PAGES && items.length < MAX_ITEMS; pages++) {
-    const result = await page(cursor);
-    items.push(...result.items.slice(0, MAX_ITEMS - items.length));
-    cursor = result.nextCursor;
-    if (!cursor || seen.has(cursor)) break;
-    seen.add(cursor);
-  }
-  return items;
 }
 
 /** What a connected client learnt of the server: its discover result, or what its `initialize` said of itself. */

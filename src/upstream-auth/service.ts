@@ -48,11 +48,6 @@ const FLOW_TTL_MS = 10 * 60_000;
  * starting another: one pending flow per (server, person, scopes), and the person still has time to finish.
  */
 const FLOW_REUSE_MIN_LEFT_MS = FLOW_TTL_MS / 2;
-/**
- * An upstream answers 401 as a request arrives, so the token it refused went out at most this long ago (`rejected`
- * looks no further back; the newest token handed out is always considered).
- */
-const HANDED_WINDOW_MS = 60_000;
 /** How long a replica waits for another one's refresh of the same grant. */
 const PEER_REFRESH_WAITS = [50, 100, 200, 400, 800, 1600];
 
@@ -98,11 +93,6 @@ export interface AuthStatus {
 
 export class UpstreamAuth {
   private readonly cache = new Map<string, { token: string; until: number }>();
-  /**
-   * The access tokens this replica handed out per grant lately (token → when, oldest first): an upstream's 401
-   * (`rejected`) refused one of them.
-   */
-  private readonly handed = new Map<string, Map<string, number>>();
   /** A `rejected` still writing that the grant's token is stale: the next `bearer` of that grant waits for it. */
   private readonly staling = new Map<string, Promise<void>>();
 
@@ -397,7 +387,6 @@ export class UpstreamAuth {
     }
     removed += await this.ports.grants.dropUser(userId);
     for (const cached of this.cache.keys()) if (cached.endsWith(`\n${subject}`)) this.cache.delete(cached);
-    for (const handed of this.handed.keys()) if (handed.endsWith(`\n${subject}`)) this.handed.delete(handed);
     return removed;
   }
 
@@ -444,7 +433,7 @@ export class UpstreamAuth {
     // An upstream just refused this grant's token: read the grant once that is written, not the token again.
     await this.staling.get(cacheKey);
     const cached = this.cache.get(cacheKey);
-    if (cached && cached.until > Date.now()) return this.handOut(cacheKey, cached.token);
+    if (cached && cached.until > Date.now()) return cached.token;
     let grant = await this.ports.grants.open(key);
     if (!grant && oauth.grant === 'client_credentials' && subject === 'shared') {
       await this.connect(row.id, subject);
@@ -464,7 +453,7 @@ export class UpstreamAuth {
       }
     }
     this.remember(key, grant);
-    return this.handOut(cacheKey, grant.accessToken);
+    return grant.accessToken;
   }
 
   /**
@@ -489,18 +478,13 @@ export class UpstreamAuth {
    * The upstream refused the token Gatehouse sent (401): forgotten here, and the grant's access token marked due
    * in the store, so the next call — on any replica — refreshes it once under the grant's lock, or (no refresh
    * token) marks the grant `needs_reconnect` and a per-user caller gets their link; never the same token again.
-   * The hub does not say which token it sent: the one marked is the oldest this replica handed out for the grant
-   * lately, and the store marks it only while it is still the grant's. So a refresh that replaced it meanwhile
-   * (here or on another replica) stands, and when the fresh token is refused too, its own 401 marks it next.
+   * The store marks `token` (the one the upstream refused) only while it is still the grant's: a refresh that
+   * replaced it meanwhile (here or on another replica) stands.
    */
-  rejected(row: ServerTable, subject: Subject): void {
+  rejected(row: ServerTable, subject: Subject, token: string): void {
     const key = keyOf(row, subject);
     const cacheKey = cacheKeyOf(key);
     this.forget(key);
-    const tokens = this.handed.get(cacheKey);
-    const token = tokens?.keys().next().value;
-    if (tokens === undefined || token === undefined) return;
-    tokens.delete(token);
     const marking = this.ports.grants.markStale(key, token).then(
       () => undefined,
       // The store failed: the next call reads the grant as it was, and a later 401 marks it again.
@@ -819,24 +803,6 @@ export class UpstreamAuth {
     const link = new URL(`${this.ports.publicBaseUrl()}${CONNECT_PATH}`);
     link.searchParams.set('flow', flow.stateHash);
     return link.href;
-  }
-
-  /** Remembers which token went out for the grant, and when (`rejected` marks one of them), and answers it. */
-  private handOut(cacheKey: string, token: string): string {
-    const now = Date.now();
-    let tokens = this.handed.get(cacheKey);
-    if (!tokens) {
-      tokens = new Map();
-      this.handed.set(cacheKey, tokens);
-    }
-    tokens.delete(token);
-    tokens.set(token, now);
-    // Older ones are no longer in flight (a 401 comes as the request arrives): only the window is kept.
-    for (const [old, at] of tokens) {
-      if (at >= now - HANDED_WINDOW_MS) break;
-      tokens.delete(old);
-    }
-    return token;
   }
 
   private guardOf(row: ServerTable): { fetch: FetchLike; check(url: string | URL): Promise<URL> } {

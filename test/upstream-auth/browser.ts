@@ -92,3 +92,26 @@ export async function person(
   expect(token.statusCode, token.body).toBe(201);
   return { id, token: token.json().token as string };
 }
+
+/** Installs a per-user OAuth server `id` at `url` (loopback, so `privateNetwork`), with `extra` manifest fields. */
+export async function installPerUser(
+  gw: TestGateway,
+  id: string,
+  url: string,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const installed = await gw.request('POST', '/api/mcp/install', {
+    body: {
+      manifest: {
+        id,
+        name: id,
+        transport: 'streamable-http',
+        url,
+        privateNetwork: true,
+        auth: { type: 'oauth', mode: 'per-user' },
+        ...extra,
+      },
+    },
+  });
+  expect(installed.statusCode, installed.body).toBe(201);
+}

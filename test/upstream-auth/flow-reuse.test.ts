@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectAgent } from '../helpers/agents.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { connectIn, person, signedIn } from './browser.js';
+import { connectIn, installPerUser, person, signedIn } from './browser.js';
 import { type MiniAuthServer, type MiniUpstream, startMiniAuthServer, startMiniUpstream } from './mini-oauth.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
@@ -47,20 +47,7 @@ describe('upstream OAuth: one pending flow per person, server and scopes', () =>
     gw.gateway.store.db.selectFrom('upstream_oauth_flows').selectAll().where('subject', '=', subject).execute();
 
   it('hands back the flow under way; its link opens only in its person’s browser', async () => {
-    const installed = await gw.request('POST', '/api/mcp/install', {
-      body: {
-        manifest: {
-          id: 'team',
-          name: 'team',
-          transport: 'streamable-http',
-          url: upstream.url,
-          privateNetwork: true,
-          auth: { type: 'oauth', mode: 'per-user' },
-          toolPolicy: { allow: ['whoami'] },
-        },
-      },
-    });
-    expect(installed.statusCode).toBe(201);
+    await installPerUser(gw, 'team', upstream.url, { toolPolicy: { allow: ['whoami'] } });
     // Alice connects and tests the server with her grant, so the hub knows its tools.
     const alice = await person(gw, 'alice', { role: 'admin', tokenRole: 'operator' });
     const aliceAgent = await agentToken(alice.id, 'alice-agent');

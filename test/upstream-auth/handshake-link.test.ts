@@ -10,7 +10,7 @@ import type { GatehouseError } from '../../src/errors.js';
 import { type AuthServer, type ProtectedServer, startAuthServer, startProtectedServer } from '../fixtures/oauth.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { person } from './browser.js';
+import { installPerUser, person } from './browser.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:7';
 
@@ -23,19 +23,7 @@ describe('upstream OAuth, a handshake without a grant', () => {
     as = await startAuthServer();
     mcp = await startProtectedServer(as.issuer);
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_PUBLIC_URL: PUBLIC_URL });
-    const installed = await gw.request('POST', '/api/mcp/install', {
-      body: {
-        manifest: {
-          id: 'team',
-          name: 'team',
-          transport: 'streamable-http',
-          url: mcp.url,
-          privateNetwork: true,
-          auth: { type: 'oauth', mode: 'per-user' },
-        },
-      },
-    });
-    expect(installed.statusCode).toBe(201);
+    await installPerUser(gw, 'team', mcp.url);
   });
   afterAll(async () => {
     await gw.close();

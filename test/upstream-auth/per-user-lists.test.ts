@@ -20,7 +20,7 @@ import { type AuthServer, SCOPE, startAuthServer } from '../fixtures/oauth.js';
 import { connectAgent, type Era } from '../helpers/agents.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { connectIn, person, signedIn } from './browser.js';
+import { connectIn, installPerUser, person, signedIn } from './browser.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:7';
 const NOTES = 5;
@@ -158,20 +158,7 @@ describe("upstream OAuth, per-user: resources, prompts and instructions are the 
   }
 
   it('lists each person their own account, never the operator’s, in both eras', async () => {
-    const installed = await gw.request('POST', '/api/mcp/install', {
-      body: {
-        manifest: {
-          id: 'team',
-          name: 'team',
-          transport: 'streamable-http',
-          url: upstream.url,
-          privateNetwork: true,
-          auth: { type: 'oauth', mode: 'per-user' },
-          toolPolicy: { allow: ['whoami'] },
-        },
-      },
-    });
-    expect(installed.statusCode, installed.body).toBe(201);
+    await installPerUser(gw, 'team', upstream.url, { toolPolicy: { allow: ['whoami'] } });
 
     // Alice, an operator, connects her own account and tests the server with it.
     const alice = await person(gw, 'alice', { role: 'admin', groups: ['default'] });

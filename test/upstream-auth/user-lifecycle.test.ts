@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AuthServer, type ProtectedServer, startAuthServer, startProtectedServer } from '../fixtures/oauth.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { connectIn, person, signedIn } from './browser.js';
+import { connectIn, installPerUser, person, signedIn } from './browser.js';
 
 const PUBLIC_URL = 'http://127.0.0.1:7';
 
@@ -20,21 +20,7 @@ describe('upstream OAuth grants when a user is deleted or disabled', () => {
     as = await startAuthServer();
     mcp = await startProtectedServer(as.issuer);
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_PUBLIC_URL: PUBLIC_URL });
-    for (const id of ['team', 'wiki']) {
-      const installed = await gw.request('POST', '/api/mcp/install', {
-        body: {
-          manifest: {
-            id,
-            name: id,
-            transport: 'streamable-http',
-            url: mcp.url,
-            privateNetwork: true,
-            auth: { type: 'oauth', mode: 'per-user' },
-          },
-        },
-      });
-      expect(installed.statusCode).toBe(201);
-    }
+    for (const id of ['team', 'wiki']) await installPerUser(gw, id, mcp.url);
   });
   afterAll(async () => {
     await gw.close();

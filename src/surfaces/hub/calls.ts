@@ -272,7 +272,7 @@ export async function runTaskable(
     }
     // A 401 to a grant's token: the credentials were refused (revoked, expired early), not missing.
     if (known?.code === 'auth_required' && snapshot.carriesGrant(server, upstream)) {
-      snapshot.tokenRejected(server, options.principal);
+      snapshot.tokenRejected(server, options.principal, upstream);
       throw new GatehouseError(
         'auth_failed',
         'The upstream refused the OAuth token Gatehouse sent; retry, or reconnect the server if it persists.',

@@ -9,31 +9,13 @@ import type { Client } from '@modelcontextprotocol/client';
 import type { Prompt, Resource } from '@modelcontextprotocol/server';
 import { itemPinHash, type PinnableItem } from '../../policy/pins.js';
 import { catalogParams } from '../../upstream/client-capabilities.js';
+import { drain } from '../../upstream/drain.js';
 import type { HubPrompt, HubServer } from './view.js';
 
 /** Runs `fn` on a client of the server's upstream with the caller's grant (the hub's `withUpstream`). */
 export type AsCaller = <T>(hub: HubServer, fn: (client: Client, signal: AbortSignal) => Promise<T>) => Promise<T>;
 
-/** Bounds of one live list, as a handshake's. */
-const MAX_ITEMS = 1000;
-const MAX_PAGES = 50;
-
-async function drain<T>(
-  page: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor?: string | undefined }>,
-): Promise<T[]> {
-  const items: T[] = [];
-  const seen = new Set<string>();
-  let cursor: string | undefined;
-  for (let pages = 0; pages < MAX_PAGES && items.length < MAX_ITEMS; pages++) {
-    const result = await page(cursor);
-    items.push(...result.items.slice(0, MAX_ITEMS - items.length));
-    cursor = result.nextCursor;
-    if (!cursor || seen.has(cursor)) break;
-    seen.add(cursor);
-  }
-  return items;
-}
-
+/** One server's live list, asked as the caller; bounded as a handshake's (`drain`). */
 async function live<T>(
   hub: HubServer,
   asCaller: AsCaller,

@@ -198,7 +198,7 @@ export type UpstreamAuthorizer = ((
   options?: GrantOptions,
 ) => Promise<string | undefined>) & {
   /** The upstream answered 401 to the token it was given: forget it, so the next call reads the grant again. */
-  rejected?: (row: ServerTable, principal: Principal | undefined) => void;
+  rejected?: (row: ServerTable, principal: Principal | undefined, token: string) => void;
   /**
    * The upstream answered 403 insufficient_scope to it: the grant waits for consent to the wider scope.
    * Answers the error the call reports (a per-user caller's own link asking for that scope).
@@ -254,10 +254,16 @@ export class Snapshot {
     return upstream !== this.upstreamOf(server);
   }
 
-  /** The upstream refused the grant's token (HTTP 401): drop it here and in the OAuth client's memory. */
-  tokenRejected(server: HubServer, principal: Principal | undefined): void {
+  /**
+   * The upstream refused the grant's token that `upstream` carried (HTTP 401): dropped here, and handed to the
+   * OAuth client, which marks that very token stale.
+   */
+  tokenRejected(server: HubServer, principal: Principal | undefined, upstream: HttpUpstream): void {
     this.authorized.delete(`${server.row.id}\n${principal?.user?.id ?? ''}`);
-    this.authorizer?.rejected?.(server.row, principal);
+    const sent = upstream.target.headers?.authorization;
+    if (typeof sent === 'string' && sent.startsWith('Bearer ')) {
+      this.authorizer?.rejected?.(server.row, principal, sent.slice('Bearer '.length));
+    }
   }
 
   /** The upstream wants a wider scope than the grant's token holds (HTTP 403 insufficient_scope). */
