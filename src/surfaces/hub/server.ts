@@ -17,6 +17,7 @@ import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server 
 import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal, ToolView } from '../../identity/index.js';
+import { assertPathsInside, type PathPolicy } from '../../policy/paths.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
@@ -177,6 +178,23 @@ const QUIET: GrantOptions = { connectLink: false };
 
 function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
+}
+
+/**
+ * The workspace sandbox of tool arguments (`policy/paths.ts`) for what else an agent hands a server: a resource
+ * URI (`file:` checked as a path), a prompt's arguments, a completion's. Refused as invalid params, the sandbox's
+ * code in `data`, before anything reaches the upstream.
+ */
+function assertInsideWorkspace(policy: PathPolicy, values: Record<string, unknown>): void {
+  try {
+    assertPathsInside(policy, values);
+  } catch (error) {
+    const refused = findGatehouseError(error);
+    if (!refused) throw error;
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, `${refused.code}: ${refused.message}`, {
+      code: refused.code,
+    });
+  }
 }
 
 /**
@@ -456,6 +474,7 @@ export function buildHubServer(
     }
     if (!target) throw invalidParams(`Prompt ${name} not found`);
     const { hub, upstreamName } = target;
+    assertInsideWorkspace(hub.detail, request.params.arguments ?? {});
     try {
       // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
       return (await requestInRounds(
@@ -558,6 +577,13 @@ export function buildHubServer(
     } else owner = single(snapshot);
     if (!owner) throw invalidParams(`No prompt or resource template matches ${JSON.stringify(ref)}`);
     const target = owner;
+    // A prompt's arguments are checked by name, as a tool's are. A template's variables are pieces of a URI,
+    // not paths its server resolves (a relative `{path}` is fine there): only `file:` URIs among them count.
+    const policy = ref.type === 'ref/prompt' ? target.detail : { ...target.detail, pathArgs: [] };
+    const { argument, context } = request.params;
+    // An empty value is the first keystroke: nothing to check yet.
+    if (argument.value !== '') assertInsideWorkspace(policy, { [argument.name]: argument.value });
+    assertInsideWorkspace(policy, context?.arguments ?? {});
     try {
       return await deps.withUpstream(
         snapshot,
@@ -581,6 +607,7 @@ export function buildHubServer(
   server.setRequestHandler('resources/subscribe', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
     const target = resourceOwner(snapshot, request.params.uri);
+    assertInsideWorkspace(target.owner.detail, { uri: target.uri });
     let added: boolean;
     try {
       added = await subscribeUpstream(deps, snapshot, target, principal, server, request.params.uri, ctx.mcpReq.signal);
@@ -603,6 +630,7 @@ export function buildHubServer(
   server.setRequestHandler('resources/read', async (request, ctx: ServerContext) => {
     const snapshot = await deps.registry.snapshot();
     const { owner, uri } = resourceOwner(snapshot, request.params.uri);
+    assertInsideWorkspace(owner.detail, { uri });
     try {
       // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
       const answer = await requestInRounds(
