@@ -48,6 +48,8 @@ export interface OpenedGrant {
   refreshToken: string | undefined;
   /** The RFC 8707 resource the grant was asked for. */
   resource: string;
+  /** The stored row as read (its sealed access token, new on every save): a refresh replaces only this one. */
+  revision: string;
 }
 
 export interface NewTokens {
@@ -115,18 +117,18 @@ export class GrantStore {
         row.refresh_token === null
           ? undefined
           : unseal(this.key, row.refresh_token, this.aad(key, row.issuer, 'refresh_token')),
+      revision: row.access_token,
     };
   }
 
-  /** Stores fresh tokens (a connect, a refresh): the grant is `connected` again. */
+  /** Stores fresh tokens (a connect): the grant is `connected` again. */
   async save(
     key: GrantKey,
     grant: { issuer: string; clientId: string; metadata: AuthorizationServerMetadata; resource: string },
     tokens: NewTokens,
-    keepRefreshToken?: string,
   ): Promise<GrantView> {
     const at = nowIso();
-    const refresh = tokens.refreshToken ?? keepRefreshToken;
+    const refresh = tokens.refreshToken;
     const values: UpstreamOAuthGrantTable = {
       server_id: key.serverId,
       subject: key.subject,
@@ -136,7 +138,7 @@ export class GrantStore {
       access_token: seal(this.key, tokens.accessToken, this.aad(key, grant.issuer, 'access_token')),
       refresh_token:
         refresh === undefined ? null : seal(this.key, refresh, this.aad(key, grant.issuer, 'refresh_token')),
-      expires_at: tokens.expiresIn === undefined ? null : new Date(Date.now() + tokens.expiresIn * 1000).toISOString(),
+      expires_at: expiresAt(tokens),
       scopes: JSON.stringify(tokens.scopes),
       state: 'connected',
       last_error: null,
@@ -161,6 +163,34 @@ export class GrantStore {
         .execute();
     });
     return toView(values);
+  }
+
+  /**
+   * Stores a refresh's tokens over the grant `refreshed` was read from, only if it is still that very row: a
+   * disconnect (or a server re-pointed, or a reconnect) while the refresh was under way is not undone by it.
+   * False when nothing was written.
+   */
+  async saveRefreshed(key: GrantKey, refreshed: OpenedGrant, tokens: NewTokens): Promise<boolean> {
+    const issuer = refreshed.view.issuer;
+    const refresh = tokens.refreshToken ?? refreshed.refreshToken;
+    const at = nowIso();
+    const result = await this.store.db
+      .updateTable('upstream_oauth_grants')
+      .set({
+        access_token: seal(this.key, tokens.accessToken, this.aad(key, issuer, 'access_token')),
+        refresh_token: refresh === undefined ? null : seal(this.key, refresh, this.aad(key, issuer, 'refresh_token')),
+        expires_at: expiresAt(tokens),
+        scopes: JSON.stringify(tokens.scopes),
+        state: 'connected',
+        last_error: null,
+        updated_at: at,
+      })
+      .where('server_id', '=', key.serverId)
+      .where('subject', '=', key.subject)
+      .where('issuer', '=', issuer)
+      .where('access_token', '=', refreshed.revision)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   /** A refresh the authorization server refused (revoked, expired): the grant waits for a person. */
@@ -516,4 +546,9 @@ function toView(row: UpstreamOAuthGrantTable): GrantView {
     connectedAt: row.created_at,
     updatedAt: row.updated_at,
   };
+}
+
+/** When tokens issued now expire (`expires_in` seconds), or null when the answer gave no lifetime. */
+function expiresAt(tokens: NewTokens): string | null {
+  return tokens.expiresIn === undefined ? null : new Date(Date.now() + tokens.expiresIn * 1000).toISOString();
 }

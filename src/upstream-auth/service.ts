@@ -580,7 +580,15 @@ export class UpstreamAuth {
     if (!expiresSoon(current)) return current; // another replica refreshed it meanwhile
     const guard = this.guardOf(row);
     if (oauth.grant === 'client_credentials') {
-      await this.clientCredentials(key, oauth, current.metadata, current.resource, current.view.scopes, guard.fetch);
+      await this.clientCredentials(
+        key,
+        oauth,
+        current.metadata,
+        current.resource,
+        current.view.scopes,
+        guard.fetch,
+        current,
+      );
     } else {
       if (current.refreshToken === undefined) {
         // Expired, or refused by the upstream (`rejected`): with nothing to refresh it, a person connects again.
@@ -610,22 +618,14 @@ export class UpstreamAuth {
         throw failure;
       }
       await this.pinConfigured(key, oauth, current.view.issuer, client.client_id);
-      await this.ports.grants.save(
-        key,
-        {
-          issuer: current.view.issuer,
-          clientId: current.clientId,
-          metadata: current.metadata,
-          resource: current.resource,
-        },
-        {
-          accessToken: tokens.access_token,
-          refreshToken: tokens.refresh_token,
-          expiresIn: tokens.expires_in,
-          scopes: tokens.scope ? tokens.scope.split(' ') : current.view.scopes,
-        },
-        current.refreshToken,
-      );
+      // Written only over the grant as read: a disconnect meanwhile stays a disconnect (the grant read next is
+      // then gone), and a reconnect meanwhile keeps its own tokens.
+      await this.ports.grants.saveRefreshed(key, current, {
+        accessToken: tokens.access_token,
+        refreshToken: tokens.refresh_token,
+        expiresIn: tokens.expires_in,
+        scopes: tokens.scope ? tokens.scope.split(' ') : current.view.scopes,
+      });
     }
     const fresh = await this.ports.grants.open(key);
     if (!fresh) throw await this.notConnected(row, oauth, key.subject, link);
@@ -646,6 +646,8 @@ export class UpstreamAuth {
     resource: string,
     scopes: readonly string[],
     fetch: FetchLike,
+    /** The grant this renews (a refresh), written over only if it is still stored as read. */
+    renewing?: OpenedGrant,
   ): Promise<void> {
     if (!oauth.clientId) throw new GatehouseError('oauth.not_configured', 'client_credentials needs a clientId.');
     // The secret goes in this very request: only to the issuer the client is bound to.
@@ -668,15 +670,18 @@ export class UpstreamAuth {
       });
     }
     await this.pinConfigured(key, oauth, metadata.issuer, oauth.clientId);
-    await this.ports.grants.save(
-      key,
-      { issuer: metadata.issuer, clientId: oauth.clientId, metadata, resource },
-      {
-        accessToken: answer.access_token,
-        expiresIn: typeof answer.expires_in === 'number' ? answer.expires_in : undefined,
-        scopes: typeof answer.scope === 'string' ? answer.scope.split(' ') : [...scopes],
-      },
-    );
+    const tokens = {
+      accessToken: answer.access_token,
+      expiresIn: typeof answer.expires_in === 'number' ? answer.expires_in : undefined,
+      scopes: typeof answer.scope === 'string' ? answer.scope.split(' ') : [...scopes],
+    };
+    if (renewing) await this.ports.grants.saveRefreshed(key, renewing, tokens);
+    else
+      await this.ports.grants.save(
+        key,
+        { issuer: metadata.issuer, clientId: oauth.clientId, metadata, resource },
+        tokens,
+      );
     this.forget(key);
   }
 

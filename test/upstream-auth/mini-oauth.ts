@@ -34,6 +34,11 @@ export interface MiniAuthServer {
   issueRefreshTokens: boolean;
   /** The subject an access token is valid for, if it is (the upstream asks this). */
   subjectOf(token: string): string | undefined;
+  /**
+   * Holds the answers to the next refresh-token requests, granted already, until `release`; `arrived` settles
+   * when the first of them is here. For races with what a person does meanwhile (a disconnect).
+   */
+  holdRefreshes(): { arrived: Promise<void>; release(): void };
   /** Revokes every access token issued so far; refresh tokens stay valid. Answers how many. */
   revokeAccessTokens(): number;
   /** Plays the person: follows the authorization URL and answers the redirect back to the client. */
@@ -82,6 +87,8 @@ export async function startMiniAuthServer(
     issueRefreshTokens: options.issueRefreshTokens ?? true,
     tokenRequests: [],
   };
+
+  let held: { arrive(): void; gate: Promise<void> } | undefined;
 
   const json = (res: http.ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -196,6 +203,11 @@ export async function startMiniAuthServer(
         if (grantType === 'refresh_token') {
           const found = refreshTokens.get(form.get('refresh_token') ?? '');
           if (!found || found.clientId !== client.client_id) return json(res, 400, { error: 'invalid_grant' });
+          // Granted, the answer held on its way (a revocation meanwhile comes too late for it).
+          if (held) {
+            held.arrive();
+            await held.gate;
+          }
           return issue(res, found.sub, found.scope);
         }
         // A client registered without a secret here takes any (the server of a hostile upstream keeps it).
@@ -235,6 +247,24 @@ export async function startMiniAuthServer(
       state.issueRefreshTokens = value;
     },
     subjectOf: (token) => accessTokens.get(token),
+    holdRefreshes() {
+      let arrive = () => {};
+      let release = () => {};
+      const arrived = new Promise<void>((resolve) => {
+        arrive = resolve;
+      });
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      held = { arrive, gate };
+      return {
+        arrived,
+        release: () => {
+          held = undefined;
+          release();
+        },
+      };
+    },
     revokeAccessTokens() {
       const count = accessTokens.size;
       accessTokens.clear();
