@@ -238,6 +238,45 @@ describeEachStore('hub: an approved call’s rounds are answered once', (target)
     expect(transfers).toHaveLength(1);
   });
 
+  it('ends a round its replica left running (stopped mid-round) once the call deadline lapsed, never runs it again', async () => {
+    const client = await manual();
+    const { id, state } = await approvedAsking(client, 'mallory');
+    // What a replica killed mid-round leaves: the claim marker, never replaced by an outcome.
+    const leaveMarker = (startedAt: Date) =>
+      gw.gateway.store.db
+        .updateTable('approvals')
+        .set({
+          result: JSON.stringify({
+            gatehouse: 'round_running',
+            claim: 'dead-replica',
+            startedAt: startedAt.toISOString(),
+          }),
+        })
+        .where('id', '=', id)
+        .execute();
+    const read = async () =>
+      structured(await client.callTool({ name: 'gatehouse__approval_status', arguments: { approval_id: id } }));
+
+    // Within the call deadline (55 s by default) and its grace it may still be running somewhere.
+    await leaveMarker(new Date(Date.now() - 60_000));
+    expect(await read()).toMatchObject({ status: 'pending', approval_id: id });
+    expect((await rpc('tasks/get', { taskId: `gatehouse__${id}` })).result).toMatchObject({ status: 'working' });
+
+    // Long past it: the call ends failed, says why, and the round's state does not run it again.
+    await leaveMarker(new Date(Date.now() - 10 * 60_000));
+    const ended = await read();
+    expect(ended).toMatchObject({ status: 'executed', approval_id: id, result: { isError: true } });
+    expect(JSON.stringify(ended.result)).toMatch(/stopped while it ran this round/);
+    expect(await read()).toEqual(ended);
+    expect((await rpc('tasks/get', { taskId: `gatehouse__${id}` })).result?.status).not.toBe('working');
+    expect(structured(await round(client, id, state))).toMatchObject({
+      status: 'error',
+      error: { code: 'hub.request_state_mismatch' },
+    });
+    expect(runs).toBe(1);
+    expect(transfers).toHaveLength(0);
+  });
+
   let nextId = 1;
   /** One 2026-07-28 request over plain HTTP, declaring the Tasks extension and form elicitation. */
   async function rpc(method: string, params: Json): Promise<{ result?: Json; error?: { code: number } }> {

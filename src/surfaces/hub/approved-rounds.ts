@@ -101,6 +101,19 @@ function failedRound(error: unknown): CallToolResult {
   };
 }
 
+/**
+ * How long past its upstream call's deadline a round may still read as running. Its replica records an outcome
+ * well before then (the call ends at its deadline); a marker older than that was left by a replica that stopped
+ * mid-round, and ends the call as failed. Generous: the marker's time is another replica's clock.
+ */
+const ROUND_LAPSE_GRACE_MS = 60_000;
+
+/** The failure a lapsed round's marker is replaced with (never run again: whether it reached the tool is unknown). */
+const ROUND_INTERRUPTED = new GatehouseError(
+  'internal_error',
+  'Gatehouse stopped while it ran this round of the approved call.',
+);
+
 /** How long approval_status waits between reads while a round runs (wait_s given). */
 const ROUND_POLL_MS = 200;
 /** The longest wait_s (as the queue's own). */
@@ -181,6 +194,8 @@ export interface ApprovedRoundsDeps {
   ): Promise<UpstreamOutcome>;
   /** Resolves once the round's audit row is committed: awaited before the round's answer leaves. */
   audit(record: CallEvent): Promise<void>;
+  /** The deadline of a round's upstream call (the call timeout): a round running far past it has lapsed. */
+  roundDeadlineMs: number;
 }
 
 export class ApprovedRounds {
@@ -198,6 +213,9 @@ export class ApprovedRounds {
     if (state) return this.nextRound(principal, approvalId, ctx, inputCapabilities);
     const until = Date.now() + Math.min(Math.max(Number.isFinite(waitS) ? waitS : 0, 0), MAX_WAIT_S) * 1000;
     let answer = await this.deps.approvals.status(approvalId, principal, waitS);
+    if (answer.status === 'executed' && (await this.endLapsed(approvalId, answer.result))) {
+      answer = await this.deps.approvals.status(approvalId, principal, 0);
+    }
     // A round with the agent's answers runs (another request took it): waited for like a decision.
     while (
       answer.status === 'executed' &&
@@ -233,6 +251,8 @@ export class ApprovedRounds {
     const approvalId = approvalIdOfTask(task.taskId);
     const approval = approvalId ? await this.deps.approvals.get(approvalId) : undefined;
     if (approval?.status !== 'executed' || !isRoundRunning(approval.result)) return task;
+    // Its replica stopped mid-round: the task failed, as the gate read it.
+    if (await this.endLapsed(approval.id, approval.result)) return task;
     const { error: _error, ...fields } = task;
     return { ...fields, status: 'working', statusMessage: 'The approved call is running a round with your answers.' };
   }
@@ -312,6 +332,19 @@ export class ApprovedRounds {
       startedAt: new Date().toISOString(),
     };
     return (await this.deps.approvals.recordRound(id, stored, claim)) ? claim : undefined;
+  }
+
+  /**
+   * Ends a round whose running marker outlived its upstream call's deadline by the grace (its replica stopped
+   * mid-round): the call's outcome becomes the interruption, as a failed round's. True when `stored` was such a
+   * marker and is no longer stored (this request or another ended it).
+   */
+  private async endLapsed(id: string, stored: unknown): Promise<boolean> {
+    if (!isRoundRunning(stored)) return false;
+    const started = Date.parse(stored.startedAt);
+    if (!(Date.now() - started > this.deps.roundDeadlineMs + ROUND_LAPSE_GRACE_MS)) return false;
+    await this.failRound(id, stored, ROUND_INTERRUPTED);
+    return true;
   }
 
   /** A claimed round whose upstream call failed: its outcome is the error (`failedRound` says why not the round). */

@@ -48,6 +48,7 @@ export interface HubDeps {
     | 'toolNameMax'
     | 'listTimeoutMs'
     | 'listPageSize'
+    | 'callTimeoutMs'
   >;
   store: Store;
   records: ServerStore;
@@ -311,6 +312,7 @@ export function createHub(deps: HubDeps): Hub {
     recheck,
     run: runApproved,
     audit: deps.audit,
+    roundDeadlineMs: deps.config.callTimeoutMs,
   });
   deps.approvals.registerExecutor('hub', executor);
 
