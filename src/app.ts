@@ -24,7 +24,7 @@ import { mcpBodyRefusal, parseJsonBody } from './json-body.js';
 import { type Logger, requestLogger } from './logging.js';
 
 export interface AppParts {
-  config: Pick<Config, 'maxBodySize'> & Partial<Pick<Config, 'requestTimeoutMs' | 'headersTimeoutMs'>>;
+  config: Pick<Config, 'maxBodySize'> & Partial<Pick<Config, 'requestTimeoutMs' | 'headersTimeoutMs' | 'trustProxy'>>;
   logger: Logger;
   authenticate: Authenticator;
   routes: readonly RouteDeclaration[];
@@ -142,7 +142,14 @@ function refuseEarly(request: FastifyRequest): GatehouseError | undefined {
 export async function buildApp(parts: AppParts): Promise<FastifyInstance> {
   const requestTimeoutMs = parts.config.requestTimeoutMs ?? 30_000;
   const headersTimeoutMs = Math.min(parts.config.headersTimeoutMs ?? 10_000, requestTimeoutMs);
+  const trustedProxies = parts.config.trustProxy ?? [];
   const app = Fastify({
+    // Only the named balancers' X-Forwarded-For counts (never `true` or a hop count: any client could then name
+    // its own address); `request.ip` is then the right-most address in it that is not one of them. It also makes
+    // `request.host`/`hostname`/`protocol` follow their X-Forwarded-Host/-Proto: Gatehouse reads none of those
+    // (the DNS-rebinding check reads the Host header itself; URLs derive from GATEHOUSE_PUBLIC_URL).
+    // An empty list is `false` (no proxy): an empty array would still swap in Fastify's proxy-aware getters.
+    trustProxy: trustedProxies.length > 0 ? [...trustedProxies] : false,
     loggerInstance: parts.logger as FastifyBaseLogger,
     // Each request's child logger is made only when it writes a line (logging.ts).
     childLoggerFactory: (logger, bindings, options) =>

@@ -58,6 +58,44 @@ const addressList = z
   )
   .refine((list) => list.every((a) => isIP(a) !== 0), 'expected a comma-separated list of IP addresses');
 
+/**
+ * Why one entry of `GATEHOUSE_TRUST_PROXY` is refused, or undefined when it is an IP address or a CIDR range
+ * (`10.0.0.0/8`, `fd00::/8`) as Fastify's `proxy-addr` reads them. "Every peer" is never accepted — not
+ * `true`, not a hop count, not a `/0` — since then any client could name its own address.
+ */
+function trustedProxyProblem(entry: string): string | undefined {
+  if (/^(true|yes|on|all|\*|\d+)$/i.test(entry)) {
+    return `"${entry}" is not accepted: trusting every peer (or a hop count) lets any client forge its address; name the balancer's addresses or ranges`;
+  }
+  const slash = entry.indexOf('/');
+  const address = slash === -1 ? entry : entry.slice(0, slash);
+  const version = isIP(address);
+  if (version === 0) return `"${entry}" is not an IP address or CIDR range (such as 10.0.0.5, 10.0.0.0/24 or fd00::/8)`;
+  if (slash === -1) return undefined;
+  const prefix = entry.slice(slash + 1);
+  const max = version === 4 ? 32 : 128;
+  if (!/^\d{1,3}$/.test(prefix) || Number(prefix) > max) {
+    return `"${entry}" has a bad prefix length (expected /1 to /${max})`;
+  }
+  if (Number(prefix) === 0) return `"${entry}" would trust every address; name the balancer's addresses or ranges`;
+  return undefined;
+}
+
+const trustedProxies = z
+  .string()
+  .transform((s) =>
+    s
+      .split(',')
+      .map((a) => a.trim())
+      .filter(Boolean),
+  )
+  .superRefine((list, ctx) => {
+    for (const entry of list) {
+      const problem = trustedProxyProblem(entry);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }
+  });
+
 interface SettingDef {
   /** Canonical environment variable. */
   env: string;
@@ -461,6 +499,14 @@ export const SETTINGS = {
     description:
       'The address clients use to reach Gatehouse (behind a balancer it differs from the bind address): the OAuth issuer, metadata URLs, redirects and Gatehouse’s own client metadata document derive from it. Default: http://<host>:<port> of the bind address.',
   },
+  trustProxy: {
+    env: 'GATEHOUSE_TRUST_PROXY',
+    flag: 'trust-proxy',
+    schema: trustedProxies,
+    default: '',
+    description:
+      'Proxies (balancers) whose X-Forwarded-For names the client, comma-separated IP addresses or CIDR ranges: a request from one of them counts as from the right-most address in that header not in this list (per-address limits key on it). Empty: no proxy is trusted and every request is its peer’s.',
+  },
   oauthAuthorizeRateLimit: {
     env: 'GATEHOUSE_OAUTH_AUTHORIZE_RATE_LIMIT',
     flag: 'oauth-authorize-rate-limit',
@@ -614,6 +660,7 @@ export interface Config {
   readonly stdioSandboxUidBase: number;
   readonly stdioInstallTimeoutMs: number;
   readonly nodeEnv: string;
+  readonly trustProxy: readonly string[];
   readonly oauthAuthorizeRateLimit: number;
   readonly oauthTokenRateLimit: number;
   readonly oauthRevokeRateLimit: number;
