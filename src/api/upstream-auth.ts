@@ -162,7 +162,9 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
       mcp: { exclude: 'a person’s own upstream accounts, managed by that person in the dashboard' },
       params: idParams,
       async handler({ params, principal }) {
-        return disconnect(params.id, ownSubject(principal), principal);
+        const subject = ownSubject(principal);
+        await auth.assertHolds(params.id, subject);
+        return disconnect(params.id, subject, principal);
       },
     }),
     defineRoute({

@@ -390,6 +390,14 @@ export class UpstreamAuth {
     return removed;
   }
 
+  /**
+   * A person's own disconnect reaches only a grant they hold: any other id (unknown, not exposed to them, shared,
+   * not OAuth) answers word for word as an unknown one, so the route tells nothing of the servers installed.
+   */
+  async assertHolds(serverId: string, subject: Subject): Promise<void> {
+    if (!(await this.ports.grants.view({ serverId, subject }))) throw notInstalled(serverId);
+  }
+
   /** Forgets the grant, revoking it first where the authorization server offers RFC 7009. */
   async disconnect(serverId: string, subject: Subject): Promise<{ revoked: boolean; removed: boolean }> {
     const row = await this.ports.records.getRow(serverId);

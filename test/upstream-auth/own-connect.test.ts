@@ -110,4 +110,18 @@ describe('upstream OAuth, a person connecting their own account', () => {
     expect(new URL(started.json().authorizationUrl).pathname).toBe('/oauth/connect');
     expect((await rows()).flows.map((f) => f.subject)).toEqual([`user:${erik.id}`]);
   });
+
+  it('answers a disconnect of a grant the person does not hold as an unknown id, whatever the server', async () => {
+    const nina = await person(gw, 'nina'); // groups: default
+    const disconnect = (id: string) => gw.request('DELETE', `/api/users/me/grants/${id}`, { token: nina.token });
+    const unknown = await disconnect('nope');
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error.code).toBe('mcp.not_found');
+    // Not exposed to her, shared (hers to see, not to disconnect), machine to machine: the same words.
+    for (const id of ['eng-only', 'docs', 'm2m']) {
+      const answer = await disconnect(id);
+      expect(answer.statusCode).toBe(404);
+      expect(answer.body).toBe(unknown.body.replaceAll('nope', id));
+    }
+  });
 });
