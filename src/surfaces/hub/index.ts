@@ -31,6 +31,7 @@ import type { ToolEmbeddings } from './search/embeddings.js';
 import { SearchIndexes } from './search/indexes.js';
 import { RecentTools } from './search/recent.js';
 import { buildHubServer, HUB_SERVER_INFO, type ListView } from './server.js';
+import { revokeUnreachable } from './subscribe-upstream.js';
 import { ResourceSubscriptions } from './subscriptions.js';
 import { HubTasks } from './tasks.js';
 import { createUiPinGuard } from './ui-pins.js';
@@ -318,6 +319,14 @@ export function createHub(deps: HubDeps): Hub {
 
   const unsubscribe = deps.events.subscribe((event) => {
     if (LIST_EVENTS.has(event.type) || changesToolViews(event)) endpoint.notifyListChanged();
+    // A server's exposure narrowed, or it was disabled or removed: who may no longer see it hears no more of it.
+    const changedServer = event.data.id;
+    if (event.type === 'server.changed' && typeof changedServer === 'string') {
+      registry.snapshot().then(
+        (snapshot) => revokeUnreachable(subscriptions, snapshot, changedServer),
+        () => undefined,
+      );
+    }
     // Search mode in use: the catalog's new index starts building now, not on the next search.
     if (LIST_EVENTS.has(event.type) && searchIndexes.inUse) {
       registry.snapshot().then(

@@ -16,6 +16,9 @@
  *   upstream's ack and the binding is held (one per URI) and sent right after the agent's ack.
  * - The unsubscribe the SDK calls when the stream ends (the agent closed it, the handler closes) releases
  *   them: the upstream is unsubscribed, or its stream narrowed, once nobody listens there.
+ * - A URI of a server the token no longer sees (its exposure narrowed, the server disabled or removed) is
+ *   dropped from the stream the same way (`ResourceSubscriptions.revoke`); the stream stays for what remains.
+ *   A token given other groups ends its streams altogether (`McpEndpoint.endAccessOf`).
  *
  * List-changed events still go to every stream (they carry nothing of anyone's); a `resource_updated`
  * published on the bus is dropped, since it names no grant. Fleet: the replica holding the agent's stream
@@ -49,6 +52,11 @@ class ListenSink implements Subscriber {
     if (this.closed) return;
     if (this.listener) this.listener({ kind: 'resource_updated', uri });
     else this.held.add(uri);
+  }
+
+  /** A URI it may no longer hear of: an update held for it is not sent after the ack. */
+  revoked(uri: string): void {
+    this.held.delete(uri);
   }
 
   bind(listener: Listener): void {

@@ -9,7 +9,7 @@ import type { Principal } from '../../identity/index.js';
 import type { UpstreamChannel } from '../../upstream/index.js';
 import type { CallScope } from './calls.js';
 import { isGatehouseUri, unwrapResourceUri } from './names.js';
-import type { ResourceSubscriptions, Subscriber } from './subscriptions.js';
+import type { Reach, ResourceSubscriptions, Subscriber } from './subscriptions.js';
 import type { GrantOptions, HubRegistry, HubServer, Snapshot } from './view.js';
 
 export interface SubscribeDeps {
@@ -56,12 +56,25 @@ export function resourceOwner(
   return { owner: hub, uri };
 }
 
+/** Whether `groups` still see server `serverId`: the check `resourceOwner` makes, for a subscription already held. */
+export function reaches(snapshot: Snapshot, serverId: string, groups: readonly string[]): boolean {
+  return snapshot.server(serverId, groups) !== undefined;
+}
+
+/**
+ * Drops the subscriptions to `serverId`'s resources that their subscribers could no longer make (its exposure
+ * narrowed, or it was disabled or removed): run when that server changed, on the snapshot that followed.
+ */
+export function revokeUnreachable(subscriptions: ResourceSubscriptions, snapshot: Snapshot, serverId: string) {
+  return subscriptions.revoke(serverId, (groups) => reaches(snapshot, serverId, groups));
+}
+
 /**
  * Subscribes `subscriber` to `uri` of `owner` (the URI it named being `exposedUri`): a 2025-era upstream with
  * `resources/subscribe` on its pooled connection, a 2026-07-28 one through the hub's listen stream there (one
  * per upstream and OAuth user: a per-user grant's updates are that user's). Settles once the upstream accepted;
  * answers false when the subscriber holds the most subscriptions it may; rejects when the upstream cannot
- * subscribe or could not be reached (holding nothing).
+ * subscribe or could not be reached, or the subscriber lost the server meanwhile (holding nothing).
  */
 export async function subscribeUpstream(
   deps: SubscribeDeps,
@@ -72,8 +85,31 @@ export async function subscribeUpstream(
   exposedUri: string,
   signal: AbortSignal,
 ): Promise<boolean> {
-  const { owner, uri } = target;
+  const { owner } = target;
   if (!deps.subscriptions.hasRoom(subscriber, exposedUri)) return false;
+  const reach = { serverId: owner.row.id, groups: principal.groups };
+  const added = await subscribeOn(deps, snapshot, target, principal, subscriber, exposedUri, reach, signal);
+  // The server may have changed while the upstream was asked, its `revoke` run before this was held: the same
+  // check again, on the servers as they are now (cached; a snapshot that cannot be built keeps the one checked).
+  const now = await deps.registry.snapshot().catch(() => snapshot);
+  if (added && !reaches(now, reach.serverId, reach.groups)) {
+    await deps.subscriptions.remove(subscriber, exposedUri);
+    throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Resource ${exposedUri} not found`);
+  }
+  return added;
+}
+
+async function subscribeOn(
+  deps: SubscribeDeps,
+  snapshot: Snapshot,
+  target: { owner: HubServer; uri: string },
+  principal: Principal,
+  subscriber: Subscriber,
+  exposedUri: string,
+  reach: Reach,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const { owner, uri } = target;
   const era = await deps.withUpstream(
     snapshot,
     owner,
@@ -84,16 +120,20 @@ export async function subscribeUpstream(
       // A 2026-07-28 upstream has no resources/subscribe: its updates come on a listen stream (below).
       if (client.getProtocolEra() === 'modern') return 'modern';
       await client.subscribeResource({ uri }, { signal });
-      // Told when the last listener there leaves, on that very connection (a newer one never subscribed).
-      const unsubscribe = async () =>
-        deps.withUpstream(
-          await deps.registry.snapshot(),
+      // Told when the last listener there leaves, on that very connection (a newer one never subscribed); a
+      // server since disabled or removed is not contacted again for it.
+      const unsubscribe = async () => {
+        const snapshot = await deps.registry.snapshot();
+        if (!snapshot.servers.get(owner.row.id)?.detail.enabled) return;
+        await deps.withUpstream(
+          snapshot,
           owner,
           (now, signal) => (now === client ? now.unsubscribeResource({ uri }, { signal }) : Promise.resolve({})),
           AbortSignal.timeout(deps.listTimeoutMs),
           principal,
         );
-      return deps.subscriptions.add(client, uri, subscriber, exposedUri, unsubscribe) ? 'legacy' : 'full';
+      };
+      return deps.subscriptions.add(client, uri, subscriber, exposedUri, reach, unsubscribe) ? 'legacy' : 'full';
     },
     signal,
     principal,
@@ -102,5 +142,5 @@ export async function subscribeUpstream(
   if (era === 'legacy') return true;
   const key = `${owner.row.id}\n${principal.user?.id ?? ''}`;
   const opener = { open: () => deps.openChannel(snapshot, owner, principal), timeoutMs: deps.listTimeoutMs };
-  return deps.subscriptions.addListened(key, opener, uri, subscriber, exposedUri);
+  return deps.subscriptions.addListened(key, opener, uri, subscriber, exposedUri, reach);
 }

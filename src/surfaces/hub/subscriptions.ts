@@ -16,7 +16,8 @@
  *
  * Upstream connections are shared by agents, so the relay keeps which agent sessions listen to which upstream
  * URI; the upstream is unsubscribed (or the URI left out of the stream) when the last of them leaves. A
- * session that closes drops its subscriptions.
+ * session that closes drops its subscriptions, and so does one that may no longer see the server owning the URI
+ * (its exposure narrowed, the server disabled or removed: `revoke`, run when servers change, never per update).
  *
  * A subscriber is a 2025-era agent session (its `Server`), or a 2026-07-28 agent's own `subscriptions/listen`
  * stream (`listen-streams.ts`): anything that can be sent an update and says when it closes.
@@ -29,6 +30,14 @@ export interface Subscriber {
   sendResourceUpdated(params: { uri: string }): Promise<void>;
   /** Set here: the subscriber calls it when it ends, and its subscriptions go with it. */
   onclose?: (() => void) | undefined;
+  /** Its subscription to `exposedUri` was revoked: an update it still holds for it is not sent. */
+  revoked?(exposedUri: string): void;
+}
+
+/** What a subscription was allowed by, checked again when servers change: the owning server, the caller's groups. */
+export interface Reach {
+  serverId: string;
+  groups: readonly string[];
 }
 
 /** One agent session's interest in one upstream URI. */
@@ -36,6 +45,7 @@ interface Listener {
   agent: Subscriber;
   /** The URI as the agent knows it (wrapped on `/mcp`). */
   exposedUri: string;
+  reach: Reach;
 }
 
 /** Most subscriptions one agent session may hold (a bound, like every list the hub keeps). */
@@ -79,6 +89,8 @@ export class ResourceSubscriptions {
   private readonly listened = new Map<string, Listened>();
   /** Agent session → its subscriptions, by the URI it used. */
   private readonly byAgent = new WeakMap<Subscriber, Map<string, Entry>>();
+  /** Server id → the listeners of its URIs, both eras (what `revoke` checks; each leaves with its entry). */
+  private readonly byServer = new Map<string, Set<Listener>>();
 
   /** Whether `agent` may hold one more subscription (or already holds this one). */
   hasRoom(agent: Subscriber, exposedUri: string): boolean {
@@ -95,6 +107,7 @@ export class ResourceSubscriptions {
     uri: string,
     agent: Subscriber,
     exposedUri: string,
+    reach: Reach,
     unsubscribe: () => Promise<unknown>,
   ): boolean {
     const mine = this.mine(agent);
@@ -106,20 +119,17 @@ export class ResourceSubscriptions {
       this.byClient.set(client, uris);
       this.listen(client, uris);
     }
-    const listener: Listener = { agent, exposedUri };
+    const listener: Listener = { agent, exposedUri, reach };
     const listeners = uris.get(uri) ?? new Set();
     listeners.add(listener);
     uris.set(uri, listeners);
     const known = uris;
-    mine.set(exposedUri, {
-      listener,
-      release: async () => {
-        listeners.delete(listener);
-        // Another session may have subscribed again since: only the set still on record is the live one.
-        if (listeners.size > 0 || known.get(uri) !== listeners) return;
-        known.delete(uri);
-        await unsubscribe().catch(() => {});
-      },
+    this.hold(mine, listener, async () => {
+      listeners.delete(listener);
+      // Another session may have subscribed again since: only the set still on record is the live one.
+      if (listeners.size > 0 || known.get(uri) !== listeners) return;
+      known.delete(uri);
+      await unsubscribe().catch(() => {});
     });
     return true;
   }
@@ -129,7 +139,14 @@ export class ResourceSubscriptions {
    * opened again with the URI added) and acknowledged before this resolves. Answers false when over the
    * session's bound; rejects (holding nothing) when the upstream could not be reached.
    */
-  async addListened(key: string, opener: ListenOpener, uri: string, agent: Subscriber, exposedUri: string) {
+  async addListened(
+    key: string,
+    opener: ListenOpener,
+    uri: string,
+    agent: Subscriber,
+    exposedUri: string,
+    reach: Reach,
+  ): Promise<boolean> {
     const mine = this.mine(agent);
     if (mine.has(exposedUri)) return true;
     if (mine.size >= MAX_SUBSCRIPTIONS_PER_SESSION) return false;
@@ -138,12 +155,12 @@ export class ResourceSubscriptions {
       record = { key, opener, uris: new Map(), queue: Promise.resolve(), failures: 0 };
       this.listened.set(key, record);
     }
-    const listener: Listener = { agent, exposedUri };
+    const listener: Listener = { agent, exposedUri, reach };
     const listeners = record.uris.get(uri);
     if (listeners) listeners.add(listener);
     else record.uris.set(uri, new Set([listener]));
     const target = record;
-    const release = () => {
+    const release = this.hold(mine, listener, () => {
       const set = target.uris.get(uri);
       set?.delete(listener);
       if (set && set.size === 0) {
@@ -151,8 +168,7 @@ export class ResourceSubscriptions {
         void this.relisten(target).catch(() => {});
       }
       return Promise.resolve();
-    };
-    mine.set(exposedUri, { listener, release });
+    });
     // A URI the stream names already needs no new stream.
     if (listeners) return true;
     try {
@@ -177,10 +193,27 @@ export class ResourceSubscriptions {
     await entry.release();
   }
 
+  /**
+   * Drops the subscriptions to server `serverId`'s URIs whose subscriber it no longer `reaches` (given the groups
+   * it subscribed with: the check made then, on the servers as they are now), as `remove` would: the upstream is
+   * told, or its stream narrowed, once nobody there listens. Run when servers change; a subscription that began
+   * on an older view checks itself once it is held (`subscribeUpstream`).
+   */
+  async revoke(serverId: string, reaches: (groups: readonly string[]) => boolean): Promise<void> {
+    const lost = [...(this.byServer.get(serverId) ?? [])].filter((listener) => !reaches(listener.reach.groups));
+    await Promise.all(
+      lost.map(({ agent, exposedUri }) => {
+        agent.revoked?.(exposedUri);
+        return this.remove(agent, exposedUri);
+      }),
+    );
+  }
+
   /** Closes every listen stream and its channel (the hub is closing). */
   async close(): Promise<void> {
     const records = [...this.listened.values()];
     this.listened.clear();
+    this.byServer.clear();
     await Promise.all(
       records.map(async (record) => {
         record.uris.clear();
@@ -188,6 +221,25 @@ export class ResourceSubscriptions {
         await this.drop(record);
       }),
     );
+  }
+
+  /** Records `listener` under its agent and its server; answers its release, which forgets it in both. */
+  private hold(mine: Map<string, Entry>, listener: Listener, release: () => Promise<void>): () => Promise<void> {
+    const { serverId } = listener.reach;
+    let held = this.byServer.get(serverId);
+    if (!held) {
+      held = new Set();
+      this.byServer.set(serverId, held);
+    }
+    held.add(listener);
+    const released = () => {
+      const now = this.byServer.get(serverId);
+      now?.delete(listener);
+      if (now?.size === 0) this.byServer.delete(serverId);
+      return release();
+    };
+    mine.set(listener.exposedUri, { listener, release: released });
+    return released;
   }
 
   private mine(agent: Subscriber): Map<string, Entry> {
