@@ -194,7 +194,11 @@ export class StdioSupervisor {
   ): Promise<T> {
     const deadline = new Deadline(deadlineMs, opts.signal);
     try {
-      return await this.process(id).use(deadline, (client, d) => fn(client, d.signal));
+      // In flight on the pipe like a tool call, but relaying nothing: an upstream's ask or log message meanwhile
+      // (a prompt's elicitation, say) is never handed to another agent's call as if that call were the sole one.
+      return await this.process(id).use(deadline, (client, d) =>
+        asSoleCall(client, { deadline: d }, () => fn(client, d.signal)),
+      );
     } finally {
       deadline.dispose();
     }
