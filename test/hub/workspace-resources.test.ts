@@ -68,7 +68,12 @@ describe('the workspace roots bound resources, prompts and completions', { timeo
 
   beforeAll(async () => {
     gw = await startTestGateway(sqliteTarget);
-    upstream = await startModernServer({ host: PUBLIC_TEST_HOST, tools: ['echo'], register });
+    upstream = await startModernServer({
+      host: PUBLIC_TEST_HOST,
+      tools: ['echo'],
+      register,
+      serverOptions: { capabilities: { resources: { subscribe: true } } },
+    });
     expect(
       (await gw.request('POST', '/api/mcp/install', { body: { url: upstream.url, id: 'files' } })).statusCode,
     ).toBe(201);
@@ -119,6 +124,17 @@ describe('the workspace roots bound resources, prompts and completions', { timeo
       expect(upstreamCount()).toBe(before);
     });
   }
+
+  it('subscribes only inside the roots: a 2025 session is refused, a listen stream leaves the URI out', async () => {
+    const legacy = await connect('/mcp/s/files', 'legacy');
+    await legacy.subscribeResource({ uri: INSIDE });
+    for (const uri of ESCAPES) await expectEscape(legacy.subscribeResource({ uri }));
+
+    const modern = await connect('/mcp/s/files', 'modern');
+    const stream = await modern.listen({ resourceSubscriptions: [INSIDE, ...ESCAPES] });
+    expect(stream.honoredFilter.resourceSubscriptions).toEqual([INSIDE]);
+    await stream.close();
+  });
 
   it('checks a prompt’s path arguments and a completion’s, as a tool’s', async () => {
     const agent = await connect('/mcp/s/files', 'modern');

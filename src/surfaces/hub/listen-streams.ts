@@ -32,6 +32,7 @@ import type { TokenPrincipal } from '../../identity/index.js';
 import type { EndpointScope, ListenStreams } from '../endpoint.js';
 import { resourceOwner, type SubscribeDeps, subscribeUpstream } from './subscribe-upstream.js';
 import { MAX_SUBSCRIPTIONS_PER_SESSION, type Subscriber } from './subscriptions.js';
+import { uriInsideWorkspace } from './workspace.js';
 
 type Listener = (event: ServerEvent) => void;
 
@@ -147,7 +148,8 @@ export class HubListenStreams implements ListenStreams, ServerEventBus {
     const held = await Promise.all(
       wanted.map(async (uri) => {
         const target = resourceOwner(snapshot, scope, principal.groups, uri);
-        if (!target) return false;
+        // A `file:` URI outside the server's workspace roots is left out of the ack, as one of no server is.
+        if (!target || !uriInsideWorkspace(target.owner.detail, target.uri)) return false;
         // An upstream that cannot subscribe, or cannot be reached, leaves its URI out of the ack.
         return subscribeUpstream(this.deps, snapshot, target, principal, sink, uri, scoped).catch(() => false);
       }),

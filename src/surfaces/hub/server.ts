@@ -17,7 +17,6 @@ import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server 
 import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal, ToolView } from '../../identity/index.js';
-import { assertPathsInside, type PathPolicy } from '../../policy/paths.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
@@ -55,6 +54,7 @@ import { resourceOwner as resourceOwnerIn, type SubscribeDeps, subscribeUpstream
 import type { HubTasks, TaskMethod } from './tasks.js';
 import { isUiUri, type UiPinGuard } from './ui-pins.js';
 import { advertised, type GrantOptions, type HubServer, isListed, type Snapshot } from './view.js';
+import { assertInsideWorkspace } from './workspace.js';
 
 /** The hub's own tool, as the gate defines it (plain arguments). */
 const approvalStatusTool = approvalStatusToolOf();
@@ -178,23 +178,6 @@ const QUIET: GrantOptions = { connectLink: false };
 
 function invalidParams(message: string): ProtocolError {
   return new ProtocolError(ProtocolErrorCode.InvalidParams, message);
-}
-
-/**
- * The workspace sandbox of tool arguments (`policy/paths.ts`) for what else an agent hands a server: a resource
- * URI (`file:` checked as a path), a prompt's arguments, a completion's. Refused as invalid params, the sandbox's
- * code in `data`, before anything reaches the upstream.
- */
-function assertInsideWorkspace(policy: PathPolicy, values: Record<string, unknown>): void {
-  try {
-    assertPathsInside(policy, values);
-  } catch (error) {
-    const refused = findGatehouseError(error);
-    if (!refused) throw error;
-    throw new ProtocolError(ProtocolErrorCode.InvalidParams, `${refused.code}: ${refused.message}`, {
-      code: refused.code,
-    });
-  }
 }
 
 /**
