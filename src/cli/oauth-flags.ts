@@ -13,6 +13,7 @@ export interface OAuthFlags {
   clientSecretEnv?: string;
   clientSecretStdin?: boolean;
   scope?: string[];
+  issuer?: string;
 }
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -24,7 +25,11 @@ export function withOAuthFlags(command: Command): Command {
     .option('--client-id <id>', 'oauth: a client registered at the authorization server (else CIMD, else DCR)')
     .option('--client-secret-env <NAME>', 'oauth: its secret as an env reference the gateway resolves (MCP_SECRET_…)')
     .option('--client-secret-stdin', 'oauth: read its secret from stdin (sealed on arrival; never on the command line)')
-    .option('--scope <scope>', 'oauth: a scope to ask for (repeatable; default: what the upstream names)', collect);
+    .option('--scope <scope>', 'oauth: a scope to ask for (repeatable; default: what the upstream names)', collect)
+    .option(
+      '--issuer <url>',
+      "oauth: the only authorization server its grants and secret go to (its metadata's issuer)",
+    );
 }
 
 /** The `auth` value the flags describe; the gateway's schema checks the rest (modes, grant pairing). */
@@ -49,12 +54,14 @@ export async function oauthAuthOf(
     ...(flags.clientId !== undefined && { clientId: flags.clientId }),
     ...(clientSecret !== undefined && { clientSecret }),
     ...(flags.scope !== undefined && { scopes: flags.scope }),
+    // Checked by the gateway's own rule for `auth.issuer` (an http(s) URL without query, fragment or credentials).
+    ...(flags.issuer !== undefined && { issuer: flags.issuer }),
   };
 }
 
 /** Whether any OAuth flag besides the mode was given (they need `--oauth` / type `oauth`). */
 export function anyOAuthFlag(flags: OAuthFlags): boolean {
-  return [flags.grant, flags.clientId, flags.clientSecretEnv, flags.clientSecretStdin, flags.scope].some(
+  return [flags.grant, flags.clientId, flags.clientSecretEnv, flags.clientSecretStdin, flags.scope, flags.issuer].some(
     (v) => v !== undefined,
   );
 }

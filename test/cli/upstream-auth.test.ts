@@ -151,4 +151,59 @@ describe('gatehouse servers … upstream OAuth', { timeout: 240_000 }, () => {
     const connected = await cli('auth-connect', 'docs');
     expect(connected.connected).toMatchObject({ state: 'connected', grant: 'client_credentials' });
   });
+
+  it('--issuer binds the server to one authorization server; a bad one, or one without --oauth, is refused', async () => {
+    const help = new Command('gatehouse');
+    addServerCommands(help, () => loadConfig({ env: {} }));
+    const add = help.commands.find((c) => c.name() === 'servers')?.commands.find((c) => c.name() === 'add');
+    expect(add?.helpInformation()).toContain('--issuer <url>');
+
+    const added = await cli(
+      'add',
+      mcp.url,
+      '--id',
+      'pinned',
+      '--private-network',
+      '--oauth',
+      'shared',
+      '--issuer',
+      as.issuer,
+      '--json',
+    );
+    expect(added.installed.auth).toMatchObject({ type: 'oauth', mode: 'shared', issuer: as.issuer });
+    expect((await gw.request('GET', '/api/mcp/servers/pinned')).json().auth).toEqual({
+      type: 'oauth',
+      mode: 'shared',
+      grant: 'authorization_code',
+      issuer: as.issuer,
+    });
+
+    // The gateway's rule for auth.issuer: an http(s) URL without query, fragment or credentials; nothing installed.
+    for (const bad of ['not a url', 'ftp://as.example', `${as.issuer}?tenant=1`, 'https://user:pw@as.example']) {
+      const refused = await cli(
+        'add',
+        mcp.url,
+        '--id',
+        'nope',
+        '--private-network',
+        '--oauth',
+        'shared',
+        '--issuer',
+        bad,
+      ).then(
+        () => expect.unreachable(`accepted ${bad}`),
+        (error: Error & { code?: string; issues?: { path: string; message: string }[] }) => error,
+      );
+      expect(refused.code, bad).toBe('validation_error');
+      expect(refused.issues, bad).toContainEqual({
+        path: 'body.auth.issuer',
+        message: "an http(s) URL without query, fragment or credentials (its metadata's issuer)",
+      });
+    }
+    expect(await refusal(cli('add', mcp.url, '--id', 'nope', '--issuer', as.issuer))).toEqual({
+      code: 'validation_error',
+      message: 'The OAuth flags (--grant, --client-id, …) go with --oauth <mode>.',
+    });
+    expect((await gw.request('GET', '/api/mcp/servers/nope')).statusCode).toBe(404);
+  });
 });

@@ -43,7 +43,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: Connect an OAuth upstream', () 
         transport: 'streamable-http',
         url: mcp.url,
         privateNetwork: true,
-        auth: { type: 'oauth', mode: 'shared' },
+        auth: { type: 'oauth', mode: 'shared', issuer: as.issuer },
       },
     });
     expect(installed.status).toBe(201);
@@ -55,6 +55,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: Connect an OAuth upstream', () 
     await page.locator('[data-server="tracker"]').getByRole('button', { name: 'Tracker' }).click();
     const drawer = page.getByRole('dialog');
     await drawer.getByTestId('oauth-state').getByText('not connected').waitFor();
+    expect(await drawer.getByTestId('oauth-issuer').textContent()).toBe(as.issuer);
 
     // Connect opens the authorization server in a new tab; the person signs in and consents there.
     const [signIn] = await Promise.all([context.waitForEvent('page'), drawer.getByTestId('oauth-connect').click()]);
@@ -78,6 +79,22 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: Connect an OAuth upstream', () 
     // Its handshake got past the upstream's token check (it answers 401 to anything else): the tools are known.
     const detail = await serve.rest<{ discoveredTools: { name: string }[] }>('GET', '/api/mcp/servers/tracker');
     expect(detail.body.discoveredTools.map((t) => t.name)).toEqual(['whoami']);
+
+    // The manual entry form takes an issuer; a bad one gets the API's own refusal, and nothing is installed.
+    await drawer.getByRole('button', { name: 'Close', exact: true }).click();
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('button', { name: 'Discover' }).click();
+    const form = page.getByRole('form', { name: 'Manual entry' });
+    await form.getByLabel('Name', { exact: true }).fill('Pinned');
+    await form.getByLabel('URL').fill(mcp.url);
+    await form.getByLabel('oauth', { exact: true }).check();
+    await form.getByLabel(/^Issuer/).fill(`${as.issuer}?tenant=1`);
+    await form.getByLabel(/Private network/).check();
+    await form.getByRole('button', { name: 'Install' }).click();
+    await page
+      .getByRole('alert')
+      .getByText(/auth\.issuer: an http\(s\) URL without query, fragment or credentials \(its metadata's issuer\)/)
+      .waitFor();
+    expect((await serve.rest('GET', '/api/mcp/servers/pinned')).status).toBe(404);
     expect(browserErrors).toEqual([]);
   });
 });

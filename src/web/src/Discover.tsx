@@ -309,6 +309,7 @@ function ManualEntry() {
   const [oauthMode, setOauthMode] = useState<'shared' | 'per-user'>('shared');
   const [oauthClientId, setOauthClientId] = useState('');
   const [oauthClientSecret, setOauthClientSecret] = useState('');
+  const [oauthIssuer, setOauthIssuer] = useState('');
   const [bearer, setBearer] = useState<SecretRow>({ key: 0, name: 'token', mode: 'value', value: '' });
   const [headers, setHeaders] = useState<SecretRow[]>([]);
   const [env, setEnv] = useState<SecretRow[]>([]);
@@ -335,6 +336,8 @@ function ManualEntry() {
           mode: oauthMode,
           ...(oauthClientId.trim() ? { clientId: oauthClientId.trim() } : {}),
           ...(oauthClientId.trim() && oauthClientSecret ? { clientSecret: oauthClientSecret } : {}),
+          // Checked by the gateway (its refusal names auth.issuer and the rule).
+          ...(oauthIssuer.trim() ? { issuer: oauthIssuer.trim() } : {}),
         };
       }
       if (privateNetwork) manifest.privateNetwork = true;
@@ -484,6 +487,17 @@ function ManualEntry() {
                     onChange={(e) => setOauthClientSecret(e.target.value)}
                     autoComplete="off"
                     disabled={!oauthClientId.trim()}
+                  />
+                </label>
+                <label className="grow">
+                  Issuer (optional; the only authorization server it may use)
+                  <input
+                    value={oauthIssuer}
+                    onChange={(e) => setOauthIssuer(e.target.value)}
+                    inputMode="url"
+                    placeholder="https://auth.example.com"
+                    autoComplete="off"
+                    spellCheck={false}
                   />
                 </label>
               </div>

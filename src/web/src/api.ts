@@ -154,6 +154,8 @@ export interface ServerView {
         clientId?: string;
         clientSecret?: ShownValue;
         scopes?: string[];
+        /** The only authorization server its grants (and client secret) go to: that server's metadata `issuer`. */
+        issuer?: string;
       };
   enabled: boolean;
   privateNetwork: boolean;

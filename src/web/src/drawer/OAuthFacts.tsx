@@ -63,6 +63,14 @@ export function OAuthFacts({ server, base, onChanged }: { server: ServerDetail; 
         )}
         {(problem ?? auth.error) && <div className="error-text small-text">{problem ?? auth.error}</div>}
       </dd>
+      {server.auth.type === 'oauth' && server.auth.issuer && (
+        <>
+          <dt>Issuer</dt>
+          <dd className="mono break" data-testid="oauth-issuer">
+            {server.auth.issuer}
+          </dd>
+        </>
+      )}
     </>
   );
 }
