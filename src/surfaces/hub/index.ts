@@ -226,8 +226,9 @@ export function createHub(deps: HubDeps): Hub {
       // Read for every scope: the server built next declares what the current snapshot offers (MCP Apps).
       const snapshot = await registry.snapshot();
       if (scope.kind === 'aggregate') return true;
-      // A toolset exists for everyone; what each agent sees in it is still per server (exposure, policy).
-      if (scope.kind === 'toolset') return snapshot.toolsets.has(scope.toolset);
+      // A toolset is there for a caller who sees one of its servers (what it sees in it is still per server:
+      // exposure, policy); to anyone else it answers as a name that does not exist, as a server outside its groups does.
+      if (scope.kind === 'toolset') return snapshot.toolset(scope.toolset, principal.groups) !== undefined;
       return snapshot.server(scope.serverId, principal.groups) !== undefined;
     },
     buildServer,

@@ -219,7 +219,8 @@ export function hubIdentity(
   if (scope.kind === 'aggregate') {
     if (view?.kind === 'search') return { serverInfo: HUB_SERVER_INFO, instructions: SEARCH_INSTRUCTIONS };
     if (view?.kind === 'toolset') {
-      const defined = snapshot?.toolsets.has(view.name) ?? false;
+      // Defined for this caller: a toolset none of whose servers its groups see reads as no toolset at all.
+      const defined = snapshot?.toolset(view.name, groups) !== undefined;
       return { serverInfo: HUB_SERVER_INFO, instructions: `${INSTRUCTIONS} ${toolsetNote(view.name, defined)}` };
     }
     return { serverInfo: HUB_SERVER_INFO, instructions: INSTRUCTIONS };

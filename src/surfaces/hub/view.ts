@@ -286,6 +286,16 @@ export class Snapshot {
     return server?.detail.enabled && groups.some((g) => server.exposure.has(g)) ? server : undefined;
   }
 
+  /**
+   * A toolset as a caller with these groups may address it (`/mcp/t/{name}`): one with an entry on a server
+   * `server(id, groups)` answers, the rule of `/mcp/s/{id}` lifted to the set. A toolset none of whose
+   * servers the caller sees is undefined, exactly like a name that does not exist, so names do not leak.
+   */
+  toolset(name: string, groups: readonly string[]): Toolset | undefined {
+    const toolset = this.toolsets.get(name);
+    return toolset?.tools.some((entry) => this.server(entry.server, groups) !== undefined) ? toolset : undefined;
+  }
+
   /** Whether any tool marks arguments with `x-mcp-header` (SEP-2243): if none, no call's headers need checking. */
   get declaresParamHeaders(): boolean {
     this.paramHeaders ??= [...this.servers.values()].some((server) =>
