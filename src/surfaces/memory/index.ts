@@ -30,7 +30,14 @@ import {
 } from '../gate.js';
 import { jsonToolResult } from '../results.js';
 import { type DatasetView, idScope, readDatasets, wantsPrivate, writeDataset } from './datasets.js';
-import { isMemoryTool, MEMORY_SCHEMAS, MEMORY_TOOLS, type MemoryArgs, type MemoryToolName } from './tools.js';
+import {
+  isAuthorKey,
+  isMemoryTool,
+  MEMORY_SCHEMAS,
+  MEMORY_TOOLS,
+  type MemoryArgs,
+  type MemoryToolName,
+} from './tools.js';
 
 export const MEMORY_PATH = '/mcp/memory';
 
@@ -85,6 +92,23 @@ function schemaError(error: z.ZodError): GatehouseError {
   return new GatehouseError('mcp.memory_schema', `Invalid arguments: ${detail}`, { detail, issues });
 }
 
+/** `memory_add`'s metadata may not name an author either: refused as a top-level `source` is (`isAuthorKey`). */
+function refuseAuthorMetadata(args: unknown): void {
+  const metadata = (args as { metadata?: unknown }).metadata;
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) return;
+  const keys = Object.keys(metadata).filter(isAuthorKey);
+  if (keys.length === 0) return;
+  const paths = keys.map((key) => `metadata.${key}`);
+  throw new GatehouseError(
+    'mcp.memory_schema',
+    `${paths.join(', ')}: a memory's author (source) is set by Gatehouse from your token and cannot be passed, in metadata either.`,
+    {
+      detail: `${paths.join(', ')} would name the author, which is server-injected from the caller identity; remove it (give a document's origin another key, e.g. source_url)`,
+      issues: paths.map((path) => ({ path, message: 'reserved: the author is set from your token' })),
+    },
+  );
+}
+
 export function parseArgs<N extends MemoryToolName>(name: N, raw: unknown): MemoryArgs<N> {
   const args = raw ?? {};
   if (name === 'memory_add' && typeof args === 'object' && args !== null && Object.hasOwn(args, 'source')) {
@@ -92,6 +116,7 @@ export function parseArgs<N extends MemoryToolName>(name: N, raw: unknown): Memo
       detail: 'source is server-injected from the caller identity; remove it',
     });
   }
+  if (name === 'memory_add') refuseAuthorMetadata(args);
   const parsed = MEMORY_SCHEMAS[name].safeParse(args);
   if (!parsed.success) throw schemaError(parsed.error);
   return parsed.data as MemoryArgs<N>;

@@ -52,6 +52,19 @@ const atLeastOne =
     }
   };
 
+/**
+ * What a metadata key may not be on `memory_add`: a name for the memory's author. The author is `source`, set by
+ * Gatehouse from the caller's token; `metadata.source` (or `author`, `creator`, `created_by`, with `_id` / `_name`,
+ * in any case or separator) beside it would let an agent make a memory read as another client's. Words with
+ * business meanings of their own (a customer's `client`, a repository's `owner`) stay free.
+ */
+const AUTHOR_WORDS = new Set(['source', 'author', 'creator', 'createdby']);
+
+export function isAuthorKey(key: string): boolean {
+  const word = key.toLowerCase().replace(/[^a-z0-9]/g, '');
+  return AUTHOR_WORDS.has(word) || AUTHOR_WORDS.has(word.replace(/(id|name)$/, ''));
+}
+
 const CURATE_FIELDS = ['text', 'context', 'occurred_start', 'occurred_end', 'fact_type', 'entities', 'state'] as const;
 const MODEL_FIELDS = ['name', 'source_query', 'max_tokens', 'tags', 'trigger'] as const;
 const DIRECTIVE_FIELDS = ['name', 'content', 'priority', 'is_active', 'tags'] as const;
@@ -150,7 +163,12 @@ export const MEMORY_SCHEMAS = {
       tags: tags.optional(),
       occurred_start: isoDate.optional(),
       occurred_end: isoDate.optional(),
-      metadata: z.record(z.string(), z.union([z.string().max(2000), z.number(), z.boolean(), z.null()])).optional(),
+      metadata: z
+        .record(z.string(), z.union([z.string().max(2000), z.number(), z.boolean(), z.null()]))
+        .describe(
+          'Free-form key/values kept with the memory. Keys naming its author (source, author, creator, created_by) are refused: the author is set from your token.',
+        )
+        .optional(),
       dataset: dataset.optional(),
     })
     .superRefine(startNotAfterEnd),
@@ -290,7 +308,7 @@ const META: Record<MemoryToolName, ToolMeta> = {
   memory_add: {
     title: 'Add memory',
     description:
-      'Retains a document: {id, timestamp, operation_id}; fact extraction runs in the background (poll memory_operation_get). source is set from your token and cannot be passed. The X-Gatehouse-Private: 1 header makes writes go to your private dataset.',
+      'Retains a document: {id, timestamp, operation_id}; fact extraction runs in the background (poll memory_operation_get). source is set from your token and cannot be passed, at the top level or in metadata. The X-Gatehouse-Private: 1 header makes writes go to your private dataset.',
     tier: 'autonomousWrite',
   },
   memory_delete: {
