@@ -97,10 +97,8 @@ export class Connection {
   broken = false;
   /** Operations run on it (counted by the pool). */
   operations = 0;
-  /** Calls in flight on it that relay asks (`asks.ts`): an ask on the session's stream goes to a sole one. */
-  readonly asking = new Set<AskingCall>();
-  /** Calls in flight on it that relay anything (asks or log messages; `asks.ts`), and on HTTP+SSE every call. */
-  readonly relaying = new Set<AskingCall>();
+  /** The operations in flight on it, each with what it relays (`asks.ts`; `inFlight`). */
+  private readonly calls = new Set<AskingCall>();
   private ready = false;
   private closing: Promise<void> | undefined;
   private direct: DirectTarget | undefined;
@@ -150,14 +148,14 @@ export class Connection {
     });
     const connection = new Connection(client, transport, target, options.logger);
     connection.pacer = pacer;
-    if (options.declareAsks)
-      handleAsks(client, () => (connection.asking.size === 1 ? [...connection.asking][0] : undefined));
+    // What nothing ties to its request goes to the sole operation in flight, if that one relays it. Every operation
+    // counts (`UpstreamPool.run`): a prompt's ask (say) never reaches another agent's call as if that were alone.
+    const sole = () => (connection.calls.size === 1 ? [...connection.calls][0] : undefined);
+    // Asks on the session's stream (on HTTP+SSE, every ask).
+    if (options.declareAsks) handleAsks(client, sole);
     // Log messages on a call's own answer stream reach that call's agent (SDK path; `asks.ts`). HTTP+SSE has
     // one stream for every answer, which ties no message to its call: the sole call in flight takes them.
-    handleLogs(
-      client,
-      sse ? () => (connection.relaying.size === 1 ? [...connection.relaying][0] : undefined) : undefined,
-    );
+    handleLogs(client, sse ? sole : undefined);
     client.onerror = (error) => connection.noteError(error);
     client.onclose = () => connection.retire();
     const abandon = () => void connection.close();
@@ -175,6 +173,16 @@ export class Connection {
     }
     connection.ready = true;
     return connection;
+  }
+
+  /** Runs `work` as an operation in flight on this connection, relaying what `call` relays (`open`). */
+  async inFlight<T>(call: AskingCall, work: () => Promise<T>): Promise<T> {
+    this.calls.add(call);
+    try {
+      return await work();
+    } finally {
+      this.calls.delete(call);
+    }
   }
 
   get era(): 'modern' | 'legacy' {

@@ -13,7 +13,7 @@ import { type Client, type PriorDiscovery, SdkError, SdkErrorCode } from '@model
 import type { Cancellation } from '../cancellation.js';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { inSpan } from '../telemetry/tracing.js';
-import { withCallRelays } from './asks.js';
+import { type AskingCall, withCallRelays } from './asks.js';
 import type { BoundedCallResult } from './bounds.js';
 import { Connection } from './connection.js';
 import { Deadline } from './deadline.js';
@@ -177,28 +177,18 @@ export class UpstreamPool {
           target,
           this.options.callTimeoutMs,
           opts.signal,
-          async (client, deadline, connection) => {
-            const { era } = connection;
-            // What the upstream sends meanwhile (asks, log messages) is relayed to this call's agent.
-            const relays = opts.ask || opts.onLog ? { relay: opts.ask, onLog: opts.onLog, deadline } : undefined;
-            if (relays?.relay) connection.asking.add(relays);
-            // On HTTP+SSE every call counts, relaying or not: a log message is the sole call's only when it is
-            // the only call in flight at all.
-            const tracked = relays ?? (connection.directCalls ? undefined : { deadline });
-            if (tracked) connection.relaying.add(tracked);
-            try {
-              if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, era)) {
-                return await traced(() =>
-                  withCallRelays(relays, () => callInteractiveTool(client, deadline, name, args, opts)),
-                );
-              }
-              return await this.callDirectly(exchange, connection, deadline, name, args, opts);
-            } finally {
-              if (relays) connection.asking.delete(relays);
-              if (tracked) connection.relaying.delete(tracked);
+          (client, deadline, connection, call) => {
+            if (!exchange || !connection.directCalls || !canCallDirectly(name, opts, connection.era)) {
+              // What the upstream sends meanwhile on this call's own stream (asks, log messages) goes to its agent.
+              const relays = opts.ask || opts.onLog ? call : undefined;
+              return traced(() =>
+                withCallRelays(relays, () => callInteractiveTool(client, deadline, name, args, opts)),
+              );
             }
+            return this.callDirectly(exchange, connection, deadline, name, args, opts);
           },
           opts.ask !== undefined && opts.asksInRounds !== true,
+          { relay: opts.ask, onLog: opts.onLog },
         ),
     );
   }
@@ -378,19 +368,27 @@ export class UpstreamPool {
     return twin;
   }
 
-  /** Runs `operation` on a pooled connection within the deadline; one that uses the SDK client runs itself `traced`. */
+  /**
+   * Runs `operation` on a pooled connection within the deadline; one that uses the SDK client runs itself `traced`.
+   * It counts as a call in flight on the connection (`call`) whether it relays anything or not: an ask or log message
+   * nothing ties to its request (HTTP+SSE's one stream, a 2025 session's stream) goes to the sole call in flight, so
+   * one sent for a prompt, a list or a plain call must not find another agent's call alone there.
+   */
   private async run<T>(
     rawTarget: UpstreamTarget,
     ms: number,
     callerSignal: AbortSignal | Cancellation | undefined,
-    operation: (client: Client, deadline: Deadline, connection: Connection) => Promise<T>,
+    operation: (client: Client, deadline: Deadline, connection: Connection, call: AskingCall) => Promise<T>,
     /** The caller relays asks: a dual-era upstream is driven at 2025 (`forAsks`), so it can ask. */
     asks = false,
+    /** What the operation relays of what the upstream sends meanwhile (`asks.ts`); nothing unless given. */
+    relays: Omit<AskingCall, 'deadline'> = {},
   ): Promise<T> {
     if (this.closed) throw poolClosed();
     const normal = this.normalized(rawTarget);
     const target = asks ? this.askTarget(normal) : normal;
     const deadline = new Deadline(ms, callerSignal);
+    const call: AskingCall = { ...relays, deadline };
     try {
       for (let attempt = 0; ; attempt++) {
         if (deadline.expired) throw deadline.error();
@@ -398,7 +396,9 @@ export class UpstreamPool {
         try {
           lease = await this.acquire(target, deadline);
           const { connection } = lease;
-          return await deadline.race(operation(connection.client, deadline, connection));
+          return await deadline.race(
+            connection.inFlight(call, () => operation(connection.client, deadline, connection, call)),
+          );
         } catch (error) {
           // The SDK's own timeout (set to what was left of ours) may fire a hair before ours.
           if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);
