@@ -251,6 +251,11 @@ export const ERROR_CATALOGUE = {
     message: 'Sign-in with an OpenID Connect provider is not configured (GATEHOUSE_OIDC_ISSUER).',
   },
   'oidc.failed': { status: 400, mcp: 'result', message: 'The OpenID Connect sign-in failed.' },
+  'oidc.browser_mismatch': {
+    status: 403,
+    mcp: 'result',
+    message: 'This sign-in came back to a browser that did not start it; sign in again from this browser.',
+  },
   'oidc.provider_unreachable': {
     status: 502,
     mcp: 'result',

@@ -109,7 +109,7 @@ function isReserved(path: string): boolean {
   );
 }
 
-function securityHeaders(reply: FastifyReply): void {
+export function securityHeaders(reply: FastifyReply): void {
   reply.header('content-security-policy', DASHBOARD_CSP);
   reply.header('x-content-type-options', 'nosniff');
   reply.header('x-frame-options', 'DENY');

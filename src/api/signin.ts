@@ -3,6 +3,8 @@
  * or with the configured OpenID Connect provider (users provisioned on first sign-in). A session is a
  * cookie (HttpOnly, SameSite=Lax, Secure unless the public address is loopback) plus a CSRF token the
  * dashboard echoes in `x-gatehouse-csrf` on state-changing requests; logout revokes it in the store.
+ * An OIDC sign-in is bound to the browser that started it (a nonce cookie on `/auth/oidc`, as an upstream
+ * connect is on `/oauth`): a callback URL replayed in another browser signs nobody in (login CSRF).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -29,6 +31,14 @@ import { nowIso } from '../store/json.js';
 import { SESSION_TTL_MS, type SessionStore } from '../store/sessions.js';
 import type { TokenStore } from '../store/tokens.js';
 import type { UserStore } from '../store/users.js';
+import {
+  browserNonceHash,
+  browserNonceOf,
+  clearBrowserCookie,
+  newBrowserNonce,
+  OIDC_SIGN_IN_BINDING,
+  setBrowserCookie,
+} from '../upstream-auth/browser.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 /**
@@ -193,18 +203,23 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
         const nonce = randomSecret();
         const verifier = randomSecret();
         const url = await oidc.authorizationUrl({ state, nonce, verifier, redirectUri: redirectUri() });
+        // The browser starting the sign-in holds this nonce (cookie); only its hash is stored with the flow.
+        const browser = newBrowserNonce();
+        const stateHash = hashToken(state);
         const now = Date.now();
         await deps.store.db
           .insertInto('oidc_logins')
           .values({
-            state_hash: hashToken(state),
+            state_hash: stateHash,
             verifier,
             nonce,
             return_to: query.returnTo,
             created_at: new Date(now).toISOString(),
             expires_at: new Date(now + LOGIN_TTL_MS).toISOString(),
+            browser_hash: browser.hash,
           })
           .execute();
+        setBrowserCookie(reply, deps.baseUrl(), stateHash, browser.nonce, LOGIN_TTL_MS / 1000, OIDC_SIGN_IN_BINDING);
         return reply.redirect(url, 302);
       },
     }),
@@ -225,6 +240,9 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
         const failed = (code: string) => reply.redirect(`/?signin_error=${encodeURIComponent(code)}`, 302);
         if (!oidc) return failed('oidc.not_configured');
         if (!query.state) return failed('oidc.failed');
+        // The browser's cookie for this flow is used once, whatever the answer.
+        const sentNonce = browserNonceOf(request, query.state, OIDC_SIGN_IN_BINDING);
+        clearBrowserCookie(reply, deps.baseUrl(), query.state, OIDC_SIGN_IN_BINDING);
         // The state is single-use: deleted as it is read, so a replayed callback finds nothing.
         const login = await deps.store.db
           .deleteFrom('oidc_logins')
@@ -232,6 +250,17 @@ export function signInRoutes(deps: SignInDeps): RouteDeclaration[] {
           .returningAll()
           .executeTakeFirst();
         if (!login || login.expires_at <= nowIso()) return failed('oidc.failed');
+        // Only the browser that started the sign-in completes it (login CSRF): a callback URL someone else's
+        // sign-in produced, opened here, is refused before its code is redeemed, and that flow is used up.
+        // A row the previous release wrote has no binding (null) and is refused the same way.
+        if (
+          login.browser_hash === null ||
+          sentNonce === undefined ||
+          !safeEqual(browserNonceHash(sentNonce), login.browser_hash)
+        ) {
+          request.log.warn({ code: 'oidc.browser_mismatch' }, 'oidc sign-in refused: not the browser that started it');
+          return failed('oidc.browser_mismatch');
+        }
         if (query.error || !query.code) return failed('oidc.failed');
         try {
           const claims = await oidc.signIn({

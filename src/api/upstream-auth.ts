@@ -4,6 +4,7 @@
  * authorization server sends that browser back to; Gatehouse's client metadata document.
  * No route returns a token.
  */
+import type { FastifyReply } from 'fastify';
 import { z } from 'zod';
 import type { AuditLog } from '../audit/log.js';
 import { GatehouseError } from '../errors.js';
@@ -18,6 +19,7 @@ import {
 } from '../upstream-auth/browser.js';
 import type { GrantStore, Subject } from '../upstream-auth/grants.js';
 import { type AuthStatus, CALLBACK_PATH, CLIENT_METADATA_PATH, type UpstreamAuth } from '../upstream-auth/service.js';
+import { securityHeaders } from '../web-serve.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
 const MANAGERS = ['admin', 'operator'] as const;
@@ -177,7 +179,7 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
       mcp: { exclude: 'a browser page, not a tool' },
       query: z.strictObject({ flow: z.string().regex(/^[0-9a-f]{64}$/, 'not a connect link') }),
       async handler({ query, reply, request }) {
-        reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+        pageHeaders(reply);
         // Only the dashboard session cookie proves whose browser this is (a bearer header proves no browser).
         const principal = request.session ? request.principal : undefined;
         try {
@@ -214,7 +216,7 @@ export function upstreamAuthRoutes({ auth, grants, audit, afterConnect }: Upstre
         error: z.string().max(256).optional(),
       }),
       async handler({ query, reply, request }) {
-        reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+        pageHeaders(reply);
         reply.type('text/html; charset=utf-8');
         let status = 200;
         let body: string;
@@ -262,6 +264,12 @@ function refusalOf(error: unknown): { status: number; code: string } {
 
 const escapeHtml = (text: string) =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+
+/** The dashboard's own headers on these two small pages (no framing of a connect link), never cached. */
+function pageHeaders(reply: FastifyReply): void {
+  securityHeaders(reply);
+  reply.header('cache-control', 'no-store');
+}
 
 function page(title: string, message: string): string {
   return `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></body></html>`;

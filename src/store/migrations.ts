@@ -650,6 +650,15 @@ const APPENDED: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 30,
+    name: 'sign-in: oidc_logins.browser_hash (an OpenID Connect sign-in completes only in the browser that started it)',
+    async up(db) {
+      // Nullable and additive: the previous release still inserts rows without it; such a sign-in cannot complete
+      // on this release (its browser holds no cookie) and is started again, the rows expire in ten minutes.
+      await db.schema.alterTable('oidc_logins').addColumn('browser_hash', 'text').execute();
+    },
+  },
 ];
 
 /** Every migration in version order, whatever order the issues appended them in. */

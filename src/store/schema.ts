@@ -358,6 +358,11 @@ export interface OidcLoginTable {
   return_to: string;
   created_at: string;
   expires_at: string;
+  /**
+   * The hash of the nonce in the starting browser's cookie (`gatehouse_oidc_…`): the callback completes only
+   * when that cookie comes back. Null on a row the previous release wrote (migration 30): it cannot complete.
+   */
+  browser_hash: string | null;
 }
 
 /** OAuth clients registered with Gatehouse (dynamic registration or by an admin); metadata-document clients are fetched, not stored. */
