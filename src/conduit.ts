@@ -2,7 +2,7 @@
  * `gatehouse conduit`: the stateless operations plane alone — no database, no
  * secrets at rest. A drop-in for hadrontool-mcp: same routes, same environment.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import { opsRoutes } from './api/ops.js';
 import { systemRoutes } from './api/system.js';
 import { buildApp } from './app.js';
@@ -12,6 +12,7 @@ import type { EgressGuard, Resolver } from './egress/index.js';
 import { GatehouseError } from './errors.js';
 import { conduitAuthenticator } from './identity/index.js';
 import { createLogger, type Logger } from './logging.js';
+import { checkTransport, type TransportRule } from './surfaces/endpoint.js';
 import { UpstreamPool } from './upstream/index.js';
 
 export interface ConduitDeps {
@@ -44,6 +45,25 @@ export function assertConduitExposure(config: Config): void {
   }
 }
 
+/**
+ * The DNS-rebinding defence of the operations plane, wherever it is mounted (`gatehouse conduit`, and
+ * `gatehouse serve` with GATEHOUSE_OPS_ENABLED): the MCP endpoints' own rule on every `/ops/*` request,
+ * token or not — a foreign `Origin` is 403; on a loopback bind, a `Host` neither loopback nor in
+ * GATEHOUSE_ALLOWED_HOSTS is 403. Without it a page whose name was rebound to 127.0.0.1 drives the conduit
+ * and reads its answers. Runs before the body is read.
+ */
+export function opsTransportCheck(rule: TransportRule): onRequestHookHandler {
+  return (request, _reply, done) => {
+    if (request.routeOptions.config?.gatehouse?.scope !== 'ops') return done();
+    try {
+      checkTransport(request, rule, 'the operations plane');
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
+  };
+}
+
 export async function createConduit(config: Config, deps: ConduitDeps = {}): Promise<Conduit> {
   assertConduitExposure(config);
   const logger = deps.logger ?? createLogger(config);
@@ -73,6 +93,7 @@ export async function createConduit(config: Config, deps: ConduitDeps = {}): Pro
       ...opsRoutes(pool),
     ],
   });
+  app.addHook('onRequest', opsTransportCheck(config));
   app.addHook('onClose', async () => {
     await pool.close();
     await guard.close();

@@ -40,6 +40,7 @@ import { AuditJournal } from './audit/journal.js';
 import { AuditLog } from './audit/log.js';
 import { AuditRetention } from './audit/retention.js';
 import { EventHub } from './audit/stream.js';
+import { opsTransportCheck } from './conduit.js';
 import { type Config, isLoopbackHost, publicBaseUrl } from './config.js';
 import { createEgressFromConfig } from './egress/from-config.js';
 import type { EgressGuard, Resolver } from './egress/index.js';
@@ -580,6 +581,8 @@ export async function createGateway(config: Config, deps: GatewayDeps = {}): Pro
         }),
       ],
     });
+    // The ops mount: the conduit's DNS-rebinding defence (Host and Origin, the MCP endpoints' rule) on `/ops/*`.
+    if (config.opsEnabled) app.addHook('onRequest', opsTransportCheck(config));
     hub.register(app);
     await oauth.register(app);
     admin = createAdminSurface({

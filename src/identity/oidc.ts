@@ -7,6 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { createLocalJWKSet, JSONWebKeySet, JWTPayload } from 'jose';
 import { GatehouseError } from '../errors.js';
+import { readCapped } from '../upstream-auth/fetch.js';
 import { jose } from './jose.js';
 import type { UserRole } from './users.js';
 
@@ -51,11 +52,12 @@ export class OidcClient {
   /** GET (or POST a form) through the guard; the answer must be JSON within the size bound. */
   private async json(url: string, init: RequestInit = {}): Promise<Record<string, unknown>> {
     let response: Response;
+    const deadline = AbortSignal.timeout(TIMEOUT_MS);
     try {
       response = await this.fetch(url, {
         ...init,
         headers: { accept: 'application/json', ...(init.headers as Record<string, string> | undefined) },
-        signal: AbortSignal.timeout(TIMEOUT_MS),
+        signal: deadline,
         redirect: 'error',
       });
     } catch (error) {
@@ -64,9 +66,9 @@ export class OidcClient {
     }
     let text: string;
     try {
-      const raw = await response.arrayBuffer();
-      if (raw.byteLength > MAX_DOCUMENT_BYTES) throw new Error('too large');
-      text = Buffer.from(raw).toString('utf8');
+      // Refused as the cap is passed, the rest never read (not buffered whole, then measured).
+      const raw = await readCapped(response, MAX_DOCUMENT_BYTES, deadline);
+      text = raw ? Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8') : '';
     } catch {
       throw unreachable(`${new URL(url).origin} answered something unreadable or too large.`, 'response');
     }

@@ -6,6 +6,7 @@
  */
 import { GatehouseError } from '../errors.js';
 import { aadFor, type SealKey, seal, unseal } from '../secrets/seal.js';
+import { readCapped } from '../upstream-auth/fetch.js';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';
@@ -154,9 +155,9 @@ export class LlmClient {
     }
     let text: string;
     try {
-      const raw = await response.arrayBuffer();
-      if (raw.byteLength > limits.maxBytes) throw new Error('too large');
-      text = Buffer.from(raw).toString('utf8');
+      // Refused as the cap is passed, the rest never read (not buffered whole, then measured).
+      const raw = await readCapped(response, limits.maxBytes, signal);
+      text = raw ? Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8') : '';
     } catch (error) {
       // The deadline covers the body too: a server that sends headers and then stalls is late, not broken.
       if (timedOut(error)) throw late();

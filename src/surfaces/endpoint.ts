@@ -158,6 +158,30 @@ function hostnameOf(hostHeader: string): string {
   return hostname;
 }
 
+/** Where a browser may reach a Gatehouse surface from: the bind address and the operator's extra origins and hosts. */
+export type TransportRule = Pick<McpEndpointOptions, 'host' | 'allowedOrigins' | 'allowedHosts'>;
+
+/**
+ * The browser-facing check of the MCP endpoints and the operations plane (`/ops/*`): a present, unlisted
+ * `Origin` is 403 (exact match, so prefix tricks fail); on a loopback bind, a `Host` that is neither
+ * loopback nor listed is 403 (DNS-rebinding defence), and a malformed one 400 (`bad_host`).
+ */
+export function checkTransport(request: FastifyRequest, rule: TransportRule, surface = 'the MCP endpoint'): void {
+  const origin = request.headers.origin;
+  if (origin !== undefined && !originAllowed(origin, rule.host, rule.allowedOrigins)) {
+    throw new GatehouseError('forbidden', `This Origin may not use ${surface}.`);
+  }
+  const host = request.headers.host ?? '';
+  // `evil.com@localhost` would parse as host `localhost`: userinfo, paths and the like are refused first.
+  if (!HOST_SYNTAX.test(host)) throw new GatehouseError('bad_host');
+  if (isLoopbackHost(rule.host)) {
+    const hostname = hostnameOf(host);
+    if (!LOOPBACK_HOSTNAMES.has(hostname) && !rule.allowedHosts.includes(hostname)) {
+      throw new GatehouseError('forbidden', `This Host may not use ${surface} (DNS-rebinding defence).`);
+    }
+  }
+}
+
 export class McpEndpoint {
   readonly sessions: LegacySessions;
   private readonly modern;
@@ -268,7 +292,7 @@ export class McpEndpoint {
     reply: FastifyReply,
     scopeOf: (request: FastifyRequest) => EndpointScope,
   ) {
-    this.checkTransport(request);
+    checkTransport(request, this.options);
     // JSON-RPC batching was removed in 2025-06-18 (the revision that also introduced this header).
     const version = request.headers['mcp-protocol-version'];
     if (Array.isArray(request.body) && typeof version === 'string' && version >= '2025-06-18') {
@@ -448,24 +472,6 @@ export class McpEndpoint {
     await this.modern.close();
     await this.sessions.close();
     this.sharedSessions?.close();
-  }
-
-  /** Origin (a present, unlisted Origin is 403 — exact match, so prefix tricks fail) and Host on loopback. */
-  private checkTransport(request: FastifyRequest): void {
-    const loopback = isLoopbackHost(this.options.host);
-    const origin = request.headers.origin;
-    if (origin !== undefined && !originAllowed(origin, this.options.host, this.options.allowedOrigins)) {
-      throw new GatehouseError('forbidden', 'This Origin may not use the MCP endpoint.');
-    }
-    const host = request.headers.host ?? '';
-    // `evil.com@localhost` would parse as host `localhost`: userinfo, paths and the like are refused first.
-    if (!HOST_SYNTAX.test(host)) throw new GatehouseError('bad_host');
-    if (loopback) {
-      const hostname = hostnameOf(host);
-      if (!LOOPBACK_HOSTNAMES.has(hostname) && !this.options.allowedHosts.includes(hostname)) {
-        throw new GatehouseError('forbidden', 'This Host may not use the MCP endpoint (DNS-rebinding defence).');
-      }
-    }
   }
 
   private principalOf(request: FastifyRequest): TokenPrincipal {

@@ -8,7 +8,8 @@
  * A call's trace: the agent's W3C `traceparent` (HTTP header, or `_meta.traceparent` in the request)
  * is the parent; the gate's span (`tools/call <name>`, kind SERVER) holds the verdict, the approval
  * and the upstream call (`tools/call <tool>`, kind CLIENT), which carries the context on to the
- * upstream as a `traceparent` header and in `_meta`. Span names and attributes follow the MCP and
+ * upstream as a `traceparent` header and in `_meta` (never the agent's `tracestate`; the agent's sampled flag
+ * does not decide: see `agentContext`). Span names and attributes follow the MCP and
  * GenAI semantic conventions (`mcp.method.name`, `gen_ai.tool.name`, `gen_ai.operation.name`, …).
  * A call that waits for an approval stores its context with the approval; the approved execution
  * (`gatehouse.approval.execute`, on whichever replica claims it) continues that trace, linked to the
@@ -24,6 +25,7 @@ import {
   type Span,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
   trace,
 } from '@opentelemetry/api';
 import { VERSION } from '../version.js';
@@ -79,22 +81,32 @@ export async function stopTracing(): Promise<void> {
 
 const tracer = () => trace.getTracer('gatehouse', VERSION);
 
+/** The W3C Trace Context sizes: a `traceparent` (version 00) is 55 characters; a `tracestate` at most 512. */
+const MAX_TRACEPARENT = 55;
+const MAX_TRACESTATE = 512;
+
 /**
  * The context an agent's request names as its parent: `_meta.traceparent` in the JSON-RPC body
- * (MCP's own carrier) wins over the HTTP `traceparent` header. No valid one: a new trace.
+ * (MCP's own carrier) wins over the HTTP `traceparent` header, each with its own `tracestate`. No valid
+ * one: a new trace. The agent is not trusted with more than the trace id and its span id:
+ * - a value over the spec's size is ignored unread (a `tracestate` may be as big as the body);
+ * - its sampled flag does not decide: the parent is taken as sampled, so with the default (parent-based)
+ *   sampler the gateway's spans record whatever the agent says (flags `00` would hide its calls);
+ * - its `tracestate` stays on the gateway's own spans (exported to the operator's collector), never
+ *   forwarded upstream (`outgoingCarrier`).
  */
 export function agentContext(headers: Record<string, unknown>, body: unknown): Context {
-  const carrier: Record<string, string> = {};
-  const header = headers.traceparent;
-  if (typeof header === 'string') carrier.traceparent = header;
-  const state = headers.tracestate;
-  if (typeof state === 'string') carrier.tracestate = state;
+  if (!on) return ROOT_CONTEXT;
   const meta = metaOf(body);
-  if (typeof meta?.traceparent === 'string') {
-    carrier.traceparent = meta.traceparent;
-    if (typeof meta.tracestate === 'string') carrier.tracestate = meta.tracestate;
-  }
-  return carrier.traceparent ? propagation.extract(ROOT_CONTEXT, carrier) : ROOT_CONTEXT;
+  const fromMeta = typeof meta?.traceparent === 'string';
+  const traceparent = fromMeta ? meta?.traceparent : headers.traceparent;
+  const tracestate = fromMeta ? meta?.tracestate : headers.tracestate;
+  if (typeof traceparent !== 'string' || traceparent.length > MAX_TRACEPARENT) return ROOT_CONTEXT;
+  const carrier: Record<string, string> = { traceparent };
+  if (typeof tracestate === 'string' && tracestate.length <= MAX_TRACESTATE) carrier.tracestate = tracestate;
+  const parent = trace.getSpanContext(propagation.extract(ROOT_CONTEXT, carrier));
+  if (!parent) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, { ...parent, traceFlags: parent.traceFlags | TraceFlags.SAMPLED });
 }
 
 function metaOf(body: unknown): Record<string, unknown> | undefined {
@@ -161,12 +173,15 @@ export function activeTraceId(): string | undefined {
   return id && id !== '00000000000000000000000000000000' ? id : undefined;
 }
 
-/** `traceparent` (and `tracestate`) of the active context, to carry on to an upstream; none when off. */
+/**
+ * The `traceparent` of the active context, to carry on to an upstream; none when off. Never a `tracestate`:
+ * the one a span has is the agent's (Gatehouse adds no entry of its own), not Gatehouse's to pass on.
+ */
 export function outgoingCarrier(): Record<string, string> | undefined {
   if (!on) return undefined;
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
-  return carrier.traceparent ? carrier : undefined;
+  return carrier.traceparent ? { traceparent: carrier.traceparent } : undefined;
 }
 
 /** The active context's `traceparent`, to store with work that runs later (an approved call); none when off. */

@@ -33,7 +33,16 @@ export function boundedFetch(guarded: FetchLike, options: BoundedFetchOptions = 
   };
 }
 
-async function readCapped(response: Response, maxBytes: number, deadline: AbortSignal): Promise<Uint8Array | null> {
+/**
+ * A response's body, read chunk by chunk and refused (`oauth.metadata_refused`, the stream cancelled, the
+ * rest never read) as soon as it passes `maxBytes`; null for an answer without one. Shared by the clients
+ * that cap small answers (OIDC, the language-model client), which map the refusal to their own error.
+ */
+export async function readCapped(
+  response: Response,
+  maxBytes: number,
+  deadline: AbortSignal,
+): Promise<Uint8Array | null> {
   if (!response.body || response.status === 204 || response.status === 304) return null;
   const reader = response.body.getReader();
   const parts: Uint8Array[] = [];

@@ -167,6 +167,95 @@ describe('tracing', () => {
     });
   }
 
+  /** Every `tools/call` the upstream received in `traceId`'s trace: its `tracestate` header and `_meta`. */
+  function upstreamStates(traceId: string) {
+    return upstream.log.records
+      .filter((r) => r.rpcMethods.includes('tools/call') && r.body?.includes(traceId))
+      .map((r) => ({
+        header: r.headers.tracestate,
+        meta: (JSON.parse(r.body as string) as { params: { _meta?: { tracestate?: string } } }).params._meta
+          ?.tracestate,
+        body: r.body as string,
+      }));
+  }
+
+  /** An agent's `tools/call files__echo` with its context in the header or in `_meta`. */
+  async function callWith(carrier: 'header' | '_meta', context: Record<string, string>, text: string) {
+    const agent = await connectAgent(`${base}/mcp`, token, {
+      era: 'modern',
+      ...(carrier === 'header' ? { headers: context } : {}),
+    });
+    try {
+      const result = await agent.callTool({
+        name: 'files__echo',
+        arguments: { text },
+        ...(carrier === '_meta' ? { _meta: context } : {}),
+      });
+      expect((result.content as Array<{ text: string }>)[0]?.text).toBe(text);
+    } finally {
+      await agent.close();
+    }
+  }
+
+  for (const carrier of ['header', '_meta'] as const) {
+    it(`keeps the agent’s tracestate from the upstream, the trace id still carried (${carrier})`, async () => {
+      const traceId = randomBytes(16).toString('hex');
+      const agentSpan = randomBytes(8).toString('hex');
+      const context = { traceparent: `00-${traceId}-${agentSpan}-01`, tracestate: 'vendor=agent-chosen,dd=s:2' };
+      await callWith(carrier, context, `state-${carrier}`);
+      const spans = await traceOf(traceId, 2);
+      const gate = spans.find((s) => s.name === 'tools/call files__echo') as OtlpSpan;
+      expect(gate.parentSpanId).toBe(agentSpan);
+      const call = spans.find((s) => s.name === 'tools/call echo') as OtlpSpan;
+      const states = upstreamStates(traceId);
+      expect(states.length).toBeGreaterThanOrEqual(1);
+      for (const state of states) {
+        expect(state.header).toBeUndefined();
+        expect(state.meta).toBeUndefined();
+        expect(state.body).not.toContain('agent-chosen');
+      }
+      for (const c of upstreamCarriers(traceId)) expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+    });
+  }
+
+  it('records the gateway’s spans of an agent that says its trace is not sampled (flags 00)', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const agentSpan = randomBytes(8).toString('hex');
+    await callWith('header', { traceparent: `00-${traceId}-${agentSpan}-00` }, 'unsampled-agent');
+    const spans = await traceOf(traceId, 2);
+    const gate = spans.find((s) => s.name === 'tools/call files__echo') as OtlpSpan;
+    expect(gate).toBeDefined();
+    expect(gate.parentSpanId).toBe(agentSpan);
+    expect(attribute(gate, 'gatehouse.verdict')).toBe('allow');
+    const call = spans.find((s) => s.name === 'tools/call echo') as OtlpSpan;
+    expect(call.parentSpanId).toBe(gate.spanId);
+    // Gatehouse's decision travels on: the upstream is told the trace is sampled.
+    const carried = upstreamCarriers(traceId);
+    expect(carried.length).toBeGreaterThanOrEqual(1);
+    for (const c of carried) expect(c.header).toBe(`00-${traceId}-${call.spanId}-01`);
+  });
+
+  it('ignores a tracestate over 512 characters without parsing it, and a traceparent over 55', async () => {
+    // A valid member first: parsed, it would survive (the invalid ones are skipped member by member).
+    const oversized = `vendor=agent-chosen,${'A=b,'.repeat(50_000)}`;
+    const traceId = randomBytes(16).toString('hex');
+    const agentSpan = randomBytes(8).toString('hex');
+    await callWith('_meta', { traceparent: `00-${traceId}-${agentSpan}-01`, tracestate: oversized }, 'big-state');
+    const spans = await traceOf(traceId, 2);
+    const gate = spans.find((s) => s.name === 'tools/call files__echo') as OtlpSpan & { traceState?: string };
+    // The traceparent still counts; the tracestate was never taken (not even its valid first member).
+    expect(gate.parentSpanId).toBe(agentSpan);
+    expect(gate.traceState ?? '').toBe('');
+    for (const state of upstreamStates(traceId)) expect(state.body).not.toContain('agent-chosen');
+
+    // A traceparent longer than the spec's 55 characters (a "future version" with a tail) is not a parent.
+    const longTrace = randomBytes(16).toString('hex');
+    await callWith('header', { traceparent: `01-${longTrace}-${agentSpan}-01-${'x'.repeat(200)}` }, 'long-parent');
+    await flushTracing();
+    expect(spansOf(exports).filter((s) => s.traceId === longTrace)).toEqual([]);
+    expect(upstreamCarriers(longTrace)).toEqual([]);
+  });
+
   it('traces a conduit call (/ops/call-tool) from the caller’s traceparent to the upstream', async () => {
     const ops = (await gw.request('POST', '/api/tokens', { body: { role: 'ops', name: 'platform' } })).json().token;
     const traceId = randomBytes(16).toString('hex');
