@@ -25,7 +25,7 @@ import { rewriteConfig } from '../importing/rewrite.js';
 import { reachesSelf } from '../importing/self.js';
 import type { Registry } from '../registry/service.js';
 import type { SettingsService } from '../settings/service.js';
-import { loadsCode } from '../upstream/stdio/env.js';
+import { shownEnvValue } from '../upstream/stdio/env.js';
 import { entryName, wiringInput } from './connect.js';
 import { defineRoute, type RouteDeclaration } from './route.js';
 
@@ -76,7 +76,7 @@ export interface ImportRouteDeps {
 
 /**
  * A client entry's secret-bearing fields (env and header values) masked, everything else as given; an env
- * variable that decides what code runs (`loadsCode`) is shown, as on an install's card.
+ * variable that decides what code runs (`loadsCode`) is shown, its URLs' credentials masked, as on an install's card.
  */
 function maskEntry(entry: unknown): unknown {
   if (!entry || typeof entry !== 'object' || Array.isArray(entry)) return entry;
@@ -87,7 +87,7 @@ function maskEntry(entry: unknown): unknown {
       masked[field] = Object.fromEntries(
         Object.entries(values).map(([name, value]) => [
           name,
-          field === 'env' && loadsCode(name) && typeof value === 'string' ? value : { set: true },
+          (field === 'env' ? shownEnvValue(name, value) : undefined) ?? { set: true },
         ]),
       );
     }

@@ -10,7 +10,7 @@ import { type ResolvedManifest, resolveInstallUrl } from '../registry/manifest.j
 import type { ConfigPatch, NewServer } from '../registry/records.js';
 import { type SecretInput, secretInputSchema, showInput } from '../registry/secret-values.js';
 import type { Registry } from '../registry/service.js';
-import { loadsCode } from '../upstream/stdio/env.js';
+import { shownEnvValue } from '../upstream/stdio/env.js';
 import { listAnswer, pageQuery } from './lists.js';
 import { recordUrl, upstreamHeaders } from './ops.js';
 import { defineRoute, type RouteDeclaration, type Tier } from './route.js';
@@ -251,7 +251,7 @@ function showConfigBody(body: Record<string, unknown>): Record<string, unknown> 
       shown[field] = Object.fromEntries(
         Object.entries(values).map(([name, value]) => [
           name,
-          field === 'env' && loadsCode(name) && typeof value === 'string' ? value : showNewInput(value),
+          (field === 'env' ? shownEnvValue(name, value) : undefined) ?? showNewInput(value),
         ]),
       );
     }

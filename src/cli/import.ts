@@ -141,7 +141,9 @@ export function addImportCommand(program: Command): void {
         };
         const done = await rewriteFile(read.file, rewriteAs, moved, input);
         if (done.changes.length === 0) return print(`${read.file}: already reaches the hub; unchanged.`);
-        print(`${read.file}: ${done.changes.join('; ')} (the original is at ${done.backup}).`);
+        print(
+          `${read.file}: ${done.changes.join('; ')} (the original, secrets included, is at ${done.backup}, readable only by you).`,
+        );
         process.stderr.write(`${CLIENTS[rewriteAs].tokenNote(input, undefined, false)}\n`);
         return;
       }

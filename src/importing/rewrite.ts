@@ -5,9 +5,12 @@
  *
  * `rewriteConfig` computes the new text (REST answers it; nothing is written by the gateway). `rewriteFile`
  * (the CLI's `import --rewrite`) first copies the original beside it as a backup, then writes the new text
- * atomically; if that write fails, the backup is copied back, so the client never keeps a half-written file.
+ * atomically; if that write fails, the original is put back, so the client never keeps a half-written file.
+ * The backup holds the secrets the import just sealed, in clear: it is a new file (never one already there, nor
+ * through a symlink planted in a cloned repo), readable by the user alone (0600).
  */
-import { copyFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readFile, unlink, writeFile } from 'node:fs/promises';
 import { CLIENTS, type ClientId, isClientId, type WiringInput } from '../cli/connect/clients.js';
 import { nodeAt, parseText, removeValue } from '../cli/connect/jsonc-edit.js';
 import { mergeEntry } from '../cli/connect/merge.js';
@@ -57,16 +60,50 @@ export function rewriteConfig(
   return { text: merged.changes.length === 0 ? text : merged.text, changes: [...changes, ...merged.changes] };
 }
 
-/** A backup path beside `file` that does not exist yet. */
-async function freeBackupPath(file: string): Promise<string> {
+/** How many names `createBackup` tries before it gives up. */
+const BACKUP_ATTEMPTS = 10;
+
+/**
+ * Writes `original` to a new file beside `file` (`<file>.gatehouse-backup`, or a timestamped name when that is
+ * taken) and answers its path. Created exclusively with mode 0600, never followed through a symlink: a name that
+ * exists in any form, a dangling link included, is taken, so a planted link cannot make the backup land elsewhere.
+ */
+async function createBackup(file: string, original: Buffer): Promise<string> {
   const plain = `${file}.gatehouse-backup`;
-  const taken = async (p: string) =>
-    stat(p).then(
-      () => true,
-      () => false,
-    );
-  if (!(await taken(plain))) return plain;
-  return `${plain}-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  for (let attempt = 0; attempt < BACKUP_ATTEMPTS; attempt++) {
+    const path = attempt === 0 ? plain : attempt === 1 ? `${plain}-${stamp}` : `${plain}-${stamp}-${attempt}`;
+    const refused = (error: unknown) =>
+      new GatehouseError(
+        'validation_error',
+        `Cannot write the backup ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}); ${file} was not changed.`,
+      );
+    let handle: Awaited<ReturnType<typeof open>>;
+    try {
+      handle = await open(
+        path,
+        constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW,
+        0o600,
+      );
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') continue; // a file, a folder, a link (dangling too)
+      throw refused(error);
+    }
+    try {
+      await handle.chmod(0o600); // whatever the umask
+      await handle.writeFile(original);
+      await handle.close();
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      await unlink(path).catch(() => undefined); // ours: it was created above
+      throw refused(error);
+    }
+    return path;
+  }
+  throw new GatehouseError(
+    'validation_error',
+    `Refusing to rewrite ${file}: ${plain} and the names after it already exist; move them away and run it again.`,
+  );
 }
 
 /**
@@ -84,12 +121,14 @@ export async function rewriteFile(
   if (!target.exists) throw new GatehouseError('validation_error', `No file ${file}.`);
   const rewrite = rewriteConfig(target.text, file, client, moved, input);
   if (rewrite.changes.length === 0) return { ...rewrite, backup: undefined };
-  const backup = await freeBackupPath(target.realPath);
-  await copyFile(target.realPath, backup);
+  // The bytes as they are (the text was read as UTF-8), for the backup and for putting them back.
+  const original = await readFile(target.realPath);
+  const backup = await createBackup(target.realPath, original);
   try {
     await write(target, rewrite.text, CLIENTS[client].secret === 'clear' && input.token !== undefined);
   } catch (error) {
-    await copyFile(backup, target.realPath).catch(() => undefined);
+    // Written in place: the file keeps its own permissions (the backup's are 0600).
+    await writeFile(target.realPath, original).catch(() => undefined);
     throw new GatehouseError(
       'internal_error',
       `Could not rewrite ${file} (${(error as Error).message}); the original is back in place (backup: ${backup}).`,

@@ -226,7 +226,14 @@ describe('admin tiers', () => {
         name: 'Runner',
         transport: 'stdio',
         command: 'node',
-        env: { NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)', API_KEY: 'the-api-secret' },
+        env: {
+          NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
+          API_KEY: 'the-api-secret',
+          // In a code-loading family, yet credentials: masked like any secret.
+          NPM_CONFIG__AUTHTOKEN: 'npm-auth-secret',
+          UV_INDEX_CORP_PASSWORD: 'uv-index-secret',
+          PIP_INDEX_URL: 'https://__token__:pip-url-secret@pypi.corp.example/simple/',
+        },
       },
     });
     expect(loader.status).toBe('pending_approval');
@@ -234,7 +241,14 @@ describe('admin tiers', () => {
     expect(loaderCard.arguments.manifest.env).toEqual({
       NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
       API_KEY: { set: true, new: true },
+      NPM_CONFIG__AUTHTOKEN: { set: true, new: true },
+      UV_INDEX_CORP_PASSWORD: { set: true, new: true },
+      // Where the code comes from stays in sight; the token in the URL does not.
+      PIP_INDEX_URL: 'https://[redacted]@pypi.corp.example/simple/',
     });
+    for (const secret of ['the-api-secret', 'npm-auth-secret', 'uv-index-secret', 'pip-url-secret']) {
+      expect(JSON.stringify(loaderCard)).not.toContain(secret);
+    }
     await gw.request('POST', `/api/approvals/${loader.approval_id}/reject`, { body: { reason: 'no' } });
 
     await gw.request('POST', `/api/approvals/${mixed.approval_id}/approve`, { body: {} });
@@ -291,6 +305,10 @@ describe('admin tiers', () => {
                   NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
                   npm_config_registry: 'http://registry.evil.example/',
                   API_KEY: 'the-api-secret',
+                  YARN_NPM_AUTH_TOKEN: 'yarn-auth-secret',
+                  npm_config__auth: 'npm-basic-secret',
+                  UV_INDEX_CORP_USERNAME: 'uv-user-secret',
+                  UV_EXTRA_INDEX_URL: 'https://user:uv-url-secret@uv.corp.example/simple',
                 },
               },
             },
@@ -305,8 +323,21 @@ describe('admin tiers', () => {
       NODE_OPTIONS: '--import=data:text/javascript,process.exit(77)',
       npm_config_registry: 'http://registry.evil.example/',
       API_KEY: { set: true },
+      // Credentials of a code-loading family are credentials: masked.
+      YARN_NPM_AUTH_TOKEN: { set: true },
+      npm_config__auth: { set: true },
+      UV_INDEX_CORP_USERNAME: { set: true },
+      UV_EXTRA_INDEX_URL: 'https://[redacted]@uv.corp.example/simple',
     });
-    expect(JSON.stringify(card)).not.toContain('the-api-secret');
+    for (const secret of [
+      'the-api-secret',
+      'yarn-auth-secret',
+      'npm-basic-secret',
+      'uv-user-secret',
+      'uv-url-secret',
+    ]) {
+      expect(JSON.stringify(card)).not.toContain(secret);
+    }
   });
 
   it('operators on REST are not asked for approval; agents are, for logs too', async () => {

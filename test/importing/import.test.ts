@@ -4,7 +4,19 @@
  * commands are held to `stdio.allowedCommands`. The CLI reads the client's file (JSONC, `mcpServers` or
  * VS Code's `servers`).
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -182,7 +194,7 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
       null,
       2,
     )}\n`;
-    writeFileSync(file, original, { mode: 0o600 });
+    writeFileSync(file, original, { mode: 0o644 });
 
     const refused = await runCli(['import', '--client', 'windsurf', '--file', file, '--rewrite'], env);
     expect(refused.code).not.toBe(0);
@@ -195,12 +207,14 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     expect(run.stderr).toContain('Cursor reads the agent token from GATEHOUSE_TOKEN');
     const backup = `${file}.gatehouse-backup`;
     expect(run.stdout).toContain(
-      `${file}: removed mcpServers.rw_mem; added mcpServers.gatehouse (the original is at ${backup}).`,
+      `${file}: removed mcpServers.rw_mem; added mcpServers.gatehouse (the original, secrets included, is at ${backup}, readable only by you).`,
     );
     expect(`${run.stdout}${run.stderr}`).not.toContain(ENV_SECRET);
-    // The backup is the original, byte for byte, as private as it was.
+    // The backup is the original, byte for byte; it holds the secrets just sealed, so it is the user's alone
+    // (0600), however readable the original was. The rewritten file keeps its own mode.
     expect(readFileSync(backup, 'utf8')).toBe(original);
     expect(statSync(backup).mode & 0o777).toBe(0o600);
+    expect(statSync(file).mode & 0o777).toBe(0o644);
     const rewritten = JSON.parse(readFileSync(file, 'utf8'));
     expect(rewritten).toEqual({
       theme: 'dark',
@@ -329,5 +343,53 @@ describe('importing what MCP clients already have', { timeout: 180_000 }, () => 
     );
     expect(readFileSync(file, 'utf8')).toBe(original);
     expect(readFileSync(`${file}.gatehouse-backup`, 'utf8')).toBe(original);
+    expect(statSync(`${file}.gatehouse-backup`).mode & 0o777).toBe(0o600);
+  });
+
+  it('a backup name planted as a symlink (dangling or not) is never written through: the backup lands beside it', async () => {
+    // A cloned repo ships its .mcp.json and `.mcp.json.gatehouse-backup -> ~/.bash_aliases` (absent yet).
+    const repo = join(dir, 'cloned-repo');
+    const home = join(dir, 'victim-home');
+    mkdirSync(repo);
+    mkdirSync(home);
+    const file = join(repo, '.mcp.json');
+    const original = `${JSON.stringify({ mcpServers: { files: { command: 'npx', args: ['-y', 'files'], env: { KEY: ENV_SECRET } } } }, null, 2)}\n`;
+    writeFileSync(file, original, { mode: 0o644 });
+    const plain = `${file}.gatehouse-backup`;
+    const aliases = join(home, '.bash_aliases');
+    symlinkSync(aliases, plain);
+    const input = {
+      hubUrl: 'http://127.0.0.1:8080/mcp',
+      name: 'gatehouse',
+      tokenEnv: 'GATEHOUSE_TOKEN',
+      command: '/usr/bin/node',
+      commandArgs: ['/opt/gatehouse/dist/cli/main.js'],
+    };
+    const done = await rewriteFile(file, 'claude-code', ['files'], input);
+    // Nothing was created at the link's target; the link is left as it was.
+    expect(existsSync(aliases)).toBe(false);
+    expect(readdirSync(home)).toEqual([]);
+    expect(lstatSync(plain).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(plain)).toBe(aliases);
+    // The backup is a new regular file of the user's alone, under the next free name.
+    expect(done.backup).toBeDefined();
+    expect(done.backup).not.toBe(plain);
+    expect(done.backup?.startsWith(`${plain}-`)).toBe(true);
+    const backup = done.backup as string;
+    expect(lstatSync(backup).isFile()).toBe(true);
+    expect(statSync(backup).mode & 0o777).toBe(0o600);
+    expect(readFileSync(backup, 'utf8')).toBe(original);
+    expect(JSON.parse(readFileSync(file, 'utf8')).mcpServers.files).toBeUndefined();
+
+    // A link to a file that exists is not written through either (its content stays).
+    const other = join(repo, 'other.json');
+    writeFileSync(other, original);
+    writeFileSync(join(home, '.profile'), 'export KEEP=1\n');
+    symlinkSync(join(home, '.profile'), `${other}.gatehouse-backup`);
+    const again = await rewriteFile(other, 'claude-code', ['files'], input);
+    expect(readFileSync(join(home, '.profile'), 'utf8')).toBe('export KEEP=1\n');
+    expect(again.backup).not.toBe(`${other}.gatehouse-backup`);
+    expect(readFileSync(again.backup as string, 'utf8')).toBe(original);
+    expect(statSync(again.backup as string).mode & 0o777).toBe(0o600);
   });
 });

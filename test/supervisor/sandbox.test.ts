@@ -297,6 +297,63 @@ describe.skipIf(!BWRAP)('stdio sandbox', () => {
     },
   );
 
+  it(
+    'with network "none" a child that prints a sealed env value in its network error leaves it out of lastError',
+    SLOW,
+    async () => {
+      const secret = 'sk-live-0123456789abcdef';
+      const marker = newMarker();
+      h.markers.push(marker);
+      // A Python `requests` failure as printed, the API key in the URL it tried.
+      const script = [
+        'process.stderr.write(',
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the child's own template literal (node -e)
+        "  `requests.exceptions.ConnectionError: HTTPSConnectionPool(host='api.example.com', port=443): Max retries exceeded with url: /v1/items?api_key=${process.env.WEATHER_API_KEY} (Caused by NameResolutionError(\"Failed to resolve 'api.example.com' ([Errno -3] Temporary failure in name resolution)\"))\\n`,",
+        ');',
+        'process.exit(1);',
+      ].join('\n');
+      const installed = await h.gw.request('POST', '/api/mcp/install', {
+        body: {
+          manifest: {
+            id: 'weather',
+            name: 'weather',
+            transport: 'stdio',
+            command: process.execPath,
+            args: ['-e', script, '--', `--gatehouse-test-marker=${marker}`],
+            env: { WEATHER_API_KEY: secret },
+            toolPolicy: { defaultTier: 'allow' },
+            sandbox: { readOnlyPaths: FIXTURE_READ_ONLY_PATHS, network: 'none' },
+          },
+        },
+      });
+      expect(installed.statusCode, installed.body).toBe(201);
+      // The test's own child: typed, the line quoted, the key not.
+      const tested = await h.gw.request('POST', '/api/mcp/servers/weather/test');
+      expect(tested.json().error?.code, tested.body).toBe('sandbox.network_denied');
+      expect(tested.body).toContain('api_key=[redacted]');
+      expect(tested.body).not.toContain(secret);
+      const detail = await h.gw.request('GET', '/api/mcp/servers/weather');
+      expect(String(detail.json().lastError)).toMatch(/^sandbox\.network_denied: .*api_key=\[redacted\]/);
+      expect(detail.body).not.toContain(secret);
+      // The supervised child: a failed start, the same.
+      const refused = await h.gw.request('POST', '/api/mcp/servers/weather/start');
+      expect(refused.statusCode).toBeGreaterThanOrEqual(500);
+      expect(refused.body).not.toContain(secret);
+      const view = await h.process('weather');
+      expect(view.lastError?.startsWith('sandbox.network_denied: '), view.lastError ?? '').toBe(true);
+      expect(view.lastError).toContain('api_key=[redacted]');
+      expect(view.lastError).not.toContain(secret);
+      for (const path of [
+        '/api/mcp/servers/weather',
+        '/api/mcp/servers/weather/process',
+        '/api/mcp/servers/weather/logs',
+      ]) {
+        expect((await h.gw.request('GET', path)).body, path).not.toContain(secret);
+      }
+      await h.gw.request('POST', '/api/mcp/servers/weather/stop');
+    },
+  );
+
   it('servers test warns of a workspace root the child cannot write, over REST and in the CLI', SLOW, async () => {
     const open = mkdtempSync(join(tmpdir(), 'gh-sandbox-open-'));
     const closed = mkdtempSync(join(tmpdir(), 'gh-sandbox-closed-'));

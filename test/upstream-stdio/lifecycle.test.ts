@@ -176,6 +176,22 @@ describe('spawn failures and early exits', () => {
     expect(lines[4]).toBe(`${'y'.repeat(64)} [truncated]`);
     expect(child.recentStderr()).toEqual(lines);
   });
+
+  it("redacts the declared env's values in stderr lines, kept and delivered (the tail can become lastError)", async () => {
+    const secret = 'sk-live-0123456789abcdef';
+    const lines: string[] = [];
+    const { client, child } = await connect([], {
+      env: { API_KEY: secret, SHORT: 'abc' },
+      onStderrLine: (line) => lines.push(line),
+    });
+    const printed = `Max retries exceeded with url: /v1/items?api_key=${secret} (Temporary failure in name resolution) abc`;
+    await call(client, 'stderr', { lines: [printed] });
+    expect(await waitFor(() => lines.length >= 1, 2000)).toBe(true);
+    const expected =
+      'Max retries exceeded with url: /v1/items?api_key=[redacted] (Temporary failure in name resolution) abc';
+    expect(child.recentStderr()).toEqual([expected]);
+    expect(lines).toEqual([expected]);
+  });
 });
 
 describe('process-group reaping', () => {

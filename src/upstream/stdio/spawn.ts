@@ -12,7 +12,8 @@
  *   its group. A child that exits by itself has what it left in its group reaped the same way.
  * - Bounds: a stdout line over `maxLineBytes`, or more than `maxNoiseLines` stdout lines that are
  *   not JSON-RPC, ends that child (never the gateway) with a clear `lastError`. stderr is split into
- *   capped lines for `onStderrLine`; the last few are kept for `recentStderr()`.
+ *   capped lines, each with the declared env's values redacted (a child may print its API key in a failed URL),
+ *   for `onStderrLine`; the last few are kept for `recentStderr()`, whose lines may become a `lastError`.
  * - If the Gatehouse process exits normally (`process.on('exit')`), every live group is SIGKILLed
  *   synchronously. Signals that kill Gatehouse outright skip that hook: the supervisor must stop
  *   children on SIGTERM/SIGINT, and reap orphans of a crash from its pid file (`liveStdioChildren`
@@ -70,7 +71,10 @@ export interface StdioSpec {
   maxStderrLineBytes?: number;
   /** Grace between SIGTERM and SIGKILL when the child ends itself or is ended by a bound; default 5 s. */
   graceMs?: number;
-  /** Each stderr line (capped; unredacted: the caller redacts before storing or logging). */
+  /**
+   * Each stderr line (capped; the values of `env` redacted, as in `recentStderr()`; anything else the caller would
+   * hide is its to redact before storing or logging).
+   */
   onStderrLine?: (line: string) => void;
   /** Each stdout line that is not a JSON-RPC message (counted towards `maxNoiseLines`). */
   onNoiseLine?: (line: string) => void;
@@ -135,7 +139,7 @@ export interface StdioChild {
   readonly failure: GatehouseError | undefined;
   /** stdout lines that were not JSON-RPC, so far. */
   readonly noiseLines: number;
-  /** The last stderr lines (capped), oldest first. */
+  /** The last stderr lines (capped, the declared env's values redacted), oldest first. */
   recentStderr(): string[];
   /** SIGTERM to the group (and stdin closed), SIGKILL after `graceMs`; resolves when reaped. Idempotent. */
   stop(graceMs?: number): Promise<ExitInfo>;
@@ -304,6 +308,8 @@ class ChildHandle implements StdioChild {
   private killAt = Number.POSITIVE_INFINITY;
   private resolveExited!: (info: ExitInfo) => void;
   private readonly stderrTail: string[] = [];
+  /** Hides the declared env's values (what the record seals) in a stderr line. */
+  private readonly redact: (line: string) => string;
   /** Descendants that left the group, seen before a signal (pid → start time, so a reused pid is spared). */
   private readonly escapees = new Map<number, number>();
   private garbageReports = 0;
@@ -316,6 +322,7 @@ class ChildHandle implements StdioChild {
     private readonly proc: ChildProcess,
   ) {
     this.label = spec.label;
+    this.redact = redactValues(Object.values(spec.env));
     this.pid = proc.pid!;
     this.pgid = this.pid;
     this.sandboxed = spec.sandbox !== undefined;
@@ -590,7 +597,9 @@ class ChildHandle implements StdioChild {
     }
   }
 
-  private stderrLine(line: string): void {
+  private stderrLine(raw: string): void {
+    // Redacted once, here: the tail feeds `lastError` (stored, published, shown to read-scoped agents).
+    const line = this.redact(raw);
     this.stderrTail.push(line);
     if (this.stderrTail.length > STDIO_DEFAULTS.recentStderrLines) this.stderrTail.shift();
     try {
@@ -610,6 +619,19 @@ class ChildHandle implements StdioChild {
     this.transport.end();
     void this.stop();
   }
+}
+
+/**
+ * Replaces each of `values` in a line by `[redacted]`, as the registry's `redactor` does for logged lines (values
+ * under 4 characters are left: they would blank out ordinary words). Longest first, so a value that contains
+ * another is hidden whole.
+ */
+function redactValues(values: readonly string[]): (line: string) => string {
+  const hidden = [...new Set(values.filter((v) => typeof v === 'string' && v.length >= 4))].sort(
+    (a, b) => b.length - a.length,
+  );
+  if (hidden.length === 0) return (line) => line;
+  return (line) => hidden.reduce((text, value) => text.split(value).join('[redacted]'), line);
 }
 
 function delay(ms: number): Promise<void> {
