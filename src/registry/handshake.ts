@@ -5,13 +5,16 @@
  * guard); stdio servers are started for the test and reaped after.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Client, DiscoverResult, PriorDiscovery, Tool } from '@modelcontextprotocol/client';
+import type { Client, DiscoverResult, PriorDiscovery } from '@modelcontextprotocol/client';
 import { findGatehouseError, GatehouseError } from '../errors.js';
 import { type PinnableItem, uiResourceItem, uiResourceOf } from '../policy/pins.js';
 import type { ServerTable } from '../store/schema.js';
+import { boundDiscover, boundResult, RESOURCE_RESULT } from '../upstream/bounds.js';
 import { catalogParams } from '../upstream/client-capabilities.js';
-import { drain } from '../upstream/drain.js';
-import { boundTool, type UpstreamPool } from '../upstream/index.js';
+import { Deadline } from '../upstream/deadline.js';
+import { drainList } from '../upstream/drain.js';
+import type { UpstreamPool } from '../upstream/index.js';
+import { listAllTools } from '../upstream/operations.js';
 import { connectStdio, type SandboxOptions, type StdioChild, stdioError } from '../upstream/stdio/index.js';
 import { networkDeniedMessage, networkFailureIn } from '../upstream/stdio/network-denial.js';
 import { type Connection, type DiscoveredTool, upstreamTargetOf } from './records.js';
@@ -45,17 +48,18 @@ export interface Handshaker {
 /** What a connected client learnt of the server: its discover result, or what its `initialize` said of itself. */
 export function discoveredIdentity(client: Client): unknown {
   const discover = client.getDiscoverResult();
-  if (discover) return discover;
+  if (discover) return boundDiscover(discover);
   const serverInfo = client.getServerVersion();
   const instructions = client.getInstructions();
   // Its declared extensions too (MCP Apps): the hub declares one to agents when an upstream offers it.
   const extensions = client.getServerCapabilities()?.extensions;
   if (!serverInfo && instructions === undefined && !extensions) return undefined;
-  return {
+  // Bounded (its `instructions` to a few kB) before it is stored and passed on to agents.
+  return boundDiscover({
     ...(serverInfo ? { serverInfo } : {}),
     ...(instructions !== undefined ? { instructions } : {}),
     ...(extensions ? { capabilities: { extensions } } : {}),
-  };
+  });
 }
 
 /** Prompts and resources, as far as the server's capabilities advertise them. */
@@ -64,24 +68,9 @@ export async function listExtras(
   signal: AbortSignal,
 ): Promise<Pick<HandshakeResult, 'prompts' | 'resources'>> {
   const capabilities = client.getServerCapabilities() ?? {};
-  const prompts = capabilities.prompts
-    ? await drain(async (cursor) => {
-        const r = await client.listPrompts(catalogParams(client, cursor ? { cursor } : {}), {
-          signal,
-          cacheMode: 'bypass',
-        });
-        return { items: r.prompts, nextCursor: r.nextCursor };
-      })
-    : [];
-  const resources = capabilities.resources
-    ? await drain(async (cursor) => {
-        const r = await client.listResources(catalogParams(client, cursor ? { cursor } : {}), {
-          signal,
-          cacheMode: 'bypass',
-        });
-        return { items: r.resources, nextCursor: r.nextCursor };
-      })
-    : [];
+  // One page per request, each item bounded, the list to `drain`'s limits (never the SDK's auto-aggregate).
+  const prompts = capabilities.prompts ? await drainList(client, 'prompts/list', signal, { catalog: true }) : [];
+  const resources = capabilities.resources ? await drainList(client, 'resources/list', signal, { catalog: true }) : [];
   return { prompts, resources };
 }
 
@@ -112,7 +101,9 @@ export async function readUiResources(
   const items: PinnableItem[] = [];
   for (const uri of [...uris].slice(0, MAX_UI_RESOURCES)) {
     try {
-      const { contents } = await client.readResource(catalogParams(client, { uri }), { signal });
+      const read = await client.readResource(catalogParams(client, { uri }), { signal });
+      // Bounded as a read through the hub bounds it (`server.ts`), so the pin is of what agents are served.
+      const { contents } = boundResult(read, RESOURCE_RESULT);
       const item = uiResourceItem(uri, contents);
       if (item) items.push(item);
     } catch {
@@ -181,6 +172,19 @@ async function offlineFailure(id: string, error: unknown, child: StdioChild | un
   );
 }
 
+/**
+ * A stdio server's tools, listed as an HTTP server's are (`listAllTools`: one page per request, each tool
+ * bounded, the list to `LIST_LIMITS` and the serialized ceiling), within `ms` and `signal`.
+ */
+async function stdioTools(client: Client, ms: number, signal: AbortSignal): Promise<DiscoveredTool[]> {
+  const deadline = new Deadline(ms, signal);
+  try {
+    return (await listAllTools(client, deadline, { catalog: true })).tools as DiscoveredTool[];
+  } finally {
+    deadline.dispose();
+  }
+}
+
 /** A stdio server is started for the test in its own process group and reaped after. */
 async function stdioHandshake(
   row: ServerTable,
@@ -216,14 +220,13 @@ async function stdioHandshake(
     throw sandbox?.network === 'none' ? await offlineFailure(row.id, error, spawned) : error;
   });
   try {
-    const tools = await drain(async (cursor) => {
-      const r = await client.listTools(catalogParams(client, cursor ? { cursor } : {}), { signal: deadline });
-      return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
-    });
+    const tools = await stdioTools(client, timeoutMs, deadline);
     const extras = await listExtras(client, deadline);
     return {
       era: verdict.kind,
-      ...(verdict.kind === 'modern' ? { discover: verdict.discover } : { discover: discoveredIdentity(client) }),
+      ...(verdict.kind === 'modern'
+        ? { discover: boundDiscover(verdict.discover) }
+        : { discover: discoveredIdentity(client) }),
       tools: tools as DiscoveredTool[],
       ...extras,
       uiResources: await readUiResources(client, tools as DiscoveredTool[], extras.resources, deadline),
@@ -256,14 +259,13 @@ export function createHandshaker(options: HandshakerOptions): Handshaker {
     async handshake(row, connection, { runningOnly = false, signal } = {}) {
       if (connection.transport === 'stdio') {
         const running = options.supervised?.(row.id, async (client, signal, era) => {
-          const tools = (await drain(async (cursor) => {
-            const r = await client.listTools(catalogParams(client, cursor ? { cursor } : {}), { signal });
-            return { items: r.tools.map((t: Tool) => boundTool(t).tool), nextCursor: r.nextCursor };
-          })) as DiscoveredTool[];
+          const tools = await stdioTools(client, options.timeoutMs, signal);
           const extras = await listExtras(client, signal);
           return {
             era: era.kind,
-            ...(era.kind === 'modern' ? { discover: era.discover } : { discover: discoveredIdentity(client) }),
+            ...(era.kind === 'modern'
+              ? { discover: boundDiscover(era.discover) }
+              : { discover: discoveredIdentity(client) }),
             tools,
             ...extras,
             uiResources: await readUiResources(client, tools, extras.resources, signal),

@@ -5,6 +5,7 @@
  * is the egress fetch's job; these bounds apply below it, so a 10 MB string is cut, not failed.
  */
 import type { ContentBlock, Tool } from '@modelcontextprotocol/client';
+import { GatehouseError } from '../errors.js';
 
 export interface BoundLimits {
   /** Content blocks kept; later ones are dropped. */
@@ -63,13 +64,15 @@ function limitsOf(limits: Partial<BoundLimits> | undefined): BoundLimits {
   return limits ? { ...DEFAULT_BOUNDS, ...limits } : DEFAULT_BOUNDS;
 }
 
-function truncateString(value: string, walk: Walk): string {
-  const max = walk.limits.maxStringChars;
+function truncateString(value: string, walk: Walk, max = walk.limits.maxStringChars): string {
   if (value.length <= max) return value;
   walk.truncated = true;
   // Do not leave half a surrogate pair at the cut.
   const code = value.charCodeAt(max - 1);
-  return value.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
+  const cut = value.slice(0, code >= 0xd800 && code <= 0xdbff ? max - 1 : max);
+  // A slice keeps the whole string it was cut from alive (V8's sliced strings): copy the kept part, so a bounded
+  // value never holds the upstream's 8 MB string behind its 200 kB. UTF-16 code units copy exactly.
+  return Buffer.from(cut, 'utf16le').toString('utf16le');
 }
 
 /** Sets an own property, `__proto__` included, without touching the prototype. */
@@ -173,4 +176,158 @@ export function boundTool(tool: Tool, limits?: Partial<BoundLimits>): { tool: To
     if (source[field] !== undefined) out[field] = boundValue(source[field], 1, walk);
   }
   return { tool: out as unknown as Tool, truncated: walk.truncated };
+}
+
+/**
+ * One item of an upstream's `prompts/list`, `resources/list` or `resources/templates/list`, bounded as a tool is
+ * (`boundTool`): every string cut at `maxStringChars`, nesting at `maxDepth`. Its fields pass through (a prompt's
+ * or resource's pin picks its own); the list it goes into holds it to the serialized ceiling (`drain.ts`).
+ */
+export function boundItem<T>(item: T, limits?: Partial<BoundLimits>): { item: T; truncated: boolean } {
+  const walk: Walk = { limits: limitsOf(limits), truncated: false };
+  return { item: boundValue(item, 1, walk) as T, truncated: walk.truncated };
+}
+
+/**
+ * The longest `instructions` kept of what an upstream says of itself: passed on to every agent of
+ * `/mcp/s/{server}` at `initialize`, and hosts keep theirs to a few kB (tools' descriptions get `maxStringChars`).
+ */
+export const MAX_INSTRUCTIONS_CHARS = 8 * 1024;
+
+/**
+ * What an upstream said of itself (a `server/discover` result, or its `initialize` answer's `serverInfo`,
+ * `instructions`, capabilities), bounded before it is stored and passed on: every string and the nesting as
+ * anywhere else, `instructions` to `MAX_INSTRUCTIONS_CHARS`.
+ */
+export function boundDiscover<T>(value: T): T {
+  const walk: Walk = { limits: DEFAULT_BOUNDS, truncated: false };
+  const bounded = boundValue(value, 0, walk);
+  if (bounded === null || typeof bounded !== 'object' || Array.isArray(bounded)) return bounded as T;
+  const { instructions } = bounded as { instructions?: unknown };
+  if (typeof instructions !== 'string' || instructions.length <= MAX_INSTRUCTIONS_CHARS) return bounded as T;
+  return { ...bounded, instructions: truncateString(instructions, walk, MAX_INSTRUCTIONS_CHARS) } as T;
+}
+
+/** The `_meta` key saying a result passed on was cut (as a tool result says it, `calls.ts`). */
+export const TRUNCATED_META_KEY = 'io.gatehouse/truncated';
+/** The most marking a result adds: `,"_meta":{"io.gatehouse/truncated":true}` (less when `_meta` is there). */
+const TRUNCATED_META_BYTES = Buffer.byteLength(`,"_meta":{"${TRUNCATED_META_KEY}":true}`);
+
+/** Where a result's bulk is, for `boundResult`. */
+export interface ResultShape {
+  /** The path of its one array: `['messages']`, `['contents']`, `['completion', 'values']`. */
+  list: readonly [string, ...string[]];
+  /**
+   * Fields of each entry of that array kept whole up to the serialized ceiling, not cut at `maxStringChars`:
+   * a resource's `text` and `blob` (a cut blob is a corrupt file, a cut MCP App a broken one, and a UI
+   * resource's content is pinned). An entry that does not fit then goes, as a block does.
+   */
+  wholeFields?: readonly string[];
+}
+
+/** `prompts/get`: its messages. */
+export const PROMPT_RESULT: ResultShape = Object.freeze({ list: ['messages'] as const });
+/** `resources/read`: its contents, each one's `text` or `blob` whole. */
+export const RESOURCE_RESULT: ResultShape = Object.freeze({
+  list: ['contents'] as const,
+  wholeFields: ['text', 'blob'],
+});
+/** `completion/complete`: its values. */
+export const COMPLETION_RESULT: ResultShape = Object.freeze({ list: ['completion', 'values'] as const });
+
+const isPlainRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/** A shallow copy of `value` along `path`, with the array there replaced by `items`. */
+function withList(value: Record<string, unknown>, path: readonly string[], items: unknown[]): Record<string, unknown> {
+  const [head, ...rest] = path as [string, ...string[]];
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) setOwn(out, key, item);
+  const inner = value[head];
+  setOwn(out, head, rest.length === 0 ? items : withList(isPlainRecord(inner) ? inner : {}, rest, items));
+  return out;
+}
+
+/** An entry whose whole field is longer than the serialized ceiling: it cannot fit, and is never copied. */
+const OVERSIZE = Symbol('oversize');
+
+/** One entry of a result's array, its `wholeFields` kept whole (or `OVERSIZE`) and the rest as anything else. */
+function boundEntry(entry: unknown, depth: number, walk: Walk, wholeFields: readonly string[]): unknown {
+  if (wholeFields.length === 0 || !isPlainRecord(entry)) return boundValue(entry, depth, walk);
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(entry)) {
+    if (typeof item === 'string' && wholeFields.includes(key)) {
+      // Every character is at least one byte of JSON.
+      if (item.length > walk.limits.maxSerializedBytes) return OVERSIZE;
+      setOwn(out, key, item);
+    } else setOwn(out, key, boundValue(item, depth + 1, walk));
+  }
+  return out;
+}
+
+/** What a result too large to pass on, even cut, becomes. */
+function resultTooLarge(limit: number): GatehouseError {
+  return new GatehouseError(
+    'upstream_protocol_error',
+    `The upstream's answer is larger than Gatehouse passes on (${limit} bytes serialized), even with its later entries left out.`,
+    { reason: 'result_too_large', limit },
+  );
+}
+
+/**
+ * Bounds a pass-through result (`prompts/get`, `resources/read`, `completion/complete`, a templates list) with a
+ * tool result's limits (`boundCallResult`): at most `maxBlocks` entries in its array, every string anywhere cut
+ * at `maxStringChars` (but the shape's `wholeFields`), nesting at `maxDepth` (deeper is `null`), then the
+ * serialized ceiling, met by dropping trailing entries (all but the first), then `_meta`, then the first entry.
+ * Anything cut says so in `_meta` (`io.gatehouse/truncated`, as a tool result says it). A result that still does
+ * not fit, or that would keep none of its entries, is refused (`upstream_protocol_error`, reason
+ * `result_too_large`): an answer without its content is no answer. Walks no deeper than `maxDepth`.
+ */
+export function boundResult<T>(result: T, shape: ResultShape, limits?: Partial<BoundLimits>): T {
+  const walk: Walk = { limits: limitsOf(limits), truncated: false };
+  const { maxBlocks, maxSerializedBytes } = walk.limits;
+  if (!isPlainRecord(result)) return boundValue(result, 0, walk) as T;
+  let container: unknown = result;
+  for (const key of shape.list) container = isPlainRecord(container) ? container[key] : undefined;
+  const raw = Array.isArray(container) ? container : undefined;
+  // The result without its array is bounded as any value; the array's entries one by one, each at its own depth.
+  let out = boundValue(raw ? withList(result, shape.list, []) : result, 0, walk) as Record<string, unknown>;
+  const entries: unknown[] = [];
+  if (raw) {
+    if (raw.length > maxBlocks) walk.truncated = true;
+    for (const entry of raw.slice(0, maxBlocks)) {
+      entries.push(boundEntry(entry, shape.list.length, walk, shape.wholeFields ?? []));
+    }
+  }
+  const assemble = () => (raw ? withList(out, shape.list, entries) : out);
+
+  // Most results are far below the ceiling, and one serialization (with room for the mark) says so.
+  if (entries.includes(OVERSIZE) || jsonBytes(assemble()) + TRUNCATED_META_BYTES > maxSerializedBytes) {
+    // Sizes are computed once: `[e1,e2]` is the entries and their commas.
+    const sizes = entries.map((entry) => (entry === OVERSIZE ? Number.POSITIVE_INFINITY : jsonBytes(entry)));
+    let base = jsonBytes(out);
+    const over = () =>
+      base + sizes.reduce((a, b) => a + b, 0) + Math.max(0, sizes.length - 1) + TRUNCATED_META_BYTES >
+      maxSerializedBytes;
+    const drop = (keep: number) => {
+      while (over() && entries.length > keep) {
+        entries.pop();
+        sizes.pop();
+        walk.truncated = true;
+      }
+    };
+    drop(1);
+    if (over() && out._meta !== undefined) {
+      const { _meta, ...rest } = out;
+      out = rest;
+      base = jsonBytes(out);
+      walk.truncated = true;
+    }
+    drop(0);
+    if (over() || (raw && raw.length > 0 && entries.length === 0)) throw resultTooLarge(maxSerializedBytes);
+  }
+  const bounded = assemble();
+  if (!walk.truncated) return bounded as T;
+  const meta = isPlainRecord(bounded._meta) ? bounded._meta : {};
+  return { ...bounded, _meta: { ...meta, [TRUNCATED_META_KEY]: true } } as T;
 }

@@ -1,22 +1,101 @@
 /**
- * Drains a paginated MCP list verb (tools, resources, prompts) with explicit cursors, bounded as a handshake is:
- * at most 1000 items over at most 50 pages, and a cursor seen twice ends it (an upstream that loops).
+ * Drains a paginated MCP list verb (prompts, resources, resource templates) one page per request with explicit
+ * cursors, bounded as `listAllTools` bounds tools: every item bounded (`boundItem`: strings, nesting), at most
+ * 1000 items over at most 50 pages and 5 MiB serialized (the first item that does not fit ends the list), and a
+ * cursor seen twice ends it (an upstream that loops).
+ *
+ * Never the SDK's `listPrompts()`/`listResources()`/`listResourceTemplates()` without a cursor: those walk up to
+ * 64 pages and merge them before returning, so no bound of ours would hold until all of it sat in memory.
  */
-const MAX_ITEMS = 1000;
-const MAX_PAGES = 50;
+import { createHash } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/client';
+import { boundItem, DEFAULT_BOUNDS } from './bounds.js';
+import { catalogParams } from './client-capabilities.js';
+
+export interface DrainLimits {
+  maxItems: number;
+  maxPages: number;
+  /** Serialized (UTF-8 JSON) ceiling of the whole list, as for a tool list. */
+  maxSerializedBytes: number;
+}
+
+export const DRAIN_LIMITS: Readonly<DrainLimits> = Object.freeze({
+  maxItems: 1000,
+  maxPages: 50,
+  maxSerializedBytes: DEFAULT_BOUNDS.maxSerializedBytes,
+});
+
+export interface ListPage {
+  items: unknown[];
+  nextCursor?: string | undefined;
+}
 
 export async function drain<T>(
-  page: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor?: string | undefined }>,
+  page: (cursor: string | undefined) => Promise<ListPage>,
+  limits: Partial<DrainLimits> = {},
 ): Promise<T[]> {
+  const { maxItems, maxPages, maxSerializedBytes } = { ...DRAIN_LIMITS, ...limits };
   const items: T[] = [];
+  // Cursors are opaque and upstream-sized; remember their hashes, not the strings.
   const seen = new Set<string>();
+  let bytes = 2;
   let cursor: string | undefined;
-  for (let pages = 0; pages < MAX_PAGES && items.length < MAX_ITEMS; pages++) {
+  for (let pages = 0; pages < maxPages && items.length < maxItems; pages++) {
     const result = await page(cursor);
-    items.push(...result.items.slice(0, MAX_ITEMS - items.length));
+    for (const raw of result.items) {
+      if (items.length >= maxItems) return items;
+      const { item } = boundItem(raw);
+      const size = Buffer.byteLength(JSON.stringify(item) ?? 'null') + 1;
+      if (bytes + size > maxSerializedBytes) return items;
+      bytes += size;
+      items.push(item as T);
+    }
     cursor = result.nextCursor;
-    if (!cursor || seen.has(cursor)) break;
-    seen.add(cursor);
+    if (!cursor) break;
+    const digest = createHash('sha256').update(cursor).digest('base64');
+    if (seen.has(digest)) break;
+    seen.add(digest);
   }
   return items;
+}
+
+export type ListMethod = 'prompts/list' | 'resources/list' | 'resources/templates/list';
+
+const ITEMS_OF: Record<ListMethod, string> = {
+  'prompts/list': 'prompts',
+  'resources/list': 'resources',
+  'resources/templates/list': 'resourceTemplates',
+};
+
+/**
+ * One page of `method`, asked as itself (`client.request`, validated by the SDK as its `listX()` would be).
+ * `catalog`: the hub's own listing, which declares MCP Apps to a 2026-07-28 upstream (`catalogParams`).
+ */
+export async function listPage(
+  client: Client,
+  method: ListMethod,
+  cursor: string | undefined,
+  signal: AbortSignal,
+  catalog = false,
+): Promise<ListPage> {
+  const params = cursor === undefined ? {} : { cursor };
+  const page = (await client.request(
+    { method, params: catalog ? catalogParams(client, params) : params },
+    { signal },
+  )) as unknown as Record<string, unknown>;
+  const items = page[ITEMS_OF[method]];
+  return {
+    items: Array.isArray(items) ? items : [],
+    nextCursor: typeof page.nextCursor === 'string' ? page.nextCursor : undefined,
+  };
+}
+
+/** Every page of `method` the limits allow, each item bounded (callers check the capability first). */
+export function drainList<T>(
+  client: Client,
+  method: ListMethod,
+  signal: AbortSignal,
+  { catalog = false, limits }: { catalog?: boolean; limits?: Partial<DrainLimits> } = {},
+): Promise<T[]> {
+  return drain<T>((cursor) => listPage(client, method, cursor, signal, catalog), limits);
 }

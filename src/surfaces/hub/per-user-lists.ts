@@ -8,14 +8,13 @@
 import type { Client } from '@modelcontextprotocol/client';
 import type { Prompt, Resource } from '@modelcontextprotocol/server';
 import { itemPinHash, type PinnableItem } from '../../policy/pins.js';
-import { catalogParams } from '../../upstream/client-capabilities.js';
-import { drain } from '../../upstream/drain.js';
+import { drainList } from '../../upstream/drain.js';
 import type { HubPrompt, HubServer } from './view.js';
 
 /** Runs `fn` on a client of the server's upstream with the caller's grant (the hub's `withUpstream`). */
 export type AsCaller = <T>(hub: HubServer, fn: (client: Client, signal: AbortSignal) => Promise<T>) => Promise<T>;
 
-/** One server's live list, asked as the caller; bounded as a handshake's (`drain`). */
+/** One server's live list, asked as the caller; bounded as a handshake's (`drain`: page by page, each item bounded). */
 async function live<T>(
   hub: HubServer,
   asCaller: AsCaller,
@@ -34,13 +33,7 @@ async function live<T>(
 export function liveResources(hub: HubServer, asCaller: AsCaller): Promise<Resource[]> {
   return live(hub, asCaller, async (client, signal) => {
     if (!client.getServerCapabilities()?.resources) return [];
-    return drain(async (cursor) => {
-      const r = await client.listResources(catalogParams(client, cursor ? { cursor } : {}), {
-        signal,
-        cacheMode: 'bypass',
-      });
-      return { items: r.resources, nextCursor: r.nextCursor };
-    });
+    return drainList<Resource>(client, 'resources/list', signal, { catalog: true });
   });
 }
 
@@ -52,13 +45,7 @@ export async function livePrompts(
   if (hub.prompts.size === 0) return [];
   const prompts = await live(hub, asCaller, async (client, signal) => {
     if (!client.getServerCapabilities()?.prompts) return [];
-    return drain(async (cursor) => {
-      const r = await client.listPrompts(catalogParams(client, cursor ? { cursor } : {}), {
-        signal,
-        cacheMode: 'bypass',
-      });
-      return { items: r.prompts, nextCursor: r.nextCursor };
-    });
+    return drainList<Prompt>(client, 'prompts/list', signal, { catalog: true });
   });
   const byName = new Map([...hub.prompts.values()].map((entry) => [entry.name, entry]));
   const listed: Array<{ entry: HubPrompt; prompt: Prompt }> = [];

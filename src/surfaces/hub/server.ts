@@ -7,6 +7,7 @@ import type {
   GetPromptResult,
   Implementation,
   InputRequiredResult,
+  ListResourceTemplatesResult,
   Prompt,
   ReadResourceResult,
   Resource,
@@ -17,6 +18,8 @@ import { CLIENT_CAPABILITIES_META_KEY, ProtocolError, ProtocolErrorCode, Server 
 import { z } from 'zod';
 import { findGatehouseError } from '../../errors.js';
 import type { TokenPrincipal, ToolView } from '../../identity/index.js';
+import { boundResult, COMPLETION_RESULT, PROMPT_RESULT, RESOURCE_RESULT } from '../../upstream/bounds.js';
+import { drainList } from '../../upstream/drain.js';
 import { upstreamRpcErrorOf } from '../../upstream/map-error.js';
 import { VERSION } from '../../version.js';
 import { MODERN_PROTOCOL_VERSION } from '../../wire.js';
@@ -173,6 +176,10 @@ export function callScopeOf(scope: CallScope, listView: ListView): CallScope {
 
 /** Templates taken from one upstream's list (its first page). */
 const MAX_TEMPLATES_PER_SERVER = 100;
+const FIRST_TEMPLATES_PAGE = Object.freeze({ maxPages: 1, maxItems: MAX_TEMPLATES_PER_SERVER });
+type Template = ListResourceTemplatesResult['resourceTemplates'][number];
+/** The hub's `resources/templates/list`: every server's templates, in one array. */
+const TEMPLATES_RESULT = Object.freeze({ list: ['resourceTemplates'] as const });
 /** Lists ask each per-user server with the caller's grant, and start no connect flow where there is none. */
 const QUIET: GrantOptions = { connectLink: false };
 
@@ -461,7 +468,7 @@ export function buildHubServer(
     assertInsideWorkspace(hub.detail, request.params.arguments ?? {});
     try {
       // In rounds when the upstream asks for input (2026-07-28), as tool calls are.
-      return (await requestInRounds(
+      const answer = await requestInRounds(
         deps.stateCodec,
         { clientId: principal.id, serverId: hub.row.id },
         { method: 'prompts/get', params: { name: upstreamName, arguments: request.params.arguments ?? {} } },
@@ -480,7 +487,10 @@ export function buildHubServer(
             principal,
           ),
         agentExtensions(ctx, server.getClientCapabilities()),
-      )) as GetPromptResult;
+      );
+      if (isInputRequired(answer)) return answer as InputRequiredResult;
+      // Bounded as a tool result is: strings, nesting, messages and the serialized ceiling.
+      return boundResult(answer as GetPromptResult, PROMPT_RESULT);
     } catch (error) {
       throw asProtocolError(error);
     }
@@ -514,29 +524,30 @@ export function buildHubServer(
       visible(snapshot).map(async (hub) => {
         if (hub.row.status !== 'connected') return [];
         try {
-          const { resourceTemplates } = await deps.withUpstream(
+          // Its first page only, each template bounded (never the SDK's auto-aggregate of every page).
+          const resourceTemplates = await deps.withUpstream(
             snapshot,
             hub,
             (client, signal) =>
               client.getServerCapabilities()?.resources
-                ? client.listResourceTemplates({}, { signal })
-                : Promise.resolve({ resourceTemplates: [] }),
+                ? drainList<Template>(client, 'resources/templates/list', signal, { limits: FIRST_TEMPLATES_PAGE })
+                : Promise.resolve([]),
             ctx.mcpReq.signal,
             principal,
             QUIET,
           );
-          return resourceTemplates
-            .slice(0, MAX_TEMPLATES_PER_SERVER)
-            .map((t) =>
-              scope.kind === 'aggregate' ? { ...t, uriTemplate: wrapResourceTemplate(hub.row.id, t.uriTemplate) } : t,
-            );
+          return resourceTemplates.map((t) =>
+            scope.kind === 'aggregate' ? { ...t, uriTemplate: wrapResourceTemplate(hub.row.id, t.uriTemplate) } : t,
+          );
         } catch {
           // One failing upstream does not hide the others' templates.
           return [];
         }
       }),
     );
-    return { resourceTemplates: lists.flat() };
+    // Every server's list fits the ceiling; all of them together are held to it too (later ones left out).
+    const all = lists.flat();
+    return boundResult({ resourceTemplates: all }, TEMPLATES_RESULT, { maxBlocks: all.length });
   });
 
   // Completions go to the server that owns the prompt or resource template.
@@ -569,13 +580,14 @@ export function buildHubServer(
     if (argument.value !== '') assertInsideWorkspace(policy, { [argument.name]: argument.value });
     assertInsideWorkspace(policy, context?.arguments ?? {});
     try {
-      return await deps.withUpstream(
+      const result = await deps.withUpstream(
         snapshot,
         target,
         (client, signal) => client.complete({ ...request.params, ref: upstreamRef }, { signal }),
         ctx.mcpReq.signal,
         principal,
       );
+      return boundResult(result, COMPLETION_RESULT);
     } catch (error) {
       throw asProtocolError(error);
     }
@@ -638,7 +650,8 @@ export function buildHubServer(
         agentExtensions(ctx, server.getClientCapabilities()),
       );
       if (isInputRequired(answer)) return answer as InputRequiredResult;
-      const result = answer as ReadResourceResult;
+      // Bounded as a tool result is (a content's `text` or `blob` whole, or the read is refused), before its pin check.
+      const result = boundResult(answer as ReadResourceResult, RESOURCE_RESULT);
       // An MCP Apps UI resource is served only as pinned (a changed one is quarantined, with its diff).
       if (isUiUri(uri)) await deps.uiPins.admit(owner, uri, result.contents);
       if (scope.kind === 'single') return result;
