@@ -33,7 +33,8 @@ export const SETTING_KEYS = {
   'audit.payloads': {
     schema: z.enum(['metadata', 'data']),
     default: 'metadata',
-    description: 'What the audit trail records of a call: metadata only, or arguments and results too (redacted).',
+    description:
+      'What the audit trail records of a call: metadata only, or arguments and results too (redacted best-effort: credential-named fields and well-known secret shapes; a secret of no known name or shape is recorded).',
   },
   'hub.rateLimit': {
     schema: z.number().int().min(1).max(1_000_000),
