@@ -126,12 +126,6 @@ export function rememberedEra(row: ServerTable): PriorDiscovery | undefined {
   return undefined;
 }
 
-/** Blanks every declared secret value in a line a child wrote, before it is stored or logged. */
-export function redactor(secrets: readonly string[]): (line: string) => string {
-  const values = secrets.filter((s) => s.length >= 4);
-  return (line) => values.reduce((text, secret) => text.split(secret).join('[redacted]'), line);
-}
-
 export interface HandshakerOptions {
   poolFor(privateNetwork: boolean): UpstreamPool;
   timeoutMs: number;
@@ -191,7 +185,6 @@ async function stdioHandshake(
   connection: Extract<Connection, { transport: 'stdio' }>,
   options: HandshakerOptions,
 ): Promise<HandshakeResult> {
-  const redact = redactor(Object.values(connection.env));
   const era = rememberedEra(row);
   // A first connect may be an `npx`/`uvx` download: killed mid-way, it leaves a half-written cache.
   const timeoutMs = era === undefined ? Math.max(options.installTimeoutMs ?? 0, options.timeoutMs) : options.timeoutMs;
@@ -209,7 +202,7 @@ async function stdioHandshake(
       args: connection.args,
       env: connection.env,
       label: row.id,
-      onStderrLine: (line) => options.onStderr?.(row.id, redact(line)),
+      onStderrLine: (line) => options.onStderr?.(row.id, line),
       onSpawn: (c) => {
         spawned = c;
       },

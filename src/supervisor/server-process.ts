@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@modelcontextprotocol/client';
 import { GatehouseError, isGatehouseError } from '../errors.js';
-import { redactor, rememberedEra } from '../registry/handshake.js';
+import { rememberedEra } from '../registry/handshake.js';
 import type { ServerOptions } from '../registry/records.js';
 import type { StdioState } from '../registry/state.js';
 import { parseJson } from '../store/json.js';
@@ -192,7 +192,6 @@ export class ServerProcess {
           { unwritableRoots: launch.unwritableRoots, uid: launch.view?.uid },
         );
       }
-      const redact = redactor(Object.values(connection.env));
       const era = rememberedEra(row);
       // Never connected since its command was set: `npx`/`uvx` may be fetching the package, and a
       // handshake deadline that kills the download mid-way leaves a half-written cache behind.
@@ -216,8 +215,9 @@ export class ServerProcess {
           label: this.id,
           maxLineBytes: this.sup.options.maxLineBytes,
           graceMs: this.sup.options.graceMs,
-          onStderrLine: (line) => this.sup.options.onOutput(this.id, 'stderr', redact(line)),
-          onNoiseLine: (line) => this.sup.options.onOutput(this.id, 'stdout', redact(line)),
+          // Lines come redacted of the child's env values (`spawn.ts`).
+          onStderrLine: (line) => this.sup.options.onOutput(this.id, 'stderr', line),
+          onNoiseLine: (line) => this.sup.options.onOutput(this.id, 'stdout', line),
           onExit,
           onSpawn: (child) => {
             spawned = child;

@@ -76,7 +76,7 @@ export interface StdioSpec {
    * hide is its to redact before storing or logging).
    */
   onStderrLine?: (line: string) => void;
-  /** Each stdout line that is not a JSON-RPC message (counted towards `maxNoiseLines`). */
+  /** Each stdout line that is not a JSON-RPC message (counted towards `maxNoiseLines`; `env`'s values redacted). */
   onNoiseLine?: (line: string) => void;
   /** Once, when the child has exited and its group is reaped (same value as `exited`). */
   onExit?: (info: ExitInfo) => void;
@@ -587,7 +587,7 @@ class ChildHandle implements StdioChild {
     }
     this.noiseLines += 1;
     try {
-      this.spec.onNoiseLine?.(line.length > 8192 ? line.slice(0, 8192) : line);
+      this.spec.onNoiseLine?.(this.redact(line.length > 8192 ? line.slice(0, 8192) : line));
     } catch {}
     if (this.noiseLines > maxNoise) {
       this.endForBound(
@@ -622,9 +622,8 @@ class ChildHandle implements StdioChild {
 }
 
 /**
- * Replaces each of `values` in a line by `[redacted]`, as the registry's `redactor` does for logged lines (values
- * under 4 characters are left: they would blank out ordinary words). Longest first, so a value that contains
- * another is hidden whole.
+ * Replaces each of `values` in a line a child wrote by `[redacted]` (values under 4 characters are left: they
+ * would blank out ordinary words). Longest first, so a value that contains another is hidden whole.
  */
 function redactValues(values: readonly string[]): (line: string) => string {
   const hidden = [...new Set(values.filter((v) => typeof v === 'string' && v.length >= 4))].sort(
