@@ -8,6 +8,7 @@ import { type AskingCall, handleAsks, handleLogs } from './asks.js';
 import { LEGACY_CLIENT_CAPABILITIES } from './client-capabilities.js';
 import type { DirectTarget } from './direct-call.js';
 import type { LegacySession } from './direct-legacy.js';
+import { RESUME_MIN_MS } from './direct-stream.js';
 import { isTransportFailure } from './map-error.js';
 import { BoundedSseTransport } from './sse-transport.js';
 import type { NormalizedTarget } from './target.js';
@@ -29,8 +30,6 @@ const REOPEN_MAX_MS = 60_000;
 const STREAM_STABLE_MS = 10_000;
 /** Quick ends in a row after which the GET stream stays closed (calls go on over POST). */
 const MAX_QUICK_REOPENS = 5;
-/** A request's own stream, resumed by GET: the upstream's `retry:` is obeyed, but not below this. */
-const RESUME_MIN_MS = 250;
 
 /**
  * Paces the SDK's reopening of event streams (its `reconnectionScheduler`). Its `reconnectionOptions`

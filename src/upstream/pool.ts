@@ -24,6 +24,7 @@ import { EraMemory } from './era-memory.js';
 import { type ListKind, watchListChanges } from './list-watch.js';
 import { isEraMismatch, isSessionLost, keepsConnection, toUpstreamError } from './map-error.js';
 import { callBoundedTool, callInteractiveTool, listAllTools } from './operations.js';
+import { BoundedSseTransport } from './sse-transport.js';
 import { type NormalizedTarget, normalizeTarget } from './target.js';
 import { traced } from './trace.js';
 import type {
@@ -401,7 +402,12 @@ export class UpstreamPool {
           );
         } catch (error) {
           // The SDK's own timeout (set to what was left of ours) may fire a hair before ours.
-          if (deadline.expired || isSdkTimeout(error)) throw deadline.error(error);
+          if (deadline.expired || isSdkTimeout(error)) {
+            // An HTTP+SSE request whose POST the upstream never answered holds a socket until its connection
+            // closes (`sse-transport.ts`): retire the connection, which closes once its other operations end.
+            if (lease && awaitingPost(lease.connection)) this.discard(lease);
+            throw deadline.error(error);
+          }
           if (!lease) throw error;
           const sessionLost = isSessionLost(error, lease.connection.sessionId);
           // The era this connection speaks no longer fits the server (it was replaced by the other era).
@@ -613,6 +619,9 @@ const originOf = (target: NormalizedTarget) => new URL(target.url).origin;
 
 const poolClosed = () =>
   new GatehouseError('upstream_unreachable', 'The upstream pool is closed.', { reason: 'pool_closed' });
+
+const awaitingPost = (connection: Connection) =>
+  connection.transport instanceof BoundedSseTransport && connection.transport.awaitingPost;
 
 function isSdkTimeout(error: unknown): boolean {
   return !findGatehouseError(error) && error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout;
