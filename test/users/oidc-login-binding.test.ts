@@ -8,155 +8,24 @@
  * sniffing headers.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import Provider from 'oidc-provider';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../../src/web-serve.js';
+import {
+  HttpBrowser as Browser,
+  type BrowserCookie,
+  OIDC_CLIENT_ID as CLIENT_ID,
+  OIDC_CLIENT_SECRET as CLIENT_SECRET,
+  type Idp,
+  startIdp,
+} from '../fixtures/oidc-idp.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeEachStore, sqliteTarget } from '../helpers/stores.js';
-
-const CLIENT_ID = 'gatehouse-dashboard';
-const CLIENT_SECRET = 'test-client-secret-0123456789';
-const CALLBACK = '/auth/oidc/callback';
-
-async function startIdp(): Promise<{ server: Server; issuer: string; configure(base: string): void }> {
-  let provider: Provider | undefined;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    if (!provider) {
-      res.statusCode = 503;
-      res.end();
-      return;
-    }
-    provider.callback()(req, res);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    server,
-    issuer,
-    configure(base: string) {
-      provider = new Provider(issuer, {
-        clients: [
-          {
-            client_id: CLIENT_ID,
-            client_secret: CLIENT_SECRET,
-            redirect_uris: [`${base}${CALLBACK}`],
-            grant_types: ['authorization_code'],
-            response_types: ['code'],
-            token_endpoint_auth_method: 'client_secret_basic',
-          },
-        ],
-        conformIdTokenClaims: false,
-        claims: { openid: ['sub'], profile: ['name', 'groups'], email: ['email'] },
-        pkce: { required: () => true },
-        cookies: { keys: ['oidc-test-cookie-key'] },
-        async findAccount(_ctx: unknown, sub: string) {
-          return {
-            accountId: sub,
-            async claims() {
-              return { sub, name: `Person ${sub}`, email: `${sub}@example.com`, groups: [] };
-            },
-          };
-        },
-      });
-    },
-  };
-}
-
-interface Cookie {
-  value: string;
-  path: string;
-  attributes: string;
-}
-
-/** A browser without a browser: a cookie jar per origin (Path and Max-Age honoured), redirects followed by hand. */
-class Browser {
-  readonly jar = new Map<string, Map<string, Cookie>>();
-
-  cookiesFor(url: URL): Map<string, Cookie> {
-    const store = this.jar.get(url.origin) ?? new Map<string, Cookie>();
-    this.jar.set(url.origin, store);
-    return store;
-  }
-
-  private header(url: URL): string {
-    return [...this.cookiesFor(url).entries()]
-      .filter(
-        ([, c]) => url.pathname === c.path || url.pathname.startsWith(c.path.endsWith('/') ? c.path : `${c.path}/`),
-      )
-      .map(([name, c]) => `${name}=${c.value}`)
-      .join('; ');
-  }
-
-  private keep(url: URL, response: Response): void {
-    const store = this.cookiesFor(url);
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = '', ...rest] = line.split(';');
-      const eq = pair.indexOf('=');
-      const name = pair.slice(0, eq).trim();
-      const attributes = rest.map((a) => a.trim()).join('; ');
-      const path = /(?:^|; )Path=([^;]*)/i.exec(attributes)?.[1] ?? '/';
-      if (/(?:^|; )Max-Age=0(?:;|$)/i.test(attributes)) store.delete(name);
-      else store.set(name, { value: pair.slice(eq + 1), path, attributes });
-    }
-  }
-
-  /** One request with this browser's cookies; what it sets is kept. */
-  async open(url: URL | string, init: RequestInit = {}): Promise<Response> {
-    const target = new URL(url);
-    const cookie = this.header(target);
-    const response = await fetch(target, {
-      ...init,
-      redirect: 'manual',
-      headers: { ...(cookie ? { cookie } : {}), ...(init.headers as Record<string, string> | undefined) },
-    });
-    this.keep(target, response);
-    return response;
-  }
-
-  /**
-   * From `/auth/oidc/start` through the provider's (development) login and consent forms, up to — not
-   * including — the gateway's callback: answers the callback URL the provider sends this browser to.
-   */
-  async signInUpToCallback(start: string, login: string): Promise<URL> {
-    let url = new URL(start);
-    const gatewayOrigin = url.origin;
-    let init: RequestInit = {};
-    for (let step = 0; step < 20; step++) {
-      if (url.origin === gatewayOrigin && url.pathname === CALLBACK) return url;
-      const response = await this.open(url, init);
-      const location = response.headers.get('location');
-      if (response.status >= 300 && response.status < 400 && location) {
-        url = new URL(location, url);
-        init = {};
-        continue;
-      }
-      const html = await response.text();
-      const form = /<form[^>]*action="([^"]+)"[^>]*>([\s\S]*?)<\/form>/i.exec(html);
-      if (!form) throw new Error(`no form at ${url} (HTTP ${response.status}): ${html.slice(0, 300)}`);
-      const fields = new URLSearchParams();
-      for (const input of (form[2] as string).matchAll(/<input[^>]*>/gi)) {
-        const name = /name="([^"]+)"/.exec(input[0])?.[1];
-        const value = /value="([^"]*)"/.exec(input[0])?.[1] ?? '';
-        if (name) fields.set(name, name === 'login' ? login : name === 'password' ? 'any' : value);
-      }
-      url = new URL((form[1] as string).replace(/&amp;/g, '&'), url);
-      init = {
-        method: 'POST',
-        body: fields.toString(),
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      };
-    }
-    throw new Error('too many steps');
-  }
-}
 
 const sessionCookieOf = (response: Response) =>
   response.headers.getSetCookie().find((line) => line.startsWith('gatehouse_session=') && !/Max-Age=0/.test(line));
 
 describeEachStore('an OIDC sign-in is bound to the browser that started it', (target) => {
-  let idp: Awaited<ReturnType<typeof startIdp>>;
+  let idp: Idp;
   let gw: TestGateway;
   let base: string;
   beforeAll(async () => {
@@ -233,7 +102,7 @@ describeEachStore('an OIDC sign-in is bound to the browser that started it', (ta
     const victim = new Browser();
     const [name, cookie] = [...attacker.cookiesFor(new URL(base)).entries()].find(([n]) =>
       n.startsWith('gatehouse_oidc_'),
-    ) as [string, Cookie];
+    ) as [string, BrowserCookie];
     victim.cookiesFor(new URL(base)).set(name, { ...cookie, value: `${cookie.value.slice(0, -2)}AA` });
     const answer = await victim.open(callback);
     expect(answer.headers.get('location')).toBe('/?signin_error=oidc.browser_mismatch');

@@ -4,63 +4,21 @@
  * callback (code + PKCE, ID token verified against the provider's JWKS), a user provisioned with the
  * role its groups map to, the session cookie's flags, and logout revoking the session.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import Provider from 'oidc-provider';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  OIDC_CLIENT_ID as CLIENT_ID,
+  OIDC_CLIENT_SECRET as CLIENT_SECRET,
+  HttpBrowser,
+  type Idp,
+  startIdp,
+} from '../fixtures/oidc-idp.js';
 import { startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
 import { CHROMIUM_AVAILABLE, launchBrowser, openPage } from './harness.js';
 
-const CLIENT_ID = 'gatehouse-dashboard';
-const CLIENT_SECRET = 'test-client-secret-0123456789';
-
-/** A provider on 127.0.0.1 whose client is the gateway at `base` (built once both addresses are known). */
-async function startIdp(): Promise<{ server: Server; issuer: string; configure(base: string): void }> {
-  let provider: Provider | undefined;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    if (!provider) {
-      res.statusCode = 503;
-      res.end();
-      return;
-    }
-    provider.callback()(req, res);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    server,
-    issuer,
-    configure(base: string) {
-      provider = new Provider(issuer, {
-        clients: [
-          {
-            client_id: CLIENT_ID,
-            client_secret: CLIENT_SECRET,
-            redirect_uris: [`${base}/auth/oidc/callback`],
-            grant_types: ['authorization_code'],
-            response_types: ['code'],
-            token_endpoint_auth_method: 'client_secret_basic',
-          },
-        ],
-        // Claims in the ID token itself (the gateway reads no userinfo).
-        conformIdTokenClaims: false,
-        claims: { openid: ['sub'], profile: ['name', 'groups'], email: ['email'] },
-        pkce: { required: () => true },
-        cookies: { keys: ['oidc-test-cookie-key'] },
-        async findAccount(_ctx: unknown, sub: string) {
-          return {
-            accountId: sub,
-            async claims() {
-              return { sub, name: `Ada ${sub}`, email: `${sub}@example.com`, groups: ['idp-admins', 'unmapped'] };
-            },
-          };
-        },
-      });
-    },
-  };
-}
+/** Every account is Ada, in the provider's admins group (mapped) and one the gateway does not map. */
+const ADA = (sub: string) => ({ name: `Ada ${sub}`, groups: ['idp-admins', 'unmapped'] });
 
 const gatewayEnv = (issuer: string) => ({
   GATEHOUSE_OIDC_ISSUER: issuer,
@@ -70,68 +28,19 @@ const gatewayEnv = (issuer: string) => ({
   GATEHOUSE_OIDC_PRIVATE_NETWORK: 'true',
 });
 
-/**
- * A browser without a browser: follows redirects by hand with a cookie jar per origin and submits the
- * provider's (development) login and consent forms — the same requests Chromium makes below.
- */
+/** A sign-in over plain HTTP (`HttpBrowser`) up to the gateway's callback, and the callback's answer. */
 async function signInOverHttp(start: string, login: string): Promise<{ location: string; setCookie: string[] }> {
-  const jar = new Map<string, Map<string, string>>();
-  const cookieHeader = (url: URL) =>
-    [...(jar.get(url.origin) ?? new Map()).entries()].map(([k, v]) => `${k}=${v}`).join('; ');
-  const keep = (url: URL, response: Response) => {
-    const store = jar.get(url.origin) ?? new Map<string, string>();
-    for (const line of response.headers.getSetCookie()) {
-      const [pair = ''] = line.split(';');
-      const eq = pair.indexOf('=');
-      store.set(pair.slice(0, eq).trim(), pair.slice(eq + 1));
-    }
-    jar.set(url.origin, store);
-  };
-  let url = new URL(start);
-  let init: RequestInit = {};
-  const gatewayOrigin = url.origin;
-  for (let step = 0; step < 20; step++) {
-    const response = await fetch(url, {
-      ...init,
-      redirect: 'manual',
-      headers: { cookie: cookieHeader(url), ...(init.headers as Record<string, string> | undefined) },
-    });
-    keep(url, response);
-    const location = response.headers.get('location');
-    if (response.status >= 300 && response.status < 400 && location) {
-      // Back on the gateway's callback: its answer is what the test checks.
-      if (url.origin === gatewayOrigin && url.pathname === '/auth/oidc/callback') {
-        return { location, setCookie: response.headers.getSetCookie() };
-      }
-      url = new URL(location, url);
-      init = {};
-      continue;
-    }
-    const html = await response.text();
-    const form = /<form[^>]*action="([^"]+)"[^>]*>([\s\S]*?)<\/form>/i.exec(html);
-    if (!form) throw new Error(`no form at ${url} (HTTP ${response.status}): ${html.slice(0, 300)}`);
-    const fields = new URLSearchParams();
-    for (const input of (form[2] as string).matchAll(/<input[^>]*>/gi)) {
-      const name = /name="([^"]+)"/.exec(input[0])?.[1];
-      const value = /value="([^"]*)"/.exec(input[0])?.[1] ?? '';
-      if (name) fields.set(name, name === 'login' ? login : name === 'password' ? 'any' : value);
-    }
-    url = new URL((form[1] as string).replace(/&amp;/g, '&'), url);
-    init = {
-      method: 'POST',
-      body: fields.toString(),
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    };
-  }
-  throw new Error('too many steps');
+  const browser = new HttpBrowser();
+  const answer = await browser.open(await browser.signInUpToCallback(start, login));
+  return { location: answer.headers.get('location') ?? '', setCookie: answer.headers.getSetCookie() };
 }
 
 describe('sign in with OpenID Connect (HTTP)', { timeout: 120_000 }, () => {
-  let idp: Awaited<ReturnType<typeof startIdp>>;
+  let idp: Idp;
   let gw: TestGateway;
   let base: string;
   beforeAll(async () => {
-    idp = await startIdp();
+    idp = await startIdp(ADA);
     gw = await startTestGateway(sqliteTarget, gatewayEnv(idp.issuer));
     base = await gw.listen();
     idp.configure(base);
@@ -202,7 +111,7 @@ describe('sign in with OpenID Connect (HTTP)', { timeout: 120_000 }, () => {
 });
 
 describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: sign in with OpenID Connect', { timeout: 180_000 }, () => {
-  let idp: Server;
+  let idp: Idp['server'];
   let issuer: string;
   let gw: TestGateway;
   let base: string;
@@ -212,7 +121,7 @@ describe.skipIf(!CHROMIUM_AVAILABLE)('dashboard: sign in with OpenID Connect', {
   const browserErrors: string[] = [];
 
   beforeAll(async () => {
-    const started = await startIdp();
+    const started = await startIdp(ADA);
     idp = started.server;
     issuer = started.issuer;
     gw = await startTestGateway(sqliteTarget, gatewayEnv(issuer));
