@@ -1,14 +1,14 @@
 /**
  * The two operations the conduit needs, on an already connected client, both bounded.
  */
-import { createHash } from 'node:crypto';
 import { CLIENT_CAPABILITIES_META_KEY, type Client, LOG_LEVEL_META_KEY, type Tool } from '@modelcontextprotocol/client';
 import { GatehouseError } from '../errors.js';
 import { outgoingCarrier } from '../telemetry/tracing.js';
-import { type BoundedCallResult, boundCallResult, boundStrings, boundTool, DEFAULT_BOUNDS } from './bounds.js';
+import { type BoundedCallResult, boundCallResult, boundStrings, boundTool } from './bounds.js';
 import { catalogParams } from './client-capabilities.js';
 import type { Deadline } from './deadline.js';
 import { TASKS_EXTENSION, taskOutcome } from './direct-result.js';
+import { DRAIN_LIMITS, drainPages, type ListPage } from './drain.js';
 import { rpcCodeOf } from './map-error.js';
 import { paramHeadersFor, scanParamHeaders } from './param-headers.js';
 import { withTaskAnswers } from './task-results.js';
@@ -20,16 +20,16 @@ import {
   withExtensions,
 } from './types.js';
 
-export const LIST_LIMITS = Object.freeze({ maxTools: 1000, maxPages: 50 });
+export const LIST_LIMITS = Object.freeze({ maxTools: DRAIN_LIMITS.maxItems, maxPages: DRAIN_LIMITS.maxPages });
 
 const METHOD_NOT_FOUND = -32601;
 
 const requestOptions = (deadline: Deadline) => ({ signal: deadline.signal, timeout: deadline.remaining() });
 
 /**
- * Drains `tools/list` page by page with explicit cursors (the SDK's auto-aggregate would hide the
- * bounds): stops at 1000 tools, 50 pages or the serialized ceiling and says `truncated`; a cursor
- * seen before is a protocol error, so a looping upstream cannot keep us here. `catalog`: the hub's own listing (a
+ * Drains `tools/list` page by page with explicit cursors (`drainPages`; the SDK's auto-aggregate would hide the
+ * bounds): stops at 1000 tools, 50 pages or the serialized ceiling and says `truncated`; a cursor seen before
+ * is a protocol error, so a looping upstream cannot keep us here. `catalog`: the hub's own listing (a
  * handshake), which declares MCP Apps to a 2026-07-28 upstream (`catalogParams`).
  */
 export async function listAllTools(
@@ -37,61 +37,34 @@ export async function listAllTools(
   deadline: Deadline,
   { catalog = false }: { catalog?: boolean } = {},
 ): Promise<ListToolsResult> {
-  const tools: Tool[] = [];
-  // Cursors are opaque and upstream-sized; remember their hashes, not the strings.
-  const seen = new Set<string>();
-  let cursor: string | undefined;
-  let pages = 0;
-  let bytes = 2;
-  let truncated = false;
-  for (;;) {
-    let page: { tools: Tool[]; nextCursor?: string };
+  // SEP-2243: on 2026-07-28 a client must leave out a tool whose `x-mcp-header` marks break the rules (it could
+  // never be called with the right headers); the SDK client does it on its own list, this list is Gatehouse's.
+  const modern = client.getProtocolEra() === 'modern';
+  const bound = (raw: unknown) => {
+    const tool = raw as Tool;
+    if (modern && !scanParamHeaders(tool.inputSchema).valid) return undefined;
+    const bounded = boundTool(tool);
+    return { item: bounded.tool, truncated: bounded.truncated };
+  };
+  const page = async (cursor: string | undefined): Promise<ListPage> => {
+    const params = cursor === undefined ? {} : { cursor };
     try {
-      const params = cursor === undefined ? {} : { cursor };
-      page = await client.request(
+      const { tools, nextCursor } = await client.request(
         { method: 'tools/list', params: catalog ? catalogParams(client, params) : params },
         requestOptions(deadline),
       );
+      return { items: tools, nextCursor };
     } catch (error) {
       // A server without tools may say so by not knowing the method.
-      if (pages === 0 && rpcCodeOf(error) === METHOD_NOT_FOUND) return { tools: [] };
+      if (cursor === undefined && rpcCodeOf(error) === METHOD_NOT_FOUND) return { items: [] };
       throw error;
     }
-    pages += 1;
-    // SEP-2243: on 2026-07-28 a client must leave out a tool whose `x-mcp-header` marks break the rules (it could
-    // never be called with the right headers); the SDK client does it on its own list, this list is Gatehouse's.
-    const modern = client.getProtocolEra() === 'modern';
-    for (const raw of page.tools) {
-      if (modern && !scanParamHeaders(raw.inputSchema).valid) continue;
-      if (tools.length >= LIST_LIMITS.maxTools) {
-        truncated = true;
-        break;
-      }
-      const bounded = boundTool(raw);
-      const size = Buffer.byteLength(JSON.stringify(bounded.tool)) + 1;
-      if (bytes + size > DEFAULT_BOUNDS.maxSerializedBytes) {
-        truncated = true;
-        break;
-      }
-      bytes += size;
-      truncated ||= bounded.truncated;
-      tools.push(bounded.tool);
-    }
-    const next = page.nextCursor;
-    if (!next) break;
-    if (truncated || tools.length >= LIST_LIMITS.maxTools || pages >= LIST_LIMITS.maxPages) {
-      truncated = true;
-      break;
-    }
-    const digest = createHash('sha256').update(next).digest('base64');
-    if (seen.has(digest)) {
-      throw new GatehouseError('upstream_protocol_error', 'The upstream repeated a pagination cursor.', {
-        reason: 'repeated_cursor',
-      });
-    }
-    seen.add(digest);
-    cursor = next;
-  }
+  };
+  const { items: tools, truncated } = await drainPages<Tool>(page, {
+    limits: { maxItems: LIST_LIMITS.maxTools, maxPages: LIST_LIMITS.maxPages },
+    bound,
+    repeatedCursor: 'throw',
+  });
   return truncated ? { tools, truncated: true } : { tools };
 }
 
