@@ -93,11 +93,12 @@ export async function person(
   return { id, token: token.json().token as string };
 }
 
-/** Installs a per-user OAuth server `id` at `url` (loopback, so `privateNetwork`), with `extra` manifest fields. */
-export async function installPerUser(
+/** Installs an OAuth server `id` at `url` (loopback, so `privateNetwork`) with `auth`, and `extra` manifest fields. */
+export async function installOAuth(
   gw: TestGateway,
   id: string,
   url: string,
+  auth: Record<string, unknown>,
   extra: Record<string, unknown> = {},
 ): Promise<void> {
   const installed = await gw.request('POST', '/api/mcp/install', {
@@ -108,10 +109,20 @@ export async function installPerUser(
         transport: 'streamable-http',
         url,
         privateNetwork: true,
-        auth: { type: 'oauth', mode: 'per-user' },
+        auth: { type: 'oauth', ...auth },
         ...extra,
       },
     },
   });
   expect(installed.statusCode, installed.body).toBe(201);
+}
+
+/** Installs a per-user OAuth server `id` at `url` (`installOAuth`). */
+export function installPerUser(
+  gw: TestGateway,
+  id: string,
+  url: string,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  return installOAuth(gw, id, url, { mode: 'per-user' }, extra);
 }

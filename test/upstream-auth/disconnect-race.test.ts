@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectAgent } from '../helpers/agents.js';
 import { startTestGateway, TEST_ADMIN_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { sqliteTarget } from '../helpers/stores.js';
-import { connectIn, signedIn } from './browser.js';
+import { connectIn, installOAuth, signedIn } from './browser.js';
 import { type MiniAuthServer, type MiniUpstream, startMiniAuthServer, startMiniUpstream } from './mini-oauth.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: assertions walk arbitrary JSON
@@ -26,20 +26,7 @@ describe('upstream OAuth: a disconnect racing a refresh', () => {
     upstream = await startMiniUpstream(as);
     gw = await startTestGateway(sqliteTarget, { GATEHOUSE_PUBLIC_URL: 'http://127.0.0.1:7' });
     const base = await gw.listen();
-    const installed = await gw.request('POST', '/api/mcp/install', {
-      body: {
-        manifest: {
-          id: 'docs',
-          name: 'docs',
-          transport: 'streamable-http',
-          url: upstream.url,
-          privateNetwork: true,
-          auth: { type: 'oauth', mode: 'shared' },
-          toolPolicy: { allow: ['whoami'] },
-        },
-      },
-    });
-    expect(installed.statusCode).toBe(201);
+    await installOAuth(gw, 'docs', upstream.url, { mode: 'shared' }, { toolPolicy: { allow: ['whoami'] } });
     const started = await gw.request('POST', '/api/mcp/servers/docs/auth/connect');
     expect(started.statusCode).toBe(200);
     const admin = await signedIn(gw, TEST_ADMIN_TOKEN);
