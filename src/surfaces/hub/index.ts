@@ -320,9 +320,14 @@ export function createHub(deps: HubDeps): Hub {
 
   const unsubscribe = deps.events.subscribe((event) => {
     if (LIST_EVENTS.has(event.type) || changesToolViews(event)) endpoint.notifyListChanged();
-    // A server's exposure narrowed, or it was disabled or removed: who may no longer see it hears no more of it.
+    // A server's exposure narrowed, or it was disabled or removed: who may no longer see it hears no more of it
+    // (checked on a new snapshot only when someone listens there).
     const changedServer = event.data.id;
-    if (event.type === 'server.changed' && typeof changedServer === 'string') {
+    if (
+      event.type === 'server.changed' &&
+      typeof changedServer === 'string' &&
+      subscriptions.listensTo(changedServer)
+    ) {
       registry.snapshot().then(
         (snapshot) => revokeUnreachable(subscriptions, snapshot, changedServer),
         () => undefined,

@@ -199,6 +199,11 @@ export class ResourceSubscriptions {
    * told, or its stream narrowed, once nobody there listens. Run when servers change; a subscription that began
    * on an older view checks itself once it is held (`subscribeUpstream`).
    */
+  /** Whether anyone is subscribed to a URI of server `serverId` (else a change to it has nothing to revoke). */
+  listensTo(serverId: string): boolean {
+    return this.byServer.has(serverId);
+  }
+
   async revoke(serverId: string, reaches: (groups: readonly string[]) => boolean): Promise<void> {
     const lost = [...(this.byServer.get(serverId) ?? [])].filter((listener) => !reaches(listener.reach.groups));
     await Promise.all(
